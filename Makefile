@@ -1,0 +1,27 @@
+# delan_ros: the commands a user types. Everything runs inside .venv (made by `make setup`).
+SHELL := /bin/bash
+ROBOT ?= urdf/two_link_arm.urdf
+PYTEST_ARGS ?=
+
+.PHONY: setup test demo shell bench clean distclean
+
+setup:  ## venv from pinned PyPI wheels + colcon build (idempotent)
+	@bash scripts/setup.sh
+
+test: setup  ## the whole pytest suite of all packages
+	@source env.sh && python -m pytest $(PYTEST_ARGS)
+
+demo: setup  ## the main job: sim, learn online, compare controllers, write out/demo/report.md
+	@source env.sh && python -m delan_control.demo --robot $(ROBOT) --out out/demo
+
+shell: setup  ## an interactive shell with everything sourced
+	@bash --rcfile <(echo 'source ~/.bashrc 2>/dev/null; source env.sh; PS1="(delan_ros) $$PS1"')
+
+bench: setup  ## all benchmarks (print tables)
+	@source env.sh && for b in bench/bench_*.py; do echo "== $$b"; python $$b || exit 1; done
+
+clean:  ## build outputs only
+	rm -rf build install log out
+
+distclean: clean
+	rm -rf .venv

@@ -1,0 +1,1 @@
+"""Thin rclpy wrappers over the ROS-free core."""

@@ -1,0 +1,50 @@
+"""The one interface every dynamics model of the suite offers (DeLaN, MLP, Pinocchio, identified).
+
+Controllers, the demo and the evaluation hold any of them through this protocol. Arrays are numpy
+float64 in the model's joint order, shaped ``(n,)`` for one state or ``(B, n)`` for a batch;
+matrices ``(n, n)`` or ``(B, n, n)``. Torques follow
+
+    tau = H(q) qdd + c(q, qd) + g(q) + tau_f(qd)
+
+with ``tau_f`` the dissipative friction torque the motors must overcome.
+"""
+from __future__ import annotations
+
+from typing import List, Protocol, Tuple, runtime_checkable
+
+import numpy as np
+
+#: Velocity scale [rad/s or m/s] of the smooth Coulomb term ``coulomb * tanh(qd / COULOMB_SMOOTHING)``.
+#: Shared by the plant, the URDF friction model, identification and DeLaN, so all mean the same.
+COULOMB_SMOOTHING = 0.05
+
+
+def friction_torque(qd: np.ndarray, viscous: np.ndarray, coulomb: np.ndarray) -> np.ndarray:
+    """Viscous + smooth Coulomb friction torque, ``(..., n)``."""
+    return viscous * qd + coulomb * np.tanh(qd / COULOMB_SMOOTHING)
+
+
+@runtime_checkable
+class DynamicsModel(Protocol):
+    joint_names: List[str]
+
+    def inverse(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
+        """Torque needed for the motion: ``(..., n)``."""
+
+    def forward(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray) -> np.ndarray:
+        """Acceleration produced by the torque: ``(..., n)``."""
+
+    def mass_matrix(self, q: np.ndarray) -> np.ndarray:
+        """``H(q)``: ``(..., n, n)``, symmetric positive definite."""
+
+    def coriolis(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        """``c(q, qd) = dH/dt qd - 1/2 d/dq (qd^T H qd)``: ``(..., n)``."""
+
+    def gravity(self, q: np.ndarray) -> np.ndarray:
+        """``g(q) = dV/dq``: ``(..., n)``."""
+
+    def friction(self, qd: np.ndarray) -> np.ndarray:
+        """``tau_f(qd)``: ``(..., n)``."""
+
+    def energy(self, q: np.ndarray, qd: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Kinetic and potential energy ``(T, V)``, each ``(...)``, in J."""

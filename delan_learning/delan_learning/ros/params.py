@@ -1,0 +1,75 @@
+"""Parameter declarations with descriptors and validation, shared by every node of the suite."""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Sequence
+
+from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
+                                SetParametersResult)
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+Validator = Callable[[Any], Optional[str]]  # returns an error message, or None when valid
+
+
+def declare(node: Node, name: str, default: Any, description: str, *,
+            min_value: Optional[float] = None, max_value: Optional[float] = None,
+            choices: Optional[Sequence[str]] = None, read_only: bool = False,
+            validator: Optional[Validator] = None, registry: Optional[Dict[str, Validator]] = None
+            ) -> Any:
+    """Declare ``name`` with a descriptor; register its validator in ``registry``.
+
+    Ranges go into the descriptor (visible in ``ros2 param describe``) *and* are checked by the
+    validator, so an out-of-range override at start-up fails loudly instead of being clipped.
+    """
+    desc = ParameterDescriptor(description=description, read_only=read_only)
+    if choices:
+        desc.additional_constraints = 'one of: ' + ', '.join(choices)
+    if isinstance(default, bool):
+        pass
+    elif isinstance(default, int) and (min_value is not None or max_value is not None):
+        desc.integer_range = [IntegerRange(
+            from_value=int(min_value if min_value is not None else -2**31),
+            to_value=int(max_value if max_value is not None else 2**31 - 1), step=0)]
+    elif isinstance(default, float) and (min_value is not None or max_value is not None):
+        desc.floating_point_range = [FloatingPointRange(
+            from_value=float(min_value if min_value is not None else -1e300),
+            to_value=float(max_value if max_value is not None else 1e300), step=0.0)]
+
+    def check(value: Any) -> Optional[str]:
+        if choices is not None and value not in choices:
+            return f'{name}={value!r} is not one of {list(choices)}'
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if min_value is not None and value < min_value:
+                return f'{name}={value} is below its minimum {min_value}'
+            if max_value is not None and value > max_value:
+                return f'{name}={value} is above its maximum {max_value}'
+        if validator is not None:
+            return validator(value)
+        return None
+
+    value = node.declare_parameter(name, default, desc).value
+    error = check(value)
+    if error:
+        raise ValueError(f'invalid parameter: {error}')
+    if registry is not None:
+        registry[name] = check
+    return value
+
+
+def validating_callback(registry: Dict[str, Validator],
+                        on_accept: Optional[Callable[[Sequence[Parameter]], None]] = None):
+    """A set-parameters callback that rejects any change its validators refuse (atomically)."""
+
+    def callback(params: Sequence[Parameter]) -> SetParametersResult:
+        for p in params:
+            check = registry.get(p.name)
+            if check is None:
+                continue
+            error = check(p.value)
+            if error:
+                return SetParametersResult(successful=False, reason=error)
+        if on_accept is not None:
+            on_accept(params)
+        return SetParametersResult(successful=True)
+
+    return callback

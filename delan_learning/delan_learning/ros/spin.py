@@ -1,0 +1,36 @@
+"""One ``main`` for every node: init, spin, clean shutdown on SIGINT/SIGTERM, clear start-up errors."""
+from __future__ import annotations
+
+import sys
+from typing import Callable, Optional, Sequence
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.node import Node
+
+
+def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
+             multithreaded: bool = False) -> int:
+    rclpy.init(args=args)
+    node = None
+    try:
+        try:
+            node = factory()
+        except (ValueError, FileNotFoundError, RuntimeError) as exc:
+            print(f'[FATAL] could not start: {exc}', file=sys.stderr)
+            return 2
+        executor = MultiThreadedExecutor() if multithreaded else SingleThreadedExecutor()
+        executor.add_node(node)
+        try:
+            executor.spin()
+        except (KeyboardInterrupt, ExternalShutdownException):
+            pass
+        return 0
+    finally:
+        if node is not None:
+            close = getattr(node, 'close', None)
+            if close is not None:
+                close()
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.try_shutdown()

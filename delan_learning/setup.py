@@ -1,0 +1,25 @@
+from setuptools import find_packages, setup
+
+package_name = 'delan_learning'
+
+setup(
+    name=package_name,
+    version='0.1.0',
+    packages=find_packages(exclude=['test']),
+    data_files=[
+        ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
+        ('share/' + package_name, ['package.xml']),
+    ],
+    install_requires=['setuptools'],
+    zip_safe=True,
+    maintainer='delan_ros maintainers',
+    maintainer_email='maintainers@delan-ros.invalid',
+    description='Deep Lagrangian Networks: ROS-free core and ROS 2 nodes.',
+    license='BSD-3-Clause',
+    extras_require={'test': ['pytest']},
+    entry_points={
+        'console_scripts': [
+            'learner = delan_learning.nodes.learner:main',
+        ],
+    },
+)
