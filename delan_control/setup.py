@@ -23,6 +23,10 @@ setup(
     entry_points={
         'console_scripts': [
             'torque_controller = delan_control.nodes.torque_controller:main',
+            'sim = delan_control.nodes.sim:main',
+            'reference = delan_control.nodes.reference:main',
+            'delan-sysid = delan_control.sysid:main',
+            'delan-gen-data = delan_control.datagen:main',
         ],
     },
 )

@@ -20,6 +20,10 @@ setup(
     entry_points={
         'console_scripts': [
             'learner = delan_learning.nodes.learner:main',
+            'data_logger = delan_learning.nodes.data_logger:main',
+            'delan-train = delan_learning.cli:train_main',
+            'delan-eval = delan_learning.cli:eval_main',
+            'delan-bag2npz = delan_learning.bag_cli:main',
         ],
     },
 )
