@@ -9,7 +9,7 @@ setup:  ## venv from pinned PyPI wheels + colcon build (idempotent)
 	@bash scripts/setup.sh
 
 test: setup  ## the whole pytest suite of all packages
-	@source env.sh && python -m pytest $(PYTEST_ARGS)
+	@source env.sh && pytest $(PYTEST_ARGS)
 
 demo: setup  ## the main job: sim, learn online, compare controllers, write out/demo/report.md
 	@source env.sh && python -m delan_control.demo --robot $(ROBOT) --out out/demo
