@@ -1,0 +1,76 @@
+"""Torque control laws as pure functions of arrays (no ROS), so they are tested and reused alone.
+
+Two laws hold any :class:`~delan_learning.dynamics.DynamicsModel`:
+
+* computed torque: ``tau = model.inverse(q, qd, qdd_ref + Kp e + Kd e_dot)`` -- gains in 1/s^2
+  and 1/s, i.e. they set the closed-loop natural frequency independent of the arm's inertia;
+* feed-forward + PD: ``tau = model.inverse(q_ref, qd_ref, qdd_ref) + Kp e + Kd e_dot`` -- gains in
+  N*m/rad and N*m*s/rad; robust when the model is poor because feedback does not pass through it.
+
+With no model (``pd``) the feed-forward term is zero: a plain PD controller.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from delan_learning.dynamics import DynamicsModel
+
+LAWS = ('computed_torque', 'feedforward_pd')
+
+
+@dataclass
+class Gains:
+    """Per-joint gains ``(n,)`` for both laws."""
+
+    ct_kp: np.ndarray  # computed torque [1/s^2]
+    ct_kd: np.ndarray  # computed torque [1/s]
+    kp: np.ndarray     # feed-forward + PD / plain PD [N*m/rad]
+    kd: np.ndarray     # feed-forward + PD / plain PD [N*m*s/rad]
+
+
+def control_torque(model: Optional[DynamicsModel], law: str, gains: Gains,
+                   q: np.ndarray, qd: np.ndarray, q_ref: np.ndarray, qd_ref: np.ndarray,
+                   qdd_ref: np.ndarray) -> np.ndarray:
+    """Unclamped joint torque ``(n,)`` of ``law`` with ``model`` (None = PD only)."""
+    e = q_ref - q
+    e_dot = qd_ref - qd
+    if model is None:
+        return gains.kp * e + gains.kd * e_dot
+    if law == 'computed_torque':
+        return np.asarray(model.inverse(q, qd, qdd_ref + gains.ct_kp * e + gains.ct_kd * e_dot))
+    if law == 'feedforward_pd':
+        return np.asarray(model.inverse(q_ref, qd_ref, qdd_ref)) + gains.kp * e + gains.kd * e_dot
+    raise ValueError(f'unknown control law {law!r}; expected one of {LAWS}')
+
+
+def clamp_torque(tau: np.ndarray, limits: np.ndarray) -> np.ndarray:
+    """Clip to the symmetric effort limits ``(n,)`` (URDF ``<limit effort>``)."""
+    return np.clip(tau, -limits, limits)
+
+
+class BumplessBlend:
+    """Cross-fades from the torque of the old model to the new one over ``duration`` seconds.
+
+    A model switch changes the feed-forward torque in one step; blending both outputs linearly
+    keeps the commanded torque continuous, so a runtime switch does not kick the arm.
+    """
+
+    def __init__(self, duration: float):
+        self.duration = float(duration)
+        self._start: Optional[float] = None
+
+    def start(self, t: float) -> None:
+        self._start = t if self.duration > 0 else None
+
+    def weight(self, t: float) -> Optional[float]:
+        """Weight of the *new* output in [0, 1), or None once the blend is over."""
+        if self._start is None:
+            return None
+        w = (t - self._start) / self.duration
+        if w >= 1.0 or w < 0.0:
+            self._start = None
+            return None
+        return w

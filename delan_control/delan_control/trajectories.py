@@ -1,0 +1,155 @@
+"""Reference trajectories: excitation for learning, test strokes for evaluation, and a sampler for
+trajectories received as ``trajectory_msgs/JointTrajectory`` points. Pure numpy."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Protocol, Tuple
+
+import numpy as np
+
+from delan_learning.excitation import FourierTrajectory, random_fourier_trajectory
+
+__all__ = ['FourierTrajectory', 'random_fourier_trajectory', 'FigureEight', 'figure_eight',
+           'PiecewiseQuintic', 'sample_points', 'Trajectory']
+
+
+class Trajectory(Protocol):
+    def sample(self, t: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """q, qd, qdd at times ``t`` ``(T,)``, each ``(T, n)``."""
+
+
+@dataclass(frozen=True)
+class FigureEight:
+    """Joint-space Lissajous figure eight: joint i follows ``c_i + A_i sin(k_i w t + phi_i)`` with
+    frequency ratios 1:2 alternating over joints. It ramps in smoothly from rest at ``c``.
+
+    ``speed`` scales time, so ``speed=2`` is the same path twice as fast (4x the accelerations):
+    the extrapolation test of the DeLaN papers.
+    """
+
+    center: np.ndarray
+    amplitude: np.ndarray
+    period: float
+    speed: float = 1.0
+    ramp: float = 1.0  # [s at speed 1] quintic ramp of the amplitude from 0 to 1
+
+    def sample(self, t):
+        t = np.asarray(t, dtype=np.float64).reshape(-1, 1) * self.speed
+        n = self.center.size
+        k = np.where(np.arange(n) % 2 == 0, 1.0, 2.0)
+        w = 2.0 * np.pi / self.period
+        ph = k * w * t
+        s, c = np.sin(ph), np.cos(ph)
+        # amplitude ramp r(t): quintic 0 -> 1 with zero first and second derivatives at both ends
+        x = np.clip(t / self.ramp, 0.0, 1.0) if self.ramp > 0 else np.ones_like(t)
+        r = x ** 3 * (10 - 15 * x + 6 * x ** 2)
+        inside = (x > 0) & (x < 1)
+        rd = np.where(inside, 30 * x ** 2 * (1 - x) ** 2 / self.ramp, 0.0)
+        rdd = np.where(inside, 60 * x * (1 - x) * (1 - 2 * x) / self.ramp ** 2, 0.0)
+        f, fd, fdd = s, k * w * c, -(k * w) ** 2 * s
+        a = self.amplitude
+        q = self.center + a * r * f
+        qd = a * (rd * f + r * fd) * self.speed
+        qdd = a * (rdd * f + 2 * rd * fd + r * fdd) * self.speed ** 2
+        return q, qd, qdd
+
+    def at_speed(self, speed: float) -> 'FigureEight':
+        return FigureEight(self.center, self.amplitude, self.period, speed, self.ramp)
+
+
+def figure_eight(lower: np.ndarray, upper: np.ndarray, max_velocity: np.ndarray,
+                 period: float = 4.0, amplitude_fraction: float = 0.3,
+                 center: Optional[np.ndarray] = None, velocity_fraction: float = 0.5
+                 ) -> FigureEight:
+    """A figure eight inside the limits whose 1x-speed velocity stays below
+    ``velocity_fraction`` of the limit (so that 2x stays within the limit)."""
+    lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+    lo = np.where(np.isfinite(lower), lower, -np.pi)
+    hi = np.where(np.isfinite(upper), upper, np.pi)
+    c = 0.5 * (lo + hi) if center is None else np.asarray(center, float)
+    amp = amplitude_fraction * 0.5 * (hi - lo)
+    amp = np.minimum(amp, np.minimum(hi - c, c - lo) * 0.9)
+    k = np.where(np.arange(c.size) % 2 == 0, 1.0, 2.0)
+    w = 2.0 * np.pi / period
+    amp = np.minimum(amp, velocity_fraction * np.asarray(max_velocity, float) / (k * w))
+    return FigureEight(center=c, amplitude=amp, period=period)
+
+
+def sample_points(traj: Trajectory, duration: float, dt: float):
+    """Times ``(T,)`` and q, qd, qdd ``(T, n)`` on a grid from 0 to ``duration`` inclusive."""
+    t = np.arange(0.0, duration + 0.5 * dt, dt)
+    q, qd, qdd = traj.sample(t)
+    return t, q, qd, qdd
+
+
+class PiecewiseQuintic:
+    """Interpolates waypoints given with positions, velocities and accelerations (as in a
+    ``JointTrajectory``) by quintic Hermite segments: q, qd, qdd are continuous and exact at the
+    waypoints. Before the first point it holds the first, after the last it holds the last (at rest).
+    Missing velocities/accelerations are taken as zero.
+    """
+
+    def __init__(self, t: np.ndarray, q: np.ndarray, qd: Optional[np.ndarray] = None,
+                 qdd: Optional[np.ndarray] = None):
+        t = np.asarray(t, dtype=np.float64)
+        q = np.atleast_2d(np.asarray(q, dtype=np.float64))
+        if t.ndim != 1 or q.shape[0] != t.size or t.size == 0:
+            raise ValueError(f'{t.size} times for {q.shape[0]} points')
+        if np.any(np.diff(t) <= 0):
+            raise ValueError('waypoint times must increase strictly')
+        self.t = t
+        self.q = q
+        self.qd = np.zeros_like(q) if qd is None or np.size(qd) == 0 else np.asarray(qd, float)
+        self.qdd = np.zeros_like(q) if qdd is None or np.size(qdd) == 0 else np.asarray(qdd, float)
+        if self.qd.shape != q.shape or self.qdd.shape != q.shape:
+            raise ValueError('velocities/accelerations must match positions in shape')
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(self.qd))
+                and np.all(np.isfinite(self.qdd)) and np.all(np.isfinite(t))):
+            raise ValueError('non-finite waypoint')
+
+    @property
+    def end_time(self) -> float:
+        return float(self.t[-1])
+
+    def sample(self, t):
+        t = np.atleast_1d(np.asarray(t, dtype=np.float64))
+        n_pts = self.t.size
+        out_q = np.empty((t.size, self.q.shape[1]))
+        out_qd = np.empty_like(out_q)
+        out_qdd = np.empty_like(out_q)
+        before = t <= self.t[0]
+        after = t >= self.t[-1]
+        out_q[before], out_qd[before], out_qdd[before] = self.q[0], 0.0, 0.0
+        out_q[after], out_qd[after], out_qdd[after] = self.q[-1], 0.0, 0.0
+        if n_pts > 1:
+            mid = ~(before | after)
+            if np.any(mid):
+                tm = t[mid]
+                i = np.clip(np.searchsorted(self.t, tm, side='right') - 1, 0, n_pts - 2)
+                h = (self.t[i + 1] - self.t[i])[:, None]
+                s = ((tm - self.t[i])[:, None]) / h
+                q0, q1 = self.q[i], self.q[i + 1]
+                v0, v1 = self.qd[i] * h, self.qd[i + 1] * h
+                a0, a1 = self.qdd[i] * h * h, self.qdd[i + 1] * h * h
+                # quintic Hermite basis on s in [0, 1]
+                s2, s3, s4, s5 = s * s, s ** 3, s ** 4, s ** 5
+                h01 = 10 * s3 - 15 * s4 + 6 * s5
+                h10 = s - 6 * s3 + 8 * s4 - 3 * s5
+                h11 = -4 * s3 + 7 * s4 - 3 * s5
+                h20 = 0.5 * s2 - 1.5 * s3 + 1.5 * s4 - 0.5 * s5
+                h21 = 0.5 * s3 - s4 + 0.5 * s5
+                d00 = -30 * s2 + 60 * s3 - 30 * s4
+                d10 = 1 - 18 * s2 + 32 * s3 - 15 * s4
+                d11 = -12 * s2 + 28 * s3 - 15 * s4
+                d20 = s - 4.5 * s2 + 6 * s3 - 2.5 * s4
+                d21 = 1.5 * s2 - 4 * s3 + 2.5 * s4
+                dd00 = -60 * s + 180 * s2 - 120 * s3
+                dd10 = -36 * s + 96 * s2 - 60 * s3
+                dd11 = -24 * s + 84 * s2 - 60 * s3
+                dd20 = 1 - 9 * s + 18 * s2 - 10 * s3
+                dd21 = 3 * s - 12 * s2 + 10 * s3
+                dq = q1 - q0
+                out_q[mid] = q0 + h10 * v0 + h20 * a0 + h01 * dq + h11 * v1 + h21 * a1
+                out_qd[mid] = (d00 * -dq + d10 * v0 + d20 * a0 + d11 * v1 + d21 * a1) / h
+                out_qdd[mid] = (dd00 * -dq + dd10 * v0 + dd20 * a0 + dd11 * v1 + dd21 * a1) / h ** 2
+        return out_q, out_qd, out_qdd

@@ -1,0 +1,60 @@
+import numpy as np
+import pytest
+
+from delan_control.control_laws import BumplessBlend, Gains, clamp_torque, control_torque
+
+
+class Pendulum:
+    """1-DoF pendulum m l^2 qdd + m g l sin q + b qd = tau, as a DynamicsModel."""
+
+    joint_names = ['j']
+
+    def __init__(self, m=1.0, l=0.5, b=0.1):
+        self.ml2, self.mgl, self.b = m * l * l, m * 9.81 * l, b
+
+    def inverse(self, q, qd, qdd):
+        return self.ml2 * qdd + self.mgl * np.sin(q) + self.b * qd
+
+    def forward(self, q, qd, tau):
+        return (tau - self.mgl * np.sin(q) - self.b * qd) / self.ml2
+
+
+GAINS = Gains(ct_kp=np.array([100.0]), ct_kd=np.array([20.0]), kp=np.array([30.0]),
+              kd=np.array([3.0]))
+
+
+def simulate(model_ctrl, law, plant, t_end=3.0, dt=1e-3):
+    q, qd = np.array([0.0]), np.array([0.0])
+    errs = []
+    for k in range(int(t_end / dt)):
+        t = k * dt
+        q_ref, qd_ref, qdd_ref = np.sin(t) * np.ones(1), np.cos(t) * np.ones(1), -np.sin(t) * np.ones(1)
+        tau = control_torque(model_ctrl, law, GAINS, q, qd, q_ref, qd_ref, qdd_ref)
+        qd = qd + dt * plant.forward(q, qd, tau)
+        q = q + dt * qd
+        errs.append(float(q_ref[0] - q[0]))
+    return np.sqrt(np.mean(np.square(errs[len(errs) // 2:])))
+
+
+@pytest.mark.parametrize('law', ['computed_torque', 'feedforward_pd'])
+def test_exact_model_tracks_far_better_than_pd(law):
+    plant = Pendulum()
+    rms_model = simulate(Pendulum(), law, plant)
+    rms_pd = simulate(None, law, plant)
+    assert rms_model < 0.01 * rms_pd, (rms_model, rms_pd)
+    assert rms_model < 1e-3
+
+
+def test_unknown_law_is_an_error():
+    with pytest.raises(ValueError, match='unknown control law'):
+        control_torque(Pendulum(), 'bang_bang', GAINS, *[np.zeros(1)] * 5)
+
+
+def test_clamp_and_blend():
+    assert clamp_torque(np.array([5.0, -50.0, 1.0]), np.array([4.0, 40.0, 2.0])).tolist() == \
+        [4.0, -40.0, 1.0]
+    blend = BumplessBlend(0.2)
+    assert blend.weight(0.0) is None
+    blend.start(1.0)
+    assert blend.weight(1.1) == pytest.approx(0.5)
+    assert blend.weight(1.25) is None and blend.weight(1.1) is None  # over, and stays over

@@ -1,0 +1,66 @@
+import numpy as np
+import pytest
+
+from delan_control.trajectories import PiecewiseQuintic, figure_eight, random_fourier_trajectory
+
+LOWER, UPPER, VMAX = np.array([-3.1, -2.8]), np.array([3.1, 2.8]), np.array([6.0, 8.0])
+
+
+def test_quintic_reproduces_a_quintic_polynomial_exactly():
+    rng = np.random.default_rng(0)
+    c = rng.normal(size=(6, 3))
+    f = lambda t: sum(c[k] * t[:, None] ** k for k in range(6))  # noqa: E731
+    fd = lambda t: sum(k * c[k] * t[:, None] ** (k - 1) for k in range(1, 6))  # noqa: E731
+    fdd = lambda t: sum(k * (k - 1) * c[k] * t[:, None] ** (k - 2) for k in range(2, 6))  # noqa
+    tw = np.array([0.0, 0.3, 1.0, 1.7])
+    traj = PiecewiseQuintic(tw, f(tw), fd(tw), fdd(tw))
+    ts = np.linspace(0.001, 1.699, 200)
+    q, qd, qdd = traj.sample(ts)
+    np.testing.assert_allclose(q, f(ts), atol=1e-10)
+    np.testing.assert_allclose(qd, fd(ts), atol=1e-9)
+    np.testing.assert_allclose(qdd, fdd(ts), atol=1e-8)
+
+
+def test_quintic_holds_at_rest_outside_its_span_and_rejects_bad_points():
+    traj = PiecewiseQuintic(np.array([1.0, 2.0]), np.array([[0.0], [1.0]]))
+    q, qd, qdd = traj.sample(np.array([0.0, 3.0]))
+    assert q[:, 0].tolist() == [0.0, 1.0] and not qd.any() and not qdd.any()
+    with pytest.raises(ValueError):
+        PiecewiseQuintic(np.array([0.0, 0.0]), np.zeros((2, 1)))
+    with pytest.raises(ValueError):
+        PiecewiseQuintic(np.array([0.0, 1.0]), np.array([[0.0], [np.nan]]))
+
+
+@pytest.mark.parametrize('speed', [1.0, 2.0])
+def test_figure_eight_is_consistent_and_inside_limits(speed):
+    traj = figure_eight(LOWER, UPPER, VMAX).at_speed(speed)
+    t = np.linspace(0, 10, 20001)
+    q, qd, qdd = traj.sample(t)
+    assert np.all(q > LOWER) and np.all(q < UPPER)
+    assert np.all(np.abs(qd) <= VMAX)
+    np.testing.assert_allclose(np.gradient(q, t, axis=0)[2:-2], qd[2:-2], atol=1e-3 * speed)
+    np.testing.assert_allclose(np.gradient(qd, t, axis=0)[2:-2], qdd[2:-2], atol=1e-2 * speed ** 2)
+    assert np.allclose(qd[0], 0) and np.allclose(qdd[0], 0)  # starts at rest
+
+
+def test_figure_eight_at_two_x_is_the_same_path_twice_as_fast():
+    base = figure_eight(LOWER, UPPER, VMAX)
+    t = np.linspace(0, 4, 101)
+    q1, qd1, qdd1 = base.sample(2 * t)
+    q2, qd2, qdd2 = base.at_speed(2.0).sample(t)
+    np.testing.assert_allclose(q2, q1, atol=1e-12)
+    np.testing.assert_allclose(qd2, 2 * qd1, atol=1e-12)
+    np.testing.assert_allclose(qdd2, 4 * qdd1, atol=1e-9)
+
+
+def test_excitation_is_seeded_and_within_limits():
+    a = random_fourier_trajectory(LOWER, UPPER, VMAX, seed=3)
+    b = random_fourier_trajectory(LOWER, UPPER, VMAX, seed=3)
+    c = random_fourier_trajectory(LOWER, UPPER, VMAX, seed=4)
+    t = np.linspace(0, a.period, 5001)
+    qa, qda, _ = a.sample(t)
+    assert np.array_equal(qa, b.sample(t)[0]) and not np.allclose(qa, c.sample(t)[0])
+    span = UPPER - LOWER
+    assert np.all(qa >= LOWER + 0.1 * span - 1e-9) and np.all(qa <= UPPER - 0.1 * span + 1e-9)
+    assert np.all(np.abs(qda) <= 0.6 * VMAX + 1e-9)
+    np.testing.assert_allclose(np.gradient(qa, t, axis=0)[2:-2], qda[2:-2], atol=1e-3)
