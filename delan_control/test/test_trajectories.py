@@ -39,7 +39,8 @@ def test_figure_eight_is_consistent_and_inside_limits(speed):
     assert np.all(q > LOWER) and np.all(q < UPPER)
     assert np.all(np.abs(qd) <= VMAX)
     np.testing.assert_allclose(np.gradient(q, t, axis=0)[2:-2], qd[2:-2], atol=1e-3 * speed)
-    np.testing.assert_allclose(np.gradient(qd, t, axis=0)[2:-2], qdd[2:-2], atol=1e-2 * speed ** 2)
+    np.testing.assert_allclose(np.gradient(qd, t, axis=0)[2:-2], qdd[2:-2], atol=1e-2 * speed ** 2,
+                               rtol=1e-2)  # jerk jumps where the ramp ends
     assert np.allclose(qd[0], 0) and np.allclose(qdd[0], 0)  # starts at rest
 
 
