@@ -1,0 +1,115 @@
+"""Streaming pieces of the online learner, free of ROS: a delayed Savitzky-Golay differentiator
+and a fixed-size replay buffer.
+
+Accelerations are never measured on a real arm. The differentiator fits a low-order polynomial to the last
+``window`` samples (by their real timestamps, so jitter is handled) and reports q, qd, qdd of the
+*centre* sample: it is causal (uses only the past) with a delay of ``window // 2`` samples, and,
+unlike a one-sided derivative, has no lag error. That delay is harmless for learning.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Deque, Dict, Optional, Tuple
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Sample:
+    t: float
+    q: np.ndarray
+    qd: np.ndarray
+    qdd: np.ndarray
+    tau: np.ndarray
+
+
+class DelayedDifferentiator:
+    """Feeds (t, q, qd, tau); emits smoothed samples with estimated qdd, ``window // 2`` late.
+
+    A cubic (default) keeps qdd unbiased when stamps jitter; for evenly spaced samples it equals
+    the quadratic Savitzky-Golay estimate.
+
+    qd is re-estimated from q as well when ``smooth_velocity`` (encoders' q is usually far cleaner
+    than the drive's velocity). A time gap above ``max_gap`` or a non-increasing stamp restarts the
+    window, so samples are never differentiated across a gap.
+    """
+
+    def __init__(self, window: int = 11, max_gap: float = 0.1, smooth_velocity: bool = False,
+                 order: int = 3):
+        if window < order + 1 or window % 2 == 0:
+            raise ValueError(f'window must be odd and > order (got {window})')
+        self.window = window
+        self.order = order
+        self.max_gap = max_gap
+        self.smooth_velocity = smooth_velocity
+        self._buf: Deque[Tuple[float, np.ndarray, np.ndarray, np.ndarray]] = deque(maxlen=window)
+        self.restarts = 0
+
+    def reset(self) -> None:
+        self._buf.clear()
+
+    def push(self, t: float, q: np.ndarray, qd: np.ndarray, tau: np.ndarray) -> Optional[Sample]:
+        if self._buf and not (0.0 < t - self._buf[-1][0] <= self.max_gap):
+            self._buf.clear()
+            self.restarts += 1
+        self._buf.append((t, q, qd, tau))
+        if len(self._buf) < self.window:
+            return None
+        c = self.window // 2
+        ts = np.array([b[0] for b in self._buf])
+        qs = np.stack([b[1] for b in self._buf])
+        tc = ts[c]
+        scale = max(ts[-1] - ts[0], 1e-12)
+        xs = (ts - tc) / scale
+        # least-squares polynomial in scaled time, evaluated at the centre sample (x = 0)
+        V = np.vander(xs, self.order + 1, increasing=True)
+        coef, *_ = np.linalg.lstsq(V, qs, rcond=None)
+        q_c = coef[0]
+        qd_fit = coef[1] / scale
+        qdd = 2.0 * coef[2] / scale ** 2
+        _, q_raw, qd_raw, tau = self._buf[c]
+        return Sample(tc, q_raw if not self.smooth_velocity else q_c,
+                      qd_fit if self.smooth_velocity else qd_raw, qdd, tau)
+
+
+class ReplayBuffer:
+    """Fixed-capacity ring of (q, qd, qdd, tau) rows, preallocated so memory is bounded by
+    ``capacity * 4 * n * 8`` bytes whatever the stream rate; the oldest rows are overwritten."""
+
+    FIELDS = ('q', 'qd', 'qdd', 'tau')
+
+    def __init__(self, capacity: int, n_joints: int):
+        if capacity < 1:
+            raise ValueError('capacity must be positive')
+        self.capacity = int(capacity)
+        self.n = int(n_joints)
+        self._data = {f: np.zeros((self.capacity, self.n)) for f in self.FIELDS}
+        self._next = 0
+        self.size = 0
+        self.total_added = 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self._data.values())
+
+    def add(self, s: Sample) -> None:
+        i = self._next
+        self._data['q'][i] = s.q
+        self._data['qd'][i] = s.qd
+        self._data['qdd'][i] = s.qdd
+        self._data['tau'][i] = s.tau
+        self._next = (i + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+        self.total_added += 1
+
+    def clear(self) -> None:
+        self._next = 0
+        self.size = 0
+
+    def sample(self, batch: int, rng: np.random.Generator) -> Dict[str, np.ndarray]:
+        idx = rng.integers(0, self.size, size=min(batch, self.size) if batch > 0 else self.size)
+        return {f: a[idx].copy() for f, a in self._data.items()}
+
+    def all(self) -> Dict[str, np.ndarray]:
+        return {f: a[:self.size].copy() for f, a in self._data.items()}

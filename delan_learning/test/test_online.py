@@ -1,0 +1,57 @@
+import numpy as np
+import pytest
+
+from delan_learning.online import DelayedDifferentiator, ReplayBuffer, Sample
+
+
+def stream(diff, t, q, qd, tau):
+    out = []
+    for k in range(t.size):
+        s = diff.push(t[k], q[k], qd[k], tau[k])
+        if s is not None:
+            out.append(s)
+    return out
+
+
+def test_delayed_differentiator_is_accurate_with_jittered_stamps():
+    rng = np.random.default_rng(0)
+    t = np.cumsum(0.002 + 0.0004 * rng.uniform(-1, 1, 2000))
+    w = np.array([1.3, 2.1])
+    q = np.sin(w * t[:, None])
+    qd = w * np.cos(w * t[:, None])
+    tau = np.zeros_like(q)
+    out = stream(DelayedDifferentiator(window=11), t, q, qd, tau)
+    assert len(out) == t.size - 10
+    ts = np.array([s.t for s in out])
+    qdd = np.stack([s.qdd for s in out])
+    assert np.array_equal(ts, t[5:-5])  # delayed by window // 2 samples
+    np.testing.assert_allclose(qdd, -w ** 2 * np.sin(w * ts[:, None]), atol=2e-3)
+    # velocity smoothed from q when asked
+    out_v = stream(DelayedDifferentiator(window=11, smooth_velocity=True), t, q, qd, tau)
+    np.testing.assert_allclose(np.stack([s.qd for s in out_v]), w * np.cos(w * ts[:, None]),
+                               atol=1e-4)
+
+
+def test_gaps_and_backwards_stamps_restart_the_window():
+    d = DelayedDifferentiator(window=5, max_gap=0.05)
+    z = np.zeros(1)
+    outs = [d.push(t, z, z, z) for t in (0.0, 0.01, 0.02, 0.03, 0.04, 0.5, 0.51, 0.49, 0.5)]
+    assert outs[4] is not None and all(o is None for o in outs[5:])
+    assert d.restarts == 2
+
+
+def test_bad_window():
+    with pytest.raises(ValueError):
+        DelayedDifferentiator(window=4)
+
+
+def test_replay_buffer_is_bounded_and_keeps_newest():
+    buf = ReplayBuffer(capacity=100, n_joints=2)
+    nbytes = buf.nbytes
+    for k in range(250):
+        v = np.full(2, float(k))
+        buf.add(Sample(k, v, v, v, v))
+    assert buf.size == 100 and buf.total_added == 250 and buf.nbytes == nbytes
+    assert sorted(buf.all()['q'][:, 0]) == list(range(150, 250))
+    b = buf.sample(32, np.random.default_rng(0))
+    assert b['tau'].shape == (32, 2) and np.all(b['q'] >= 150)
