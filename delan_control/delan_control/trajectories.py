@@ -153,3 +153,41 @@ class PiecewiseQuintic:
                 out_qd[mid] = (d00 * -dq + d10 * v0 + d20 * a0 + d11 * v1 + d21 * a1) / h
                 out_qdd[mid] = (dd00 * -dq + dd10 * v0 + dd20 * a0 + dd11 * v1 + dd21 * a1) / h ** 2
         return out_q, out_qd, out_qdd
+
+
+REFERENCE_KINDS = ('excitation', 'figure_eight', 'hold')
+
+
+def make_reference(kind: str, lower: np.ndarray, upper: np.ndarray, max_velocity: np.ndarray,
+                   q_now: Optional[np.ndarray], *, speed: float = 1.0, seed: int = 0,
+                   duration: float = 20.0, period: float = 4.0, dt: float = 0.01,
+                   approach_time: float = 2.0):
+    """Waypoints ``t, q, qd, qdd`` of a reference that starts at rest at ``q_now``.
+
+    A quintic approach of ``approach_time`` seconds leads from ``q_now`` to the start of the
+    trajectory (with its velocity and acceleration there), so switching references never asks for
+    a jump. ``duration`` is the length after the approach.
+    """
+    if kind not in REFERENCE_KINDS:
+        raise ValueError(f'unknown reference {kind!r}; expected one of {REFERENCE_KINDS}')
+    if kind == 'hold':
+        q = np.asarray(q_now if q_now is not None else 0.5 * (lower + upper), float)
+        return np.array([0.0]), q[None, :], np.zeros((1, q.size)), np.zeros((1, q.size))
+    if kind == 'excitation':
+        traj: Trajectory = random_fourier_trajectory(lower, upper, max_velocity, seed=seed,
+                                                     velocity_fraction=0.6 / max(speed, 1.0)
+                                                     ).at_speed(speed)
+    else:
+        traj = figure_eight(lower, upper, max_velocity, period=period).at_speed(speed)
+    t, q, qd, qdd = sample_points(traj, duration, dt)
+    if q_now is None or approach_time <= 0:
+        return t, q, qd, qdd
+    approach = PiecewiseQuintic(np.array([0.0, approach_time]), np.stack([q_now, q[0]]),
+                                np.stack([np.zeros_like(q_now), qd[0]]),
+                                np.stack([np.zeros_like(q_now), qdd[0]]))
+    ta = np.arange(0.0, approach_time, dt)
+    qa, qda, qdda = approach.sample(ta)
+    qda[0] = 0.0
+    qdda[0] = 0.0
+    return (np.concatenate([ta, t + approach_time]), np.concatenate([qa, q]),
+            np.concatenate([qda, qd]), np.concatenate([qdda, qdd]))

@@ -97,3 +97,48 @@ def actuated_joints(xml_or_path: str) -> List[UrdfJoint]:
     if not out:
         raise UrdfError('URDF has no actuated (revolute/continuous/prismatic) joints')
     return out
+
+
+@dataclass(frozen=True)
+class RobotDescription:
+    """A URDF's XML with its actuated joints as arrays in model order."""
+
+    xml: str
+    source: str
+    joints: tuple
+
+    @classmethod
+    def load(cls, xml_or_path: str) -> 'RobotDescription':
+        joints = tuple(actuated_joints(xml_or_path))
+        if xml_or_path.lstrip().startswith('<'):
+            return cls(xml_or_path, 'robot_description', joints)
+        with open(xml_or_path, encoding='utf-8') as f:
+            return cls(f.read(), xml_or_path, joints)
+
+    @property
+    def joint_names(self) -> List[str]:
+        return [j.name for j in self.joints]
+
+    @property
+    def joint_types(self) -> List[str]:
+        return [j.type for j in self.joints]
+
+    def _array(self, field: str):
+        import numpy as np
+        return np.array([getattr(j, field) for j in self.joints], dtype=np.float64)
+
+    @property
+    def lower(self):
+        return self._array('lower')
+
+    @property
+    def upper(self):
+        return self._array('upper')
+
+    @property
+    def velocity_limits(self):
+        return self._array('velocity')
+
+    @property
+    def effort_limits(self):
+        return self._array('effort')
