@@ -1,59 +1,309 @@
-"""Torque controller node (skeleton: PD hold of the first received position)."""
+"""Torque controller node: joint_states + reference in, ros2_control effort commands out.
+
+One command per received joint state (the ros2_control loop drives the rate). The dynamics model
+(``pd`` | ``pinocchio`` | ``identified`` | ``delan``) and the law are parameters, switchable at
+runtime with ``ros2 param set``; a switch cross-fades the torque (bumpless). Safety: URDF effort
+limits, a watchdog that sends zero torque once when joint states go stale, and a fall-back to PD
+when the model returns non-finite torque.
+"""
 from __future__ import annotations
 
+import threading
+import time
 from typing import Dict, Optional
 
 import numpy as np
+from delan_msgs.msg import ModelUpdate
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory
 
+from delan_control.control_laws import LAWS, BumplessBlend, Gains, clamp_torque, control_torque
+from delan_control.model_loader import MODEL_KINDS, ModelLoadError, load_dynamics_model
+from delan_learning.ros.robot_param import declare_robot
+from delan_control.trajectories import PiecewiseQuintic
 from delan_learning.joint_state import JointStateError, JointStateMapper
+from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.spin import run_node
 
 
+
+def _stamp_s(stamp) -> float:
+    return stamp.sec + 1e-9 * stamp.nanosec
+
+
 class TorqueControllerNode(Node):
     def __init__(self, **kwargs):
         super().__init__('torque_controller', **kwargs)
-        self._validators: Dict = {}
-        self.joint_names = list(declare(self, 'joint_names', [''], 'Controlled joints, in command '
-                                        'order; [""] = from the first joint state',
-                                        registry=self._validators, read_only=True))
-        self.kp = declare(self, 'kp', 50.0, 'Proportional gain [Nm/rad]', min_value=0.0,
-                          max_value=1e5, registry=self._validators)
-        self.kd = declare(self, 'kd', 5.0, 'Derivative gain [Nm s/rad]', min_value=0.0,
-                          max_value=1e4, registry=self._validators)
-        self.effort_limit = declare(self, 'effort_limit', 10.0, 'Torque clamp [Nm]',
-                                    min_value=0.0, max_value=1e4, registry=self._validators)
-        self.add_on_set_parameters_callback(validating_callback(self._validators, self._on_params))
-        self._mapper: Optional[JointStateMapper] = (
-            JointStateMapper(self.joint_names) if self.joint_names != [''] else None)
-        self._hold: Optional[np.ndarray] = None
+        reg: Dict = {}
+        self.robot = declare_robot(self, reg)
+        n = len(self.robot.joint_names)
+        self.joint_names = list(self.robot.joint_names)
+
+        def per_joint(name, default, desc, lo=0.0, hi=1e6):
+            def check(v):
+                v = list(v)
+                if len(v) not in (1, n):
+                    return f'{name} needs 1 or {n} values, got {len(v)}'
+                if not all(np.isfinite(x) and lo <= x <= hi for x in v):
+                    return f'{name} values must be finite and in [{lo}, {hi}]'
+                return None
+            return np.broadcast_to(np.asarray(declare(self, name, default, desc, validator=check,
+                                                      registry=reg), float), (n,)).copy()
+
+        self.gains = Gains(
+            ct_kp=per_joint('ct_kp', [400.0], 'Computed-torque stiffness [1/s^2] (one or per joint)'),
+            ct_kd=per_joint('ct_kd', [40.0], 'Computed-torque damping [1/s] (one or per joint)'),
+            kp=per_joint('kp', [60.0], 'PD stiffness [N*m/rad] for pd and feedforward_pd'),
+            kd=per_joint('kd', [6.0], 'PD damping [N*m*s/rad] for pd and feedforward_pd'))
+        self.law = declare(self, 'law', 'computed_torque', 'Control law', choices=LAWS,
+                           registry=reg)
+        self.model_kind = declare(self, 'model', 'pd', 'Dynamics model for the feed-forward',
+                                  choices=MODEL_KINDS, registry=reg)
+        self.delan_checkpoint = declare(
+            self, 'delan_checkpoint', '', "DeLaN checkpoint for model=delan ('' = take the "
+            "learner's latest from learner/model_update)", registry=reg)
+        self.identified_params = declare(self, 'identified_params', '',
+                                         'Identified parameters (delan-sysid output) for '
+                                         'model=identified', registry=reg)
+        self.watchdog_timeout = declare(self, 'watchdog_timeout', 0.1, 'Joint states older than '
+                                        'this stop the commands [s]', min_value=0.001,
+                                        max_value=10.0, registry=reg)
+        self.blend_time = declare(self, 'switch_blend_time', 0.2, 'Cross-fade after a model '
+                                  'switch [s]', min_value=0.0, max_value=5.0, registry=reg)
+        self.effort_scale = declare(self, 'effort_limit_scale', 1.0, 'Fraction of the URDF effort '
+                                    'limits to clamp to', min_value=0.01, max_value=1.0,
+                                    registry=reg)
+        self.limits = self.robot.effort_limits * self.effort_scale
+        self.mapper = JointStateMapper(self.joint_names)
         self.rejected = RejectionCounter(self.get_logger(), 'joint state')
+        self.rejected_refs = RejectionCounter(self.get_logger(), 'reference')
+        self.fallbacks = 0
+        self.watchdog_trips = 0
+        self.commands_sent = 0
+        self._lock = threading.Lock()
+        self._model = None          # active DynamicsModel (None = PD)
+        self._old_model = None      # model being faded out
+        self._blend = BumplessBlend(self.blend_time)
+        self._latest_update: Optional[ModelUpdate] = None
+        self._reference: Optional[PiecewiseQuintic] = None
+        self._ref_index: Optional[np.ndarray] = None
+        self._hold: Optional[np.ndarray] = None
+        self._last_state_time: Optional[float] = None
+        self._stale = True
+        self._pending = None
+        self._set_model(self.model_kind, initial=True)
+        reg['model'] = self._check_model
+        reg['delan_checkpoint'] = self._check_file('delan_checkpoint', 'delan')
+        reg['identified_params'] = self._check_file('identified_params', 'identified')
+        self.add_on_set_parameters_callback(validating_callback(reg))
+        self.add_post_set_parameters_callback(self._apply_params)
+
         self.cmd_pub = self.create_publisher(Float64MultiArray, 'effort_controller/commands', 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, 'diagnostics', 10)
         self.create_subscription(JointState, 'joint_states', self._on_joint_state, 10)
+        self.create_subscription(JointTrajectory, 'reference_trajectory', self._on_reference,
+                                 LATCHED)
+        self.create_subscription(ModelUpdate, 'learner/model_update', self._on_model_update,
+                                 LATCHED)
+        self.create_timer(self.watchdog_timeout / 2.0, self._watchdog)
+        self.create_timer(1.0, self._publish_diagnostics)
+        self.get_logger().info(f'controlling {self.joint_names} with model={self.model_kind} '
+                               f'law={self.law}')
 
-    def _on_params(self, params) -> None:
-        for p in params:
-            if p.name in ('kp', 'kd', 'effort_limit'):
-                setattr(self, p.name, p.value)
+    # ---------------------------------------------------------------- models
+    def _load(self, kind: str, checkpoint: Optional[str] = None):
+        return load_dynamics_model(kind, self.robot,
+                                   checkpoint=checkpoint or self.delan_checkpoint or (
+                                       self._latest_update.checkpoint_path
+                                       if self._latest_update else ''),
+                                   identified_params=self.identified_params)
 
-    def _on_joint_state(self, msg: JointState) -> None:
-        if self._mapper is None and msg.name:
-            self.joint_names = list(msg.name)
-            self._mapper = JointStateMapper(self.joint_names)
+    def _set_model(self, kind: str, initial: bool = False, checkpoint: Optional[str] = None,
+                   model=False) -> None:
+        """Make ``kind`` active; ``model`` is an already loaded instance (False = load now)."""
+        if model is False:
+            try:
+                model = self._load(kind, checkpoint)
+            except ModelLoadError:
+                if not (initial and kind == 'delan'):
+                    raise
+                self.get_logger().warning('model=delan: no usable checkpoint yet; PD until the '
+                                          'learner publishes one')
+                model = None
+        with self._lock:
+            if not initial:
+                self._old_model = self._model
+                self._blend.duration = self.blend_time
+                self._blend.start(time.monotonic())
+            self._model = model
+            self.model_kind = kind
+
+    def _check_model(self, kind: str) -> Optional[str]:
+        """Validator of ``model``: the switch is refused unless the model loads."""
+        if kind not in MODEL_KINDS:
+            return f'model={kind!r} is not one of {list(MODEL_KINDS)}'
         try:
-            js = self._mapper.map(msg)
-        except (JointStateError, AttributeError) as err:
-            self.rejected.reject(getattr(err, 'reason', 'empty'), str(err))
+            self._pending = (kind, self._load(kind))
+        except ModelLoadError as err:
+            return f'model={kind} cannot be used: {err}'
+        return None
+
+    def _check_file(self, name: str, kind: str):
+        def check(path: str) -> Optional[str]:
+            if self.model_kind != kind or not path:
+                return None
+            try:
+                self._pending = (kind, load_dynamics_model(
+                    kind, self.robot, checkpoint=path if kind == 'delan' else '',
+                    identified_params=path if kind == 'identified' else ''))
+            except ModelLoadError as err:
+                return f'{name}={path!r} cannot be used: {err}'
+            return None
+        return check
+
+    def _apply_params(self, params) -> None:
+        for p in params:
+            if p.name in ('ct_kp', 'ct_kd', 'kp', 'kd'):
+                setattr(self.gains, p.name, np.broadcast_to(
+                    np.asarray(p.value, float), (len(self.joint_names),)).copy())
+            elif p.name == 'law':
+                self.law = p.value
+            elif p.name == 'switch_blend_time':
+                self.blend_time = p.value
+            elif p.name == 'effort_limit_scale':
+                self.limits = self.robot.effort_limits * p.value
+            elif p.name in ('delan_checkpoint', 'identified_params'):
+                setattr(self, p.name, p.value)
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            previous = self.model_kind
+            self._set_model(pending[0], model=pending[1])
+            self.get_logger().info(f'switched model {previous} -> {pending[0]} (bumpless, '
+                                   f'{self.blend_time:.2f} s blend)')
+
+    def _on_model_update(self, msg: ModelUpdate) -> None:
+        if list(msg.joint_names) != self.joint_names:
+            self.get_logger().error(f'model update for joints {list(msg.joint_names)} ignored '
+                                    f'(controller has {self.joint_names})')
             return
-        if self._hold is None:
+        self._latest_update = msg
+        if self.model_kind == 'delan' and not self.delan_checkpoint:
+            try:
+                self._set_model('delan', checkpoint=msg.checkpoint_path)
+                self.get_logger().info(f'DeLaN model v{msg.model_version} from '
+                                       f'{msg.checkpoint_path}')
+            except ModelLoadError as err:
+                self.get_logger().error(f'model update v{msg.model_version} unusable: {err}')
+
+    # ---------------------------------------------------------------- reference
+    def _on_reference(self, msg: JointTrajectory) -> None:
+        try:
+            names = list(msg.joint_names)
+            missing = [j for j in self.joint_names if j not in names]
+            if missing:
+                raise ValueError(f'reference lacks joints {missing}')
+            idx = np.array([names.index(j) for j in self.joint_names])
+            if not msg.points:
+                raise ValueError('reference has no points')
+            t0 = _stamp_s(msg.header.stamp)
+            if t0 == 0.0:
+                t0 = self.get_clock().now().nanoseconds * 1e-9
+            t = np.array([t0 + p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec
+                          for p in msg.points])
+
+            def arr(field):
+                rows = [getattr(p, field) for p in msg.points]
+                if all(len(r) == 0 for r in rows):
+                    return None
+                if any(len(r) != len(names) for r in rows):
+                    raise ValueError(f'{field} of some points has the wrong length')
+                return np.asarray(rows, float)[:, idx]
+            q = arr('positions')
+            if q is None:
+                raise ValueError('reference points have no positions')
+            ref = PiecewiseQuintic(t, q, arr('velocities'), arr('accelerations'))
+        except ValueError as err:
+            self.rejected_refs.reject('bad_reference', str(err))
+            return
+        with self._lock:
+            self._reference = ref
+
+    # ---------------------------------------------------------------- control
+    def _on_joint_state(self, msg: JointState) -> None:
+        try:
+            js = self.mapper.map(msg)
+        except JointStateError as err:
+            self.rejected.reject(err.reason, err.detail)
+            return
+        now = time.monotonic()
+        self._last_state_time = now
+        if self._stale:
+            self._stale = False
             self._hold = js.position.copy()
-        tau = self.kp * (self._hold - js.position) - self.kd * js.velocity
-        tau = np.clip(tau, -self.effort_limit, self.effort_limit)
-        self.cmd_pub.publish(Float64MultiArray(data=tau.tolist()))
+            self.get_logger().info('joint states fresh: commanding')
+        t = _stamp_s(msg.header.stamp) or self.get_clock().now().nanoseconds * 1e-9
+        with self._lock:
+            ref, model, old = self._reference, self._model, self._old_model
+            w = self._blend.weight(now)
+        if ref is not None:
+            q_ref, qd_ref, qdd_ref = (a[0] for a in ref.sample(t))
+        else:
+            q_ref, qd_ref, qdd_ref = self._hold, np.zeros_like(self._hold), np.zeros_like(self._hold)
+        tau = self._torque(model, js, q_ref, qd_ref, qdd_ref)
+        if w is not None:
+            tau = w * tau + (1.0 - w) * self._torque(old, js, q_ref, qd_ref, qdd_ref)
+        self.cmd_pub.publish(Float64MultiArray(data=clamp_torque(tau, self.limits).tolist()))
+        self.commands_sent += 1
+
+    def _torque(self, model, js, q_ref, qd_ref, qdd_ref) -> np.ndarray:
+        law = self.law
+        try:
+            tau = control_torque(model, law, self.gains, js.position, js.velocity, q_ref, qd_ref,
+                                 qdd_ref)
+            ok = bool(np.all(np.isfinite(tau)))
+        except (ValueError, ArithmeticError, RuntimeError) as err:
+            ok, tau = False, None
+            self.get_logger().error(f'model {self.model_kind} failed: {err}',
+                                    throttle_duration_sec=2.0)
+        if ok:
+            return tau
+        self.fallbacks += 1
+        self.get_logger().error(f'model {self.model_kind} returned non-finite torque: PD '
+                                f'fallback ({self.fallbacks} so far)', throttle_duration_sec=2.0)
+        return control_torque(None, law, self.gains, js.position, js.velocity, q_ref, qd_ref,
+                              qdd_ref)
+
+    def _watchdog(self) -> None:
+        if self._stale or self._last_state_time is None:
+            return
+        if time.monotonic() - self._last_state_time > self.watchdog_timeout:
+            self._stale = True
+            self.watchdog_trips += 1
+            # a JointGroupEffortController keeps applying the last command: replace it by zero
+            self.cmd_pub.publish(Float64MultiArray(data=[0.0] * len(self.joint_names)))
+            self.get_logger().error(f'joint states stale for > {self.watchdog_timeout:.3f} s: '
+                                    'zero torque sent, commanding stopped')
+
+    def _publish_diagnostics(self) -> None:
+        level = DiagnosticStatus.OK
+        msg = 'ok'
+        if self._stale:
+            level, msg = DiagnosticStatus.WARN, 'joint states stale: not commanding'
+        st = DiagnosticStatus(level=level, name=self.get_fully_qualified_name(), message=msg)
+        st.values = [KeyValue(key=k, value=str(v)) for k, v in (
+            ('model', self.model_kind), ('law', self.law),
+            ('commands_sent', self.commands_sent), ('fallbacks', self.fallbacks),
+            ('watchdog_trips', self.watchdog_trips),
+            ('rejected_joint_states', self.rejected.total),
+            ('rejected_references', self.rejected_refs.total))]
+        arr = DiagnosticArray(status=[st])
+        arr.header.stamp = self.get_clock().now().to_msg()
+        self.diag_pub.publish(arr)
 
 
 def main(args=None) -> int:

@@ -1,0 +1,53 @@
+"""Builds the dynamics model a controller holds, by name: one place that knows every kind."""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from delan_learning.dynamics import DynamicsModel
+from delan_learning.urdf_joints import RobotDescription
+
+MODEL_KINDS = ('pd', 'pinocchio', 'identified', 'delan')
+
+
+class ModelLoadError(ValueError):
+    """The requested model cannot be built (missing file, other robot, corrupt checkpoint...)."""
+
+
+def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = '',
+                        identified_params: str = '') -> Optional[DynamicsModel]:
+    """``None`` for ``pd``; else a :class:`DynamicsModel` whose joints are the robot's."""
+    if kind == 'pd':
+        return None
+    if kind == 'pinocchio':
+        from delan_control.robot_model import RobotModel
+        try:
+            return RobotModel.from_xml(robot.xml)
+        except ValueError as err:
+            raise ModelLoadError(str(err)) from None
+    if kind == 'identified':
+        from delan_control.sysid import IdentifiedModel
+        if not identified_params:
+            raise ModelLoadError('model=identified needs the identified_params file '
+                                 '(run delan-sysid)')
+        if not os.path.isfile(identified_params):
+            raise ModelLoadError(f'identified parameters not found: {identified_params}')
+        try:
+            model = IdentifiedModel.load(identified_params)
+        except (ValueError, KeyError) as err:
+            raise ModelLoadError(str(err)) from None
+        if list(model.joint_names) != robot.joint_names:
+            raise ModelLoadError(f'{identified_params} is for joints {model.joint_names}, '
+                                 f'not {robot.joint_names}')
+        return model
+    if kind == 'delan':
+        from delan_learning.checkpoint import CheckpointError
+        from delan_learning.fastpath import load_fast_model
+        if not checkpoint:
+            raise ModelLoadError('model=delan needs a checkpoint (delan_checkpoint parameter or '
+                                 'a model update from the learner)')
+        try:
+            return load_fast_model(checkpoint, expected_joint_names=robot.joint_names)
+        except (CheckpointError, FileNotFoundError) as err:
+            raise ModelLoadError(str(err)) from None
+    raise ModelLoadError(f'unknown model {kind!r}; expected one of {MODEL_KINDS}')

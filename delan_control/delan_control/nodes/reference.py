@@ -1,0 +1,123 @@
+"""Reference trajectory node: publishes excitation (for learning) or test trajectories (figure
+eight at 1x/2x speed) as ``trajectory_msgs/JointTrajectory`` on ``reference_trajectory``.
+
+Each trajectory starts from the arm's current position (from ``joint_states``) with a smooth
+approach; setting ``trajectory``, ``speed`` or ``seed`` at runtime publishes a new one at once.
+With ``repeat`` a finished excitation is followed by the next seed, so learning data keeps coming.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import numpy as np
+from builtin_interfaces.msg import Duration
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from delan_control.trajectories import REFERENCE_KINDS, make_reference
+from delan_learning.joint_state import JointStateError, JointStateMapper
+from delan_learning.ros.qos import LATCHED
+from delan_learning.ros.params import declare, validating_callback
+from delan_learning.ros.rejections import RejectionCounter
+from delan_learning.ros.robot_param import declare_robot
+from delan_learning.ros.spin import run_node
+
+
+
+def to_msg(joint_names, t0_ns: int, t, q, qd, qdd) -> JointTrajectory:
+    msg = JointTrajectory()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(t0_ns), 1_000_000_000)
+    msg.joint_names = list(joint_names)
+    for k in range(t.size):
+        sec, nsec = divmod(int(round(t[k] * 1e9)), 1_000_000_000)
+        msg.points.append(JointTrajectoryPoint(
+            positions=q[k].tolist(), velocities=qd[k].tolist(), accelerations=qdd[k].tolist(),
+            time_from_start=Duration(sec=sec, nanosec=nsec)))
+    return msg
+
+
+class ReferenceNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__('reference', **kwargs)
+        reg: Dict = {}
+        self.robot = declare_robot(self, reg)
+        self.kind = declare(self, 'trajectory', 'excitation', 'Reference to publish',
+                            choices=REFERENCE_KINDS, registry=reg)
+        self.speed = declare(self, 'speed', 1.0, 'Time scaling (2.0 = same path twice as fast)',
+                             min_value=0.05, max_value=4.0, registry=reg)
+        self.seed = declare(self, 'seed', 0, 'Seed of the excitation', min_value=0,
+                            max_value=2**31 - 1, registry=reg)
+        self.duration = declare(self, 'duration', 20.0, 'Length of one trajectory [s]',
+                                min_value=0.1, max_value=3600.0, registry=reg)
+        self.period = declare(self, 'period', 4.0, 'Period of the figure eight at 1x [s]',
+                              min_value=0.5, max_value=60.0, registry=reg)
+        self.point_rate = declare(self, 'point_rate', 100.0, 'Waypoints per second',
+                                  min_value=1.0, max_value=1000.0, registry=reg)
+        self.approach_time = declare(self, 'approach_time', 2.0, 'Smooth approach from the '
+                                     'current position [s]', min_value=0.0, max_value=30.0,
+                                     registry=reg)
+        self.repeat = declare(self, 'repeat', True, 'Follow a finished excitation with the next '
+                              'seed', registry=reg)
+        self.wait_for_state = declare(self, 'wait_for_joint_states', 5.0, 'Wait this long for a '
+                                      'joint state to start from [s]; then start anyway',
+                                      min_value=0.0, max_value=600.0, registry=reg)
+        self.add_on_set_parameters_callback(validating_callback(reg))
+        self.add_post_set_parameters_callback(self._on_params)
+        self.mapper = JointStateMapper(self.robot.joint_names)
+        self.rejected = RejectionCounter(self.get_logger(), 'joint state')
+        self.q_now: Optional[np.ndarray] = None
+        self.published = 0
+        self._end_ns: Optional[int] = None
+        self.pub = self.create_publisher(JointTrajectory, 'reference_trajectory', LATCHED)
+        self.create_subscription(JointState, 'joint_states', self._on_joint_state, 10)
+        self._start_ns = self.get_clock().now().nanoseconds
+        self.create_timer(0.05, self._tick)
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        try:
+            self.q_now = self.mapper.map(msg).position
+        except JointStateError as err:
+            self.rejected.reject(err.reason, err.detail)
+
+    def _on_params(self, params) -> None:
+        changed = False
+        for p in params:
+            if p.name in ('trajectory', 'speed', 'seed', 'duration', 'period', 'point_rate',
+                          'approach_time', 'repeat'):
+                setattr(self, {'trajectory': 'kind'}.get(p.name, p.name), p.value)
+                changed = changed or p.name not in ('repeat',)
+        if changed:
+            self.publish_reference()
+
+    def _tick(self) -> None:
+        now = self.get_clock().now().nanoseconds
+        if self.published == 0:
+            waited = (now - self._start_ns) * 1e-9
+            if self.q_now is not None or waited >= self.wait_for_state:
+                self.publish_reference()
+        elif (self.repeat and self.kind == 'excitation' and self._end_ns is not None
+              and now >= self._end_ns):
+            self.seed += 1
+            self.publish_reference()
+
+    def publish_reference(self) -> None:
+        r = self.robot
+        t, q, qd, qdd = make_reference(
+            self.kind, r.lower, r.upper, r.velocity_limits, self.q_now, speed=self.speed,
+            seed=self.seed, duration=self.duration, period=self.period,
+            dt=1.0 / self.point_rate, approach_time=self.approach_time)
+        t0 = self.get_clock().now().nanoseconds + 20_000_000  # 20 ms lead for transport
+        self.pub.publish(to_msg(r.joint_names, t0, t, q, qd, qdd))
+        self._end_ns = t0 + int(t[-1] * 1e9)
+        self.published += 1
+        self.get_logger().info(f'published {self.kind} (speed {self.speed}, seed {self.seed}, '
+                               f'{t[-1]:.1f} s, {t.size} points)')
+
+
+def main(args=None) -> int:
+    return run_node(ReferenceNode, args)
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
