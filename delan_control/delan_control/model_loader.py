@@ -41,13 +41,14 @@ def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = ''
                                  f'not {robot.joint_names}')
         return model
     if kind == 'delan':
-        from delan_learning.checkpoint import CheckpointError
-        from delan_learning.fastpath import load_fast_model
+        from delan_learning.checkpoint import CheckpointError, load_model
+        from delan_learning.fastpath import dynamics_model
         if not checkpoint:
             raise ModelLoadError('model=delan needs a checkpoint (delan_checkpoint parameter or '
                                  'a model update from the learner)')
         try:
-            return load_fast_model(checkpoint, expected_joint_names=robot.joint_names)
-        except (CheckpointError, FileNotFoundError) as err:
+            model, _ = load_model(checkpoint, expected_joint_names=robot.joint_names)
+            return dynamics_model(model, robot.joint_names)
+        except (CheckpointError, OSError) as err:
             raise ModelLoadError(str(err)) from None
     raise ModelLoadError(f'unknown model {kind!r}; expected one of {MODEL_KINDS}')

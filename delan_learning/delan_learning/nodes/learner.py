@@ -1,59 +1,454 @@
-"""Online DeLaN learner node (skeleton: counts and validates joint states, reports status)."""
+"""Online DeLaN learner: joint states in, a continually trained model out.
+
+The executor thread only validates joint states, estimates accelerations (delayed
+Savitzky-Golay) and appends to a fixed-size replay buffer; a worker thread trains in rounds,
+so a slow training step never delays a callback. After each round the model is checked on a
+held-out buffer (every ``validation_every``-th one-second chunk of data): a non-finite loss or a
+validation loss ``divergence_factor`` times the best rolls back to the last good weights.
+Every ``publish_period`` an improved model is written atomically as a new checkpoint version and
+announced on the latched ``~/model_update`` topic, where controllers pick it up without restart.
+"""
 from __future__ import annotations
 
-from typing import Dict, Optional
+import copy
+import glob
+import math
+import os
+import re
+import threading
+import time
+import uuid
+from typing import Dict, List, Optional
 
-from delan_msgs.msg import ModelStatus
+import numpy as np
+import torch
+from delan_msgs.msg import DynamicsEstimate, ModelStatus, ModelUpdate
+from delan_msgs.srv import LoadModel, SaveModel
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
+from std_srvs.srv import Trigger
 
+from delan_learning.checkpoint import CheckpointError, load_model, save_model
 from delan_learning.joint_state import JointStateError, JointStateMapper
+from delan_learning.models import build_model
+from delan_learning.online import DelayedDifferentiator, ReplayBuffer
 from delan_learning.ros.params import declare, validating_callback
+from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.rejections import RejectionCounter
+from delan_learning.ros.robot_param import declare_robot
 from delan_learning.ros.spin import run_node
+from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
+
+VERSION_RE = re.compile(r'model_v(\d+)\.pt$')
 
 
 class LearnerNode(Node):
     def __init__(self, **kwargs):
         super().__init__('learner', **kwargs)
-        self._validators: Dict = {}
-        self.joint_names = list(declare(
-            self, 'joint_names', [''], 'Joints to learn, in model order; [""] = take them from '
-            'the first joint state', registry=self._validators, read_only=True))
-        rate = declare(self, 'status_rate', 1.0, 'ModelStatus publish rate [Hz]',
-                       min_value=0.01, max_value=100.0, registry=self._validators, read_only=True)
-        self.add_on_set_parameters_callback(validating_callback(self._validators))
-        self._mapper: Optional[JointStateMapper] = (
-            JointStateMapper(self.joint_names) if self.joint_names != [''] else None)
-        self.rejected = RejectionCounter(self.get_logger(), 'joint state')
-        self.samples_seen = 0
-        self.status_pub = self.create_publisher(ModelStatus, 'learner/status', 10)
-        self.create_subscription(JointState, 'joint_states', self._on_joint_state, 100)
-        self.create_timer(1.0 / rate, self._publish_status)
+        reg: Dict = {}
+        self.robot = declare_robot(self, reg)
+        names = self.robot.joint_names
+        p = lambda *a, **k: declare(self, *a, registry=reg, **k)  # noqa: E731
+        self.capacity = p('buffer_capacity', 200000, 'Replay buffer size [samples]; bounds '
+                          'memory to 32 * n_joints bytes per sample', min_value=100,
+                          max_value=50_000_000, read_only=True)
+        self.min_samples = p('min_samples', 2000, 'Samples before training starts',
+                             min_value=10, max_value=10_000_000)
+        self.validation_every = p('validation_every', 5, 'Every k-th one-second chunk of data '
+                                  'is held out for validation', min_value=2, max_value=100,
+                                  read_only=True)
+        self.steps_per_round = p('steps_per_round', 100, 'Optimiser steps per training round',
+                                 min_value=1, max_value=100000)
+        self.batch_size = p('batch_size', 512, 'Minibatch size', min_value=8, max_value=65536)
+        self.lr = p('learning_rate', 3e-3, 'AdamW learning rate', min_value=1e-7, max_value=1.0)
+        self.width = p('width', 64, 'Hidden units per layer', min_value=4, max_value=1024,
+                       read_only=True)
+        self.depth = p('depth', 2, 'Hidden layers', min_value=1, max_value=8, read_only=True)
+        self.friction = p('friction', True, 'Learn viscous + Coulomb friction', read_only=True)
+        self.seed = p('seed', 0, 'Seed of weights and minibatches', min_value=0,
+                      max_value=2**31 - 1, read_only=True)
+        self.training_enabled = p('training_enabled', True, 'Pause/resume training at runtime')
+        self.publish_period = p('publish_period', 5.0, 'Publish an improved model at most this '
+                                'often [s wall time]', min_value=0.1, max_value=3600.0)
+        self.checkpoint_dir = os.path.abspath(os.path.expanduser(p(
+            'checkpoint_dir', 'delan_checkpoints', 'Where model versions are written',
+            read_only=True)))
+        self.keep_versions = p('keep_versions', 5, 'Checkpoint versions kept on disk',
+                               min_value=1, max_value=1000)
+        self.resume = p('resume', True, 'Continue from the newest loadable checkpoint in '
+                        'checkpoint_dir at start-up', read_only=True)
+        self.divergence_factor = p('divergence_factor', 20.0, 'Validation loss this many times '
+                                   'the best counts as divergence', min_value=1.5,
+                                   max_value=1e6)
+        status_rate = p('status_rate', 1.0, 'ModelStatus rate [Hz]', min_value=0.01,
+                        max_value=100.0, read_only=True)
+        estimate_rate = p('estimate_rate', 2.0, 'DynamicsEstimate rate [Hz]; 0 = off',
+                          min_value=0.0, max_value=100.0, read_only=True)
+        window = p('diff_window', 11, 'Samples in the acceleration estimator window (odd)',
+                   min_value=5, max_value=201, read_only=True,
+                   validator=lambda v: None if v % 2 else 'diff_window must be odd')
+        max_gap = p('max_gap', 0.1, 'Time gap that restarts the estimator [s]',
+                    min_value=1e-4, max_value=10.0, read_only=True)
+        self.range_factor = p('range_factor', 3.0, 'Reject samples whose |torque| or |velocity| '
+                              'exceeds this times the URDF limit', min_value=1.0,
+                              max_value=1000.0)
+        self.torch_threads = p('torch_threads', 1, 'CPU threads for training', min_value=1,
+                               max_value=64, read_only=True)
+        self.add_on_set_parameters_callback(validating_callback(reg))
+        self.add_post_set_parameters_callback(self._on_params)
 
+        n = len(names)
+        self.mapper = JointStateMapper(names)
+        self.rejected = RejectionCounter(self.get_logger(), 'joint state')
+        self.diff = DelayedDifferentiator(window=window, max_gap=max_gap)
+        self.train_buf = ReplayBuffer(self.capacity, n)
+        self.val_buf = ReplayBuffer(max(100, self.capacity // self.validation_every), n)
+        self.samples_seen = 0
+        self._effort_lim = self.robot.effort_limits * self.range_factor
+        self._vel_lim = self.robot.velocity_limits * self.range_factor
+        self._lock = threading.Lock()          # buffers
+        self._model_lock = threading.Lock()    # published model snapshot + lineage
+        self._latest_sample = None
+        self._latest_effort = None
+        # training state (worker thread)
+        self.model_id = uuid.uuid4().hex[:12]
+        self.version = 0
+        self.trainer: Optional[Trainer] = None
+        self.training_steps = 0
+        self.train_loss = math.nan
+        self.val_nmse: List[float] = []
+        self.best_val = math.inf
+        self._good_state = None
+        self._published_val = math.inf
+        self._last_publish = 0.0
+        self.divergences = 0
+        self.state = ModelStatus.STATE_IDLE
+        self.message = 'waiting for joint states'
+        self.checkpoint_path = ''
+        self.last_update_stamp = None
+        self.last_round_s = 0.0
+        self._snapshot = None  # float64 copy of the last published model for estimates
+        self._stop = threading.Event()
+        self._reset_request = threading.Event()
+        os.makedirs(self.checkpoint_dir, exist_ok=True)
+
+        self.status_pub = self.create_publisher(ModelStatus, '~/status', 10)
+        self.update_pub = self.create_publisher(ModelUpdate, '~/model_update', LATCHED)
+        self.estimate_pub = self.create_publisher(DynamicsEstimate, '~/dynamics_estimate', 10)
+        self.create_subscription(JointState, 'joint_states', self._on_joint_state, 1000)
+        self.create_service(SaveModel, '~/save_model', self._srv_save)
+        self.create_service(LoadModel, '~/load_model', self._srv_load)
+        self.create_service(Trigger, '~/reset', self._srv_reset)
+        self.create_timer(1.0 / status_rate, self._publish_status)
+        if estimate_rate > 0:
+            self.create_timer(1.0 / estimate_rate, self._publish_estimate)
+
+        if self.resume:
+            self._resume()
+        self._worker = threading.Thread(target=self._train_loop, name='delan-trainer',
+                                        daemon=True)
+        self._worker.start()
+
+    # ------------------------------------------------------------------ parameters
+    def _on_params(self, params) -> None:
+        for prm in params:
+            if prm.name == 'range_factor':
+                self._effort_lim = self.robot.effort_limits * prm.value
+                self._vel_lim = self.robot.velocity_limits * prm.value
+            elif prm.name == 'learning_rate':
+                self.lr = prm.value
+            elif hasattr(self, prm.name):
+                setattr(self, prm.name, prm.value)
+
+    # ------------------------------------------------------------------ data in
     def _on_joint_state(self, msg: JointState) -> None:
-        if self._mapper is None and msg.name:
-            self.joint_names = list(msg.name)
-            self._mapper = JointStateMapper(self.joint_names)
-        if self._mapper is None:
-            self.rejected.reject('empty', 'joint state has no names')
-            return
         try:
-            self._mapper.map(msg)
+            js = self.mapper.map(msg)
         except JointStateError as err:
             self.rejected.reject(err.reason, err.detail)
             return
+        if js.effort is None:
+            self.rejected.reject('no_effort', 'joint state carries no effort: nothing to learn')
+            return
+        if np.any(np.abs(js.effort) > self._effort_lim) or \
+                np.any(np.abs(js.velocity) > self._vel_lim):
+            self.rejected.reject('out_of_range', 'torque or velocity beyond '
+                                 f'{self.range_factor} x the URDF limits')
+            return
+        t = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        if t == 0.0:
+            t = self.get_clock().now().nanoseconds * 1e-9
+        sample = self.diff.push(t, js.position, js.velocity, js.effort)
         self.samples_seen += 1
+        self._latest_effort = js.effort
+        if sample is None:
+            return
+        self._latest_sample = sample
+        with self._lock:
+            if int(sample.t) % self.validation_every == 0:
+                self.val_buf.add(sample)
+            else:
+                self.train_buf.add(sample)
 
+    # ------------------------------------------------------------------ training
+    def _new_trainer(self, model=None, normalizer=None) -> Trainer:
+        torch.manual_seed(self.seed)
+        if model is None:
+            model = build_model('delan', self.robot.joint_types, width=self.width,
+                                depth=self.depth, friction=self.friction)
+        cfg = TrainConfig(batch_size=self.batch_size, lr=self.lr, seed=self.seed)
+        return Trainer(model, cfg, normalizer, device='cpu', dtype=torch.float32)
+
+    def _train_loop(self) -> None:
+        torch.set_num_threads(self.torch_threads)
+        rng = np.random.default_rng(self.seed)
+        while not self._stop.is_set():
+            if self._reset_request.is_set():
+                self._do_reset()
+            with self._lock:
+                n_train, n_val = self.train_buf.size, self.val_buf.size
+            if not self.training_enabled:
+                self.state, self.message = ModelStatus.STATE_PAUSED, 'training paused'
+                self._stop.wait(0.2)
+                continue
+            if n_train < self.min_samples or n_val < max(10, self.min_samples // 10):
+                if n_train:
+                    self.state = ModelStatus.STATE_COLLECTING
+                    self.message = f'collecting: {n_train}/{self.min_samples} samples'
+                self._stop.wait(0.2)
+                continue
+            self._train_round(rng)
+
+    def _train_round(self, rng: np.random.Generator) -> None:
+        t0 = time.perf_counter()
+        with self._lock:
+            data = self.train_buf.sample(self.steps_per_round * self.batch_size, rng)
+            val = self.val_buf.all() if self.val_buf.size <= 20000 else \
+                self.val_buf.sample(20000, rng)
+        if self.trainer is None:
+            self.trainer = self._new_trainer(
+                normalizer=TorqueNormalizer.from_torques(data['tau']))
+        for g in self.trainer.optimizer.param_groups:
+            g['lr'] = self.lr
+        loss = self.trainer.train_steps(data, self.steps_per_round, batch_size=self.batch_size)
+        self.training_steps += self.steps_per_round
+        ev = self.trainer.evaluate(val)
+        self.last_round_s = time.perf_counter() - t0
+        self.train_loss = loss
+        if not (math.isfinite(loss) and math.isfinite(ev['loss'])):
+            self._roll_back(f'non-finite loss {loss:.3g} / validation {ev["loss"]:.3g}')
+            return
+        if math.isfinite(self.best_val) and ev['loss'] > self.divergence_factor * self.best_val:
+            # the validation set grows with new motions, so compare against the last good
+            # weights on the *same* data before calling it divergence
+            good = self._good_loss(val)
+            if ev['loss'] > self.divergence_factor * good:
+                self._roll_back(f'validation {ev["loss"]:.3g} vs {good:.3g} of the last good '
+                                'weights')
+                return
+            self.best_val = good
+        self.state, self.message = ModelStatus.STATE_TRAINING, 'training'
+        self.val_nmse = [float(x) for x in ev['nmse']]
+        if ev['loss'] < self.best_val:
+            self.best_val = ev['loss']
+            self._good_state = copy.deepcopy(self.trainer.model.state_dict())
+        now = time.monotonic()
+        if now - self._last_publish >= self.publish_period and self.best_val < self._published_val:
+            self._publish_version()
+
+    def _good_loss(self, val) -> float:
+        current = copy.deepcopy(self.trainer.model.state_dict())
+        self.trainer.model.load_state_dict(self._good_state)
+        try:
+            return self.trainer.evaluate(val)['loss']
+        finally:
+            self.trainer.model.load_state_dict(current)
+
+    def _roll_back(self, why: str) -> None:
+        self.divergences += 1
+        self.state = ModelStatus.STATE_DIVERGED
+        self.message = f'diverged ({why}); rolled back to the last good weights'
+        self.get_logger().error(self.message)
+        model = self.trainer.model
+        if self._good_state is not None:
+            model.load_state_dict(self._good_state)
+            self.trainer = self._new_trainer(model, self.trainer.normalizer)
+        else:
+            self.trainer = None  # nothing good yet: start afresh
+
+    def _publish_version(self) -> None:
+        model = copy.deepcopy(self.trainer.model)
+        model.load_state_dict(self._good_state)
+        model = model.double().eval()
+        self.version += 1
+        path = os.path.join(self.checkpoint_dir, f'model_v{self.version:05d}.pt')
+        meta = self._metadata()
+        save_model(model, path, meta)
+        self._prune()
+        stamp = self.get_clock().now().to_msg()
+        with self._model_lock:
+            self._snapshot = model
+            self.checkpoint_path = path
+            self.last_update_stamp = stamp
+        self._published_val = self.best_val
+        self._last_publish = time.monotonic()
+        msg = ModelUpdate(model_id=self.model_id, model_version=self.version,
+                          checkpoint_path=path, joint_names=self.robot.joint_names,
+                          validation_nmse=self.val_nmse)
+        msg.header.stamp = stamp
+        self.update_pub.publish(msg)
+        self.get_logger().info(f'model v{self.version}: validation nMSE '
+                               f'{np.round(self.val_nmse, 5).tolist()} -> {path}')
+
+    def _metadata(self) -> Dict:
+        return {'joint_names': self.robot.joint_names, 'joint_types': self.robot.joint_types,
+                'torque_normalisation': self.trainer.normalizer.to_dict(),
+                'model_id': self.model_id, 'model_version': self.version,
+                'online': {'samples_seen': self.samples_seen, 'steps': self.training_steps,
+                           'validation_nmse': self.val_nmse}}
+
+    def _prune(self) -> None:
+        files = sorted(self._version_files())
+        for _, path in files[:-self.keep_versions]:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+
+    def _version_files(self):
+        for path in glob.glob(os.path.join(self.checkpoint_dir, 'model_v*.pt')):
+            m = VERSION_RE.search(path)
+            if m:
+                yield int(m.group(1)), path
+
+    # ------------------------------------------------------------------ resume / load / reset
+    def _adopt(self, path: str) -> str:
+        """Load a checkpoint as the current model; returns its model id."""
+        model, meta = load_model(path, expected_joint_names=self.robot.joint_names)
+        if getattr(model, 'kind', 'delan') != 'delan':
+            raise CheckpointError(f'{path} holds a {model.kind!r} model, the learner needs delan')
+        norm = meta.get('torque_normalisation')
+        self.trainer = self._new_trainer(copy.deepcopy(model).float(),
+                                         TorqueNormalizer.from_dict(norm) if norm else None)
+        self._good_state = copy.deepcopy(self.trainer.model.state_dict())
+        self.best_val, self._published_val = math.inf, math.inf
+        with self._model_lock:
+            self._snapshot = model.double().eval()
+            self.checkpoint_path = path
+            self.model_id = str(meta.get('model_id') or uuid.uuid4().hex[:12])
+            self.version = max([v for v, _ in self._version_files()] +
+                               [int(meta.get('model_version') or 0)])
+        return self.model_id
+
+    def _resume(self) -> None:
+        for version, path in sorted(self._version_files(), reverse=True):
+            try:
+                self._adopt(path)
+            except CheckpointError as err:
+                self.get_logger().warning(f'resume: skipping {path}: {err}')
+                continue
+            self.get_logger().info(f'resumed model {self.model_id} v{version} from {path}')
+            msg = ModelUpdate(model_id=self.model_id, model_version=version,
+                              checkpoint_path=path, joint_names=self.robot.joint_names)
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self.update_pub.publish(msg)
+            return
+
+    def _do_reset(self) -> None:
+        self._reset_request.clear()
+        with self._lock:
+            self.train_buf.clear()
+            self.val_buf.clear()
+        self.diff.reset()
+        self.trainer, self._good_state = None, None
+        self.best_val = self._published_val = math.inf
+        self.training_steps, self.train_loss, self.val_nmse = 0, math.nan, []
+        with self._model_lock:
+            self._snapshot, self.checkpoint_path = None, ''
+            self.model_id, self.version = uuid.uuid4().hex[:12], 0
+        self.state, self.message = ModelStatus.STATE_IDLE, 'reset'
+
+    def _srv_save(self, req, resp):
+        with self._model_lock:
+            model, src = self._snapshot, self.checkpoint_path
+        if model is None:
+            resp.success, resp.message = False, 'no model yet'
+            return resp
+        path = os.path.abspath(os.path.expanduser(req.path)) if req.path else \
+            os.path.join(self.checkpoint_dir, 'saved_model.pt')
+        try:
+            model_copy, meta = load_model(src, expected_joint_names=self.robot.joint_names)
+            save_model(model_copy, path, meta)
+        except (OSError, CheckpointError) as err:
+            resp.success, resp.message = False, f'save failed: {err}'
+            return resp
+        resp.success, resp.message, resp.path = True, f'saved {src} as {path}', path
+        return resp
+
+    def _srv_load(self, req, resp):
+        try:
+            resp.model_id = self._adopt(os.path.abspath(os.path.expanduser(req.path)))
+        except (CheckpointError, FileNotFoundError, OSError) as err:
+            resp.success, resp.message = False, str(err)
+            return resp
+        resp.success, resp.message = True, f'loaded {req.path}'
+        return resp
+
+    def _srv_reset(self, req, resp):
+        self._reset_request.set()
+        resp.success, resp.message = True, 'reset requested: buffers and model cleared'
+        return resp
+
+    # ------------------------------------------------------------------ status out
     def _publish_status(self) -> None:
         msg = ModelStatus()
         msg.header.stamp = self.get_clock().now().to_msg()
-        msg.joint_names = self.joint_names if self._mapper else []
-        msg.state = ModelStatus.STATE_COLLECTING if self.samples_seen else ModelStatus.STATE_IDLE
+        with self._model_lock:
+            msg.model_id, msg.model_version = self.model_id, self.version
+            msg.checkpoint_path = self.checkpoint_path
+            if self.last_update_stamp is not None:
+                msg.last_update_stamp = self.last_update_stamp
+        msg.joint_names = self.robot.joint_names
+        msg.state, msg.message = self.state, self.message
         msg.samples_seen = self.samples_seen
+        with self._lock:
+            msg.samples_in_buffer = self.train_buf.size + self.val_buf.size
         msg.samples_rejected = self.rejected.total
-        msg.message = 'skeleton learner: no training yet'
+        msg.training_steps = self.training_steps
+        msg.train_loss = float(self.train_loss)
+        msg.validation_nmse = list(self.val_nmse)
+        msg.last_update_duration = float(self.last_round_s)
         self.status_pub.publish(msg)
+
+    def _publish_estimate(self) -> None:
+        with self._model_lock:
+            model, mid, ver = self._snapshot, self.model_id, self.version
+        s = self._latest_sample
+        if model is None or s is None:
+            return
+        args = [torch.as_tensor(x, dtype=torch.float64)[None] for x in (s.q, s.qd, s.qdd)]
+        with torch.no_grad():
+            H = model.mass_matrix(args[0])[0]
+            c = model.coriolis(args[0], args[1])[0]
+            g = model.gravity(args[0])[0]
+            f = model.friction(args[1])[0]
+            T, V = model.energy(args[0], args[1])
+        msg = DynamicsEstimate(model_id=mid, model_version=ver,
+                               joint_names=self.robot.joint_names)
+        sec = math.floor(s.t)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = int(sec), int((s.t - sec) * 1e9)
+        msg.position, msg.velocity, msg.acceleration = s.q.tolist(), s.qd.tolist(), s.qdd.tolist()
+        msg.mass_matrix = H.reshape(-1).tolist()
+        msg.coriolis_torque, msg.gravity_torque = c.tolist(), g.tolist()
+        msg.friction_torque = f.tolist()
+        msg.predicted_torque = (H @ args[2][0] + c + g + f).tolist()
+        msg.measured_torque = s.tau.tolist()
+        msg.kinetic_energy, msg.potential_energy = float(T.reshape(-1)[0]), float(V.reshape(-1)[0])
+        self.estimate_pub.publish(msg)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._worker.join(timeout=10.0)
 
 
 def main(args=None) -> int:

@@ -5,6 +5,7 @@ import sys
 from typing import Callable, Optional, Sequence
 
 import rclpy
+from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 
@@ -25,6 +26,10 @@ def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
             executor.spin()
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
+        except RCLError:
+            # a signal can shut the context down while the executor builds its wait set
+            if rclpy.ok():
+                raise
         return 0
     finally:
         if node is not None:

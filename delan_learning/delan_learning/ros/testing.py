@@ -13,6 +13,8 @@ from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 
+from delan_learning.ros.processes import node_process  # noqa: F401 (re-exported)
+
 
 @contextmanager
 def ros_context() -> Iterator[Context]:
@@ -41,22 +43,6 @@ def make_executor(ctx: Context, nodes: Sequence[Node], threads: int = 2) -> Mult
     for n in nodes:
         ex.add_node(n)
     return ex
-
-
-def node_process(package: str, executable: str, ros_args: Optional[List[str]] = None,
-                 env: Optional[dict] = None, **popen_kwargs) -> subprocess.Popen:
-    """Start an installed console script of this workspace as a real process."""
-    prefix = os.environ.get('COLCON_PREFIX_PATH', '').split(os.pathsep)[0] or 'install'
-    exe = os.path.join(prefix, package, 'lib', package, executable)
-    if not os.path.exists(exe):
-        raise FileNotFoundError(f'{exe} not installed; run make setup')
-    cmd = [exe]
-    if ros_args:
-        cmd += ['--ros-args'] + list(ros_args)
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    full_env.setdefault('PYTHONUNBUFFERED', '1')
-    return subprocess.Popen(cmd, env=full_env, **popen_kwargs)
 
 
 def python_process(code: str, env: Optional[dict] = None, **popen_kwargs) -> subprocess.Popen:

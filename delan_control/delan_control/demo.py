@@ -1,0 +1,395 @@
+"""The main job (``make demo``): learn a mismatched arm's dynamics online, then compare controllers.
+
+Real nodes over real DDS, each its own process started from the installed console scripts with
+the parameter file the launch files use (``launch/config/sim_params.yaml``):
+``sim`` (the "true" arm: nominal URDF plus payload and extra friction, publishing ``/clock``),
+``reference``, ``torque_controller``, ``data_logger`` and ``learner``. This process adds a
+monitor node that records topics and drives the phases through parameter services, exactly as
+``ros2 param set`` would:
+
+1. excitation: PD control on Fourier excitation trajectories; the logger records a rosbag2 and
+   the learner trains online;
+2. identification: the logger is stopped (SIGINT), its bag is read back and the classical
+   least-squares identification runs on it; the learner is paused, so the DeLaN model under test
+   has seen the excitation data only;
+3. evaluation: the same unseen figure-eight at 1x and 2x speed is tracked with each controller
+   (``pd``, ``pinocchio`` nominal, ``identified``, ``delan``), switched at runtime;
+4. report: ``report.md``, ``results.json`` and PNG plots in the output folder.
+
+Exit status: 0 on success, 1 when a phase fails (a node dies, no model is learned, ...).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import rclpy
+import yaml
+from delan_msgs.msg import ModelStatus, ModelUpdate
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory
+
+from delan_control.trajectories import PiecewiseQuintic
+from delan_learning.ros.processes import node_process
+from delan_learning.ros.qos import LATCHED
+from delan_learning.urdf_joints import RobotDescription
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+DEFAULT_PARAMS = os.path.join(ROOT, 'launch', 'config', 'sim_params.yaml')
+CONTROLLERS = ('pd', 'pinocchio', 'identified', 'delan')
+SPEEDS = (1.0, 2.0)
+
+
+class DemoError(RuntimeError):
+    """A phase of the demo failed; the message says which and why."""
+
+
+def log(msg: str) -> None:
+    print(f'[demo {time.strftime("%H:%M:%S")}] {msg}', flush=True)
+
+
+def _stamp(s) -> float:
+    return s.sec + 1e-9 * s.nanosec
+
+
+@dataclass
+class Segment:
+    """One evaluation run: controller x speed, with the data recorded during it."""
+
+    controller: str
+    speed: float
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    tau: np.ndarray
+    q_ref: np.ndarray
+    rms: np.ndarray = field(default=None)
+    max_abs: np.ndarray = field(default=None)
+
+
+class Monitor(Node):
+    """Records what the demo needs and talks to the other nodes' parameter services."""
+
+    def __init__(self, joint_names: List[str]):
+        super().__init__('demo_monitor',
+                         parameter_overrides=[Parameter('use_sim_time', value=True)])
+        self.joint_names = joint_names
+        self._lock = threading.Lock()
+        self._t: List[float] = []
+        self._rows: List[np.ndarray] = []
+        self.reference: Optional[Tuple[float, PiecewiseQuintic, int]] = None
+        self._ref_count = 0
+        self.status: List[Tuple[float, ModelStatus]] = []
+        self.updates: List[ModelUpdate] = []
+        self.t0_wall = time.monotonic()
+        self.create_subscription(JointState, 'joint_states', self._on_js, 1000)
+        self.create_subscription(JointTrajectory, 'reference_trajectory', self._on_ref, LATCHED)
+        self.create_subscription(ModelStatus, 'learner/status', self._on_status, 10)
+        self.create_subscription(ModelUpdate, 'learner/model_update', self._on_update, LATCHED)
+        self.params = {name: AsyncParameterClient(self, name)
+                       for name in ('torque_controller', 'reference', 'learner')}
+
+    def _on_js(self, msg: JointState) -> None:
+        try:
+            idx = [list(msg.name).index(j) for j in self.joint_names]
+        except ValueError:
+            return
+        row = np.concatenate([np.asarray(msg.position)[idx], np.asarray(msg.velocity)[idx],
+                              np.asarray(msg.effort)[idx]])
+        with self._lock:
+            self._t.append(_stamp(msg.header.stamp))
+            self._rows.append(row)
+
+    def _on_ref(self, msg: JointTrajectory) -> None:
+        names = list(msg.joint_names)
+        idx = [names.index(j) for j in self.joint_names]
+        t0 = _stamp(msg.header.stamp)
+        t = np.array([t0 + _stamp(p.time_from_start) for p in msg.points])
+        pick = lambda f: np.asarray([getattr(p, f) for p in msg.points])[:, idx]  # noqa: E731
+        with self._lock:
+            self._ref_count += 1
+            self.reference = (t0, PiecewiseQuintic(t, pick('positions'), pick('velocities'),
+                                                   pick('accelerations')), self._ref_count)
+
+    def _on_status(self, msg: ModelStatus) -> None:
+        self.status.append((time.monotonic() - self.t0_wall, msg))
+
+    def _on_update(self, msg: ModelUpdate) -> None:
+        self.updates.append(msg)
+
+    # -- queries from the orchestrating thread
+    def sim_time(self) -> float:
+        with self._lock:
+            return self._t[-1] if self._t else -1.0
+
+    def samples(self) -> int:
+        with self._lock:
+            return len(self._t)
+
+    def data_between(self, t_start: float, t_end: float):
+        with self._lock:
+            t = np.asarray(self._t)
+            rows = np.asarray(self._rows)
+        sel = (t >= t_start) & (t <= t_end)
+        n = len(self.joint_names)
+        return t[sel], rows[sel, :n], rows[sel, n:2 * n], rows[sel, 2 * n:]
+
+    def reference_count(self) -> int:
+        with self._lock:
+            return self._ref_count
+
+    def set_params(self, node: str, values: Dict, timeout: float = 30.0) -> None:
+        client = self.params[node]
+        if not client.wait_for_services(timeout_sec=timeout):
+            raise DemoError(f'parameter services of {node} not available')
+        future = client.set_parameters([Parameter(k, value=v) for k, v in values.items()])
+        deadline = time.monotonic() + timeout
+        while not future.done():
+            if time.monotonic() > deadline:
+                raise DemoError(f'setting {values} on {node} timed out')
+            time.sleep(0.01)
+        for name, res in zip(values, future.result().results):
+            if not res.successful:
+                raise DemoError(f'{node} refused {name}={values[name]!r}: {res.reason}')
+
+
+class Demo:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.out = os.path.abspath(args.out)
+        self.urdf = os.path.abspath(args.robot)
+        self.robot = RobotDescription.load(self.urdf)
+        self.params_file = os.path.abspath(args.params)
+        with open(self.params_file) as f:
+            self.params_yaml = yaml.safe_load(f)
+        self.procs: Dict[str, subprocess.Popen] = {}
+        self.logs_dir = os.path.join(self.out, 'logs')
+        self.bag_dir = os.path.join(self.out, 'bags')
+        self.ckpt_dir = os.path.join(self.out, 'checkpoints')
+        self.timing: Dict[str, float] = {}
+        self.results: Dict = {}
+
+    def node_params(self, node: str) -> Dict:
+        return dict(self.params_yaml.get(f'/**/{node}', {}).get('ros__parameters', {}))
+
+    # ------------------------------------------------------------------ processes
+    def start(self, package: str, executable: str, extra: Dict) -> None:
+        ros_args = ['--params-file', self.params_file, '-p', f'urdf_path:={self.urdf}']
+        for k, v in extra.items():
+            ros_args += ['-p', f'{k}:={v}']
+        logf = open(os.path.join(self.logs_dir, f'{executable}.log'), 'w')
+        self.procs[executable] = node_process(package, executable, ros_args, stdout=logf,
+                                              stderr=subprocess.STDOUT, cwd=self.out)
+
+    def check_alive(self) -> None:
+        for name, p in self.procs.items():
+            if p.poll() is not None:
+                raise DemoError(f'node {name} exited with {p.returncode}; see '
+                                f'{self.logs_dir}/{name}.log')
+
+    def stop(self, name: str, timeout: float = 20.0) -> int:
+        p = self.procs.pop(name)
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+                raise DemoError(f'{name} did not stop on SIGINT within {timeout} s')
+        return p.returncode
+
+    def stop_all(self) -> None:
+        for name in list(self.procs):
+            try:
+                self.stop(name)
+            except DemoError as err:
+                log(f'warning: {err}')
+
+    # ------------------------------------------------------------------ waiting
+    def wait_until(self, what: str, predicate, timeout: float, progress=None) -> None:
+        deadline = time.monotonic() + timeout
+        last = 0.0
+        while not predicate():
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise DemoError(f'timed out after {timeout:.0f} s waiting for {what}')
+            if progress and time.monotonic() - last > 5.0:
+                last = time.monotonic()
+                log(progress())
+            time.sleep(0.05)
+
+    def wait_sim(self, until: float, progress=None) -> None:
+        self.wait_until(f'sim time {until:.1f} s', lambda: self.mon.sim_time() >= until,
+                        timeout=max(60.0, 4.0 * (until - self.mon.sim_time()) + 30.0),
+                        progress=progress)
+
+    def learner_progress(self) -> str:
+        if not self.mon.status:
+            return f'sim t={self.mon.sim_time():.1f} s, learner starting'
+        st = self.mon.status[-1][1]
+        nmse = ', '.join(f'{x:.4f}' for x in st.validation_nmse) or '-'
+        return (f'sim t={self.mon.sim_time():5.1f} s | learner: {st.samples_seen} samples, '
+                f'{st.training_steps} steps, model v{st.model_version}, val nMSE [{nmse}]')
+
+    # ------------------------------------------------------------------ phases
+    def run(self) -> int:
+        for d in (self.out, self.logs_dir):
+            os.makedirs(d, exist_ok=True)
+        rclpy.init()
+        self.mon = Monitor(self.robot.joint_names)
+        ex = MultiThreadedExecutor(num_threads=2)
+        ex.add_node(self.mon)
+        spinner = threading.Thread(target=ex.spin, daemon=True)
+        spinner.start()
+        t_start = time.monotonic()
+        try:
+            self.phase_start()
+            self.phase_excitation()
+            self.phase_identification()
+            self.phase_evaluation()
+            self.stop_all()
+            self.timing['total_wall_s'] = time.monotonic() - t_start
+            from delan_control.demo_report import write_report
+            table = write_report(self)
+            print(table, flush=True)
+            log(f'report: {os.path.join(self.out, "report.md")}')
+            return 0
+        except DemoError as err:
+            log(f'FAILED: {err}')
+            return 1
+        finally:
+            self.stop_all()
+            ex.shutdown()
+            self.mon.destroy_node()
+            rclpy.try_shutdown()
+
+    def phase_start(self) -> None:
+        log(f'robot {self.robot.source}: joints {self.robot.joint_names}')
+        log(f'starting nodes (logs in {self.logs_dir})')
+        self.start('delan_control', 'sim', {})
+        sim_time = {'use_sim_time': 'true'}
+        self.start('delan_control', 'torque_controller', dict(sim_time, model='pd'))
+        self.start('delan_control', 'reference', dict(
+            sim_time, trajectory='excitation', duration=self.args.excitation + 10.0))
+        self.start('delan_learning', 'data_logger', dict(sim_time, bag_dir=self.bag_dir))
+        self.start('delan_learning', 'learner', dict(
+            sim_time, checkpoint_dir=self.ckpt_dir, resume='false',
+            torch_threads=1))
+        self.wait_until('joint states from the sim', lambda: self.mon.samples() > 50, 60.0)
+        self.wait_until('the learner', lambda: bool(self.mon.status), 90.0)
+        self.wait_until('the reference', lambda: self.mon.reference is not None, 60.0)
+
+    def phase_excitation(self) -> None:
+        t0 = self.mon.sim_time()
+        wall = time.monotonic()
+        log(f'phase 1/3: excitation with PD for {self.args.excitation:.0f} s of sim time; '
+            'logging a rosbag2, learning online')
+        self.wait_sim(t0 + self.args.excitation, progress=self.learner_progress)
+        self.wait_until('a learned model', lambda: bool(self.mon.updates), 120.0,
+                        progress=self.learner_progress)
+        self.timing['excitation_wall_s'] = time.monotonic() - wall
+        self.timing['excitation_sim_s'] = self.mon.sim_time() - t0
+        self.mon.set_params('learner', {'training_enabled': False})
+        time.sleep(0.5)
+        st = self.mon.status[-1][1]
+        self.results['learner'] = {
+            'samples_seen': int(st.samples_seen), 'training_steps': int(st.training_steps),
+            'model_version': int(self.mon.updates[-1].model_version),
+            'checkpoint': self.mon.updates[-1].checkpoint_path,
+            'validation_nmse': list(self.mon.updates[-1].validation_nmse),
+            'rejected': int(st.samples_rejected)}
+        log(self.learner_progress())
+
+    def phase_identification(self) -> None:
+        from delan_control.sysid import identify_dataset
+        from delan_learning.bag_io import read_bag_arrays
+        log('phase 2/3: stopping the logger and identifying from its bag')
+        code = self.stop('data_logger')
+        if code != 0:
+            raise DemoError(f'data_logger exited with {code} on SIGINT')
+        wall = time.monotonic()
+        data = read_bag_arrays(self.bag_dir, joint_names=self.robot.joint_names,
+                               joint_types=self.robot.joint_types)
+        self.results['bag'] = {'samples': int(len(data['q'])),
+                               'trajectories': int(len(np.unique(data['traj']))),
+                               'bytes': int(sum(os.path.getsize(os.path.join(dp, f))
+                                                for dp, _, fs in os.walk(self.bag_dir)
+                                                for f in fs))}
+        model, report = identify_dataset(self.urdf, data)
+        self.identified_path = os.path.join(self.out, 'identified.json')
+        model.save(self.identified_path)
+        self.timing['identification_s'] = time.monotonic() - wall
+        self.results['identification'] = {k: v for k, v in report.items()
+                                          if isinstance(v, (int, float, str, list))}
+        log(f'bag: {self.results["bag"]["samples"]} samples in '
+            f'{self.results["bag"]["trajectories"]} trajectories; identified -> '
+            f'{self.identified_path}')
+
+    def phase_evaluation(self) -> None:
+        log('phase 3/3: tracking the unseen figure eight with each controller')
+        self.mon.set_params('torque_controller', {'identified_params': self.identified_path})
+        self.segments: List[Segment] = []
+        approach = float(self.node_params('reference').get('approach_time', 2.0))
+        for speed in SPEEDS:
+            for ctrl in CONTROLLERS:
+                self.mon.set_params('torque_controller', {'model': ctrl})
+                n_ref = self.mon.reference_count()
+                self.mon.set_params('reference', {'trajectory': 'figure_eight', 'speed': speed,
+                                                  'duration': self.args.test_duration,
+                                                  'repeat': False})
+                self.wait_until('the test reference', lambda: self.mon.reference_count() > n_ref,
+                                30.0)
+                t0, ref, _ = self.mon.reference
+                t_a, t_b = t0 + approach, ref.end_time
+                self.wait_sim(t_b + 0.05)
+                t, q, qd, tau = self.mon.data_between(t_a, t_b)
+                if len(t) < 10:
+                    raise DemoError(f'no joint states recorded while tracking with {ctrl}')
+                q_ref = ref.sample(t)[0]
+                err = q_ref - q
+                seg = Segment(ctrl, speed, t, q, qd, tau, q_ref,
+                              rms=np.sqrt(np.mean(err ** 2, axis=0)),
+                              max_abs=np.max(np.abs(err), axis=0))
+                self.segments.append(seg)
+                log(f'{ctrl:>10s} @ {speed:.0f}x: RMS error '
+                    f'{np.array2string(seg.rms, precision=4)} rad')
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--robot', default=os.path.join(ROOT, 'urdf', 'two_link_arm.urdf'),
+                    help='URDF of the arm (default: the 2-link arm)')
+    ap.add_argument('--out', default='out/demo', help='output folder for report, bag, logs')
+    ap.add_argument('--params', default=DEFAULT_PARAMS, help='node parameter file')
+    ap.add_argument('--excitation', type=float, default=60.0,
+                    help='sim seconds of excitation / online learning')
+    ap.add_argument('--test-duration', type=float, default=8.0,
+                    help='sim seconds of each evaluation run (after a 2 s approach)')
+    return ap
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not os.path.isfile(args.robot):
+        print(f'demo: no such URDF: {args.robot}', file=sys.stderr)
+        return 2
+    return Demo(args).run()
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

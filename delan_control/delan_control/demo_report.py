@@ -1,0 +1,219 @@
+"""Analysis, plots and ``report.md`` of the demo (kept apart from the orchestration)."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, List, Tuple
+
+import matplotlib
+import numpy as np
+
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # noqa: E402
+
+from delan_control.model_loader import load_dynamics_model  # noqa: E402
+from delan_control.robot_model import Mismatch, RobotModel  # noqa: E402
+from delan_learning.data import complete_derivatives  # noqa: E402
+
+MODEL_LABELS = {'true': 'true plant', 'pinocchio': 'Pinocchio (nominal URDF)',
+                'identified': 'identified (least squares)', 'delan': 'DeLaN (online)'}
+
+
+def true_plant(demo) -> RobotModel:
+    """The sim's model with the mismatch of the parameter file: the ground truth."""
+    p = demo.node_params('sim')
+    scale = float(p.get('friction_scale', 1.0))
+    opt = lambda v: None if v is None or all(x < 0 for x in v) else list(v)  # noqa: E731
+    mm = Mismatch(mass_scale=p.get('mass_scale', 1.0), inertia_scale=p.get('inertia_scale', 1.0),
+                  payload_mass=float(p.get('payload_mass', 0.0)),
+                  payload_offset=p.get('payload_offset', (0.0, 0.0, 0.0)),
+                  payload_radius=float(p.get('payload_radius', 0.0)),
+                  viscous=opt(p.get('viscous')), coulomb=opt(p.get('coulomb')),
+                  viscous_scale=scale, coulomb_scale=scale)
+    return RobotModel(demo.urdf, mm)
+
+
+def segment_arrays(segments) -> Dict[str, np.ndarray]:
+    arrays = {k: np.concatenate([getattr(s, k) for s in segments]) for k in ('t', 'q', 'qd',
+                                                                            'tau')}
+    arrays['traj'] = np.concatenate([np.full(len(s.t), i) for i, s in enumerate(segments)])
+    return complete_derivatives(arrays)
+
+
+def nmse(pred: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    return np.mean((pred - tau) ** 2, axis=0) / np.maximum(np.var(tau, axis=0), 1e-12)
+
+
+def models_under_test(demo) -> Dict[str, object]:
+    ckpt = demo.results['learner']['checkpoint']
+    return {'true': true_plant(demo),
+            'pinocchio': load_dynamics_model('pinocchio', demo.robot),
+            'identified': load_dynamics_model('identified', demo.robot,
+                                              identified_params=demo.identified_path),
+            'delan': load_dynamics_model('delan', demo.robot, checkpoint=ckpt)}
+
+
+def _fmt(v) -> str:
+    return ' / '.join(f'{x:.4f}' for x in np.atleast_1d(v))
+
+
+def write_report(demo) -> str:
+    out = demo.out
+    names = demo.robot.joint_names
+    models = models_under_test(demo)
+    # ---- torque prediction on the evaluation data (1x and 2x separately)
+    pred_rows: List[Tuple[str, float, np.ndarray]] = []
+    data_by_speed = {}
+    for speed in sorted({s.speed for s in demo.segments}):
+        d = segment_arrays([s for s in demo.segments if s.speed == speed])
+        data_by_speed[speed] = d
+        for key, m in models.items():
+            pred = np.asarray(m.inverse(d['q'], d['qd'], d['qdd']))
+            pred_rows.append((key, speed, nmse(pred, d['tau'])))
+    # ---- results.json
+    res = dict(demo.results)
+    res['timing'] = demo.timing
+    res['joint_names'] = names
+    res['tracking'] = [{'controller': s.controller, 'speed': s.speed, 'rms': s.rms.tolist(),
+                        'max_abs': s.max_abs.tolist()} for s in demo.segments]
+    res['torque_nmse'] = [{'model': k, 'speed': sp, 'nmse': v.tolist()} for k, sp, v in pred_rows]
+    with open(os.path.join(out, 'results.json'), 'w') as f:
+        json.dump(res, f, indent=1)
+    # ---- plots
+    plots = [_plot_learning(demo), _plot_tracking(demo), _plot_torque(demo, models, data_by_speed),
+             _plot_structure(demo, models, data_by_speed)]
+    # ---- tables
+    lines = ['| controller | speed | RMS tracking error per joint [rad] | mean RMS [rad] |',
+             '|---|---|---|---|']
+    for s in demo.segments:
+        lines.append(f'| {s.controller} | {s.speed:.0f}x | {_fmt(s.rms)} | {np.mean(s.rms):.4f} |')
+    tracking = '\n'.join(lines)
+    lines = ['| model | speed | torque nMSE per joint | mean nMSE |', '|---|---|---|---|']
+    for key, speed, v in pred_rows:
+        lines.append(f'| {MODEL_LABELS[key]} | {speed:.0f}x | {_fmt(v)} | {np.mean(v):.4f} |')
+    prediction = '\n'.join(lines)
+    lr = demo.results['learner']
+    t = demo.timing
+    summary = (f'- robot: `{os.path.relpath(demo.urdf, os.getcwd())}`, joints {", ".join(names)}\n'
+               f'- plant mismatch vs the URDF: `{json.dumps(demo.node_params("sim"))}`\n'
+               f'- online learning: {lr["samples_seen"]} joint states, {lr["training_steps"]} '
+               f'optimiser steps, {lr["model_version"]} model versions in '
+               f'{t.get("excitation_wall_s", 0):.0f} s wall ({t.get("excitation_sim_s", 0):.0f} s'
+               f' sim); final validation nMSE {_fmt(lr["validation_nmse"])}\n'
+               f'- rosbag2: {demo.results["bag"]["samples"]} joint states, '
+               f'{demo.results["bag"]["bytes"] / 1e6:.1f} MB; identification took '
+               f'{t.get("identification_s", 0):.1f} s\n'
+               f'- whole demo: {t.get("total_wall_s", 0):.0f} s wall\n')
+    md = ['# delan_ros demo report', '', summary, '## Tracking the unseen figure eight', '',
+          tracking, '', '## Torque prediction on the evaluation data',
+          '', 'nMSE = MSE / Var(measured torque); qdd estimated offline (Savitzky-Golay). '
+          '"true plant" is the sim\'s own model: its error is the floor set by noise and the '
+          'acceleration estimate.', '', prediction, '', '## Plots', '']
+    md += [f'![{os.path.splitext(p)[0]}]({p})' for p in plots]
+    with open(os.path.join(out, 'report.md'), 'w') as f:
+        f.write('\n'.join(md) + '\n')
+    return tracking + '\n\n' + prediction
+
+
+def _plot_learning(demo) -> str:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    rows = [(w, list(m.validation_nmse), m.samples_seen) for w, m in demo.mon.status
+            if len(m.validation_nmse)]
+    if rows:
+        w = np.array([r[0] for r in rows])
+        v = np.array([r[1] for r in rows])
+        for j, name in enumerate(demo.robot.joint_names):
+            ax.semilogy(w, v[:, j], label=name)
+    ax.set_xlabel('wall time since start [s]')
+    ax.set_ylabel('validation torque nMSE')
+    ax.set_title('Online DeLaN learning curve')
+    ax.grid(True, which='both', alpha=0.3)
+    ax.legend()
+    return _save(fig, demo.out, 'learning_curve.png')
+
+
+def _plot_tracking(demo) -> str:
+    speeds = sorted({s.speed for s in demo.segments})
+    ctrls = list(dict.fromkeys(s.controller for s in demo.segments))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.8 / len(speeds)
+    for i, sp in enumerate(speeds):
+        vals = [np.mean(next(s.rms for s in demo.segments if s.controller == c and s.speed == sp))
+                for c in ctrls]
+        axes[0].bar(np.arange(len(ctrls)) + i * width, vals, width, label=f'{sp:.0f}x')
+    axes[0].set_xticks(np.arange(len(ctrls)) + 0.4 - width / 2, ctrls)
+    axes[0].set_yscale('log')
+    axes[0].set_ylabel('mean RMS joint error [rad]')
+    axes[0].legend()
+    axes[0].set_title('Tracking error by controller')
+    for s in demo.segments:
+        if s.speed == speeds[-1]:
+            axes[1].semilogy(s.t - s.t[0], np.linalg.norm(s.q_ref - s.q, axis=1) + 1e-6,
+                             label=s.controller)
+    axes[1].set_xlabel('time [s]')
+    axes[1].set_ylabel('|q_ref - q| [rad]')
+    axes[1].set_title(f'Error over time at {speeds[-1]:.0f}x')
+    axes[1].legend()
+    return _save(fig, demo.out, 'tracking_error.png')
+
+
+def _plot_torque(demo, models, data_by_speed) -> str:
+    sp = max(data_by_speed)
+    d = data_by_speed[sp]
+    seg = d['traj'] == d['traj'][-1]
+    n = len(demo.robot.joint_names)
+    fig, axes = plt.subplots(n, 1, figsize=(9, 2.2 * n), sharex=True, squeeze=False)
+    t = d['t'][seg] - d['t'][seg][0]
+    for j in range(n):
+        ax = axes[j, 0]
+        ax.plot(t, d['tau'][seg, j], 'k', lw=2, label='measured')
+        for key in ('pinocchio', 'identified', 'delan'):
+            pred = np.asarray(models[key].inverse(d['q'][seg], d['qd'][seg], d['qdd'][seg]))
+            ax.plot(t, pred[:, j], lw=1, label=MODEL_LABELS[key])
+        ax.set_ylabel(f'{demo.robot.joint_names[j]} [N m]')
+    axes[0, 0].legend(fontsize=7, ncol=2)
+    axes[0, 0].set_title(f'Predicted vs measured torque, figure eight at {sp:.0f}x')
+    axes[-1, 0].set_xlabel('time [s]')
+    return _save(fig, demo.out, 'torque_prediction.png')
+
+
+def _plot_structure(demo, models, data_by_speed) -> str:
+    d = data_by_speed[min(data_by_speed)]
+    seg = d['traj'] == d['traj'][0]
+    q, qd = d['q'][seg], d['qd'][seg]
+    t = d['t'][seg] - d['t'][seg][0]
+    n = q.shape[1]
+    pairs = [(i, j) for i in range(n) for j in range(i, n)][:6]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7))
+    styles = {'true': ('k', 2.0), 'pinocchio': ('tab:blue', 1.0), 'identified': ('tab:orange', 1.0),
+              'delan': ('tab:red', 1.2)}
+    for key, m in models.items():
+        c, lw = styles[key]
+        H = np.asarray(m.mass_matrix(q))
+        for k, (i, j) in enumerate(pairs):
+            axes[0, 0].plot(t, H[:, i, j], color=c, lw=lw, alpha=0.4 + 0.6 * (k == 0),
+                            label=MODEL_LABELS[key] if k == 0 else None)
+        g = np.asarray(m.gravity(q))
+        for j in range(min(n, 3)):
+            axes[0, 1].plot(t, g[:, j], color=c, lw=lw, label=MODEL_LABELS[key] if j == 0 else None)
+        T, V = (np.asarray(x) for x in m.energy(q, qd))
+        axes[1, 0].plot(t, T.reshape(-1), color=c, lw=lw, label=MODEL_LABELS[key])
+        V = V.reshape(-1)
+        axes[1, 1].plot(t, V - V.mean(), color=c, lw=lw, label=MODEL_LABELS[key])
+    axes[0, 0].set_title(f'mass matrix entries H_ij(q) {pairs}')
+    axes[0, 1].set_title('gravity torque g(q) [N m]')
+    axes[1, 0].set_title('kinetic energy T [J]')
+    axes[1, 1].set_title('potential energy V - mean(V) [J]')
+    for ax in axes.flat:
+        ax.set_xlabel('time [s]')
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle('What the models believe along the 1x figure eight')
+    return _save(fig, demo.out, 'dynamics_structure.png')
+
+
+def _save(fig, out: str, name: str) -> str:
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, name), dpi=90)
+    plt.close(fig)
+    return name
