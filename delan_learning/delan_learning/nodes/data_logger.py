@@ -1,0 +1,437 @@
+"""rosbag2 data logger: records joint states (and the commanded torques) for offline training.
+
+Topics (relative, so namespaces and remapping apply):
+    sub ``joint_states`` (sensor_msgs/JointState)
+    sub ``effort_controller/commands`` (std_msgs/Float64MultiArray), when ``record_commands``
+    pub ``/diagnostics`` (diagnostic_msgs/DiagnosticArray): messages received / written / dropped
+        (queue full) / lost (write errors) / dds_lost (reported lost by the middleware), malformed
+        messages by reason, current bag, queue fill
+
+The bag is written through ``rosbags`` (see :mod:`delan_learning.bag_io`): mcap (default) or
+sqlite3, CDR payloads exactly as received (the subscriptions are raw), topic names as resolved by
+the node (e.g. ``/joint_states``), bag timestamp = receive time on the node's clock (ROS time:
+sim time with ``use_sim_time``), header stamps untouched inside the messages.
+
+Design: the subscription callbacks only stamp the serialised message and put it on a bounded
+queue (``queue_size``); one writer thread validates, writes and flushes. The executor never waits
+for the disk. A full queue drops the newest message and counts it (``dropped`` in diagnostics,
+an error log, throttled) -- never silently.
+
+Splits: ``max_bag_size_mb`` / ``max_bag_duration_s`` (0 = no limit) end the current bag and start
+the next complete bag directory ``<bag_dir>/<prefix>_<YYYY_MM_DD-HH_MM_SS>_<NNN>/`` (NNN = split
+index from 000, one session stamp per run).
+
+Shutdown: on SIGINT/SIGTERM, ``close()`` (called by ``run_node``) drains the queue and closes the
+bag (mcap summary, ``metadata.yaml``): every message the executor took before the signal is in
+the bag; in practice everything received more than a few ms before it.
+
+Crash bound (SIGKILL, power loss): the writer flushes every ``flush_period_s`` (mcap: closes the
+current chunk and fsyncs; sqlite3: commits). A crash loses at most the messages received in the
+last ``flush_period_s`` plus those still queued for the writer thread at that moment (normally
+none; at most ``queue_size``). What survives is made readable by
+``delan_learning.bag_io.recover_bag(<bag dir>)`` and is read as is by ``read_bag_arrays``.
+
+Bad input: the logger is a recorder, so malformed messages (arrays whose lengths do not match the
+names, non-finite values, duplicate or missing names, undecodable payloads) are recorded anyway,
+counted by reason in the diagnostics and logged throttled.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import re
+import threading
+import time
+from collections import Counter, OrderedDict
+from typing import Dict, List, Optional
+
+import numpy as np
+import rclpy.logging
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import ParameterEvent
+from rclpy.event_handler import SubscriptionEventCallbacks, UnsupportedEventTypeError
+from rclpy.exceptions import ParameterException
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
+from rclpy.type_support import check_for_type_support
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from delan_learning.bag_io import (COMMAND_TYPE, JOINT_STATE_TYPE, STORAGES, SplitBagWriter,
+                                   TopicSpec, qos_profile, type_definition)
+from delan_learning.joint_state import JointStateError, JointStateMapper
+from delan_learning.ros.params import declare, validating_callback
+from delan_learning.ros.spin import run_node
+
+_STOP = object()
+_MAPPER_CACHE = 64
+
+
+def _prefix_ok(value: str) -> Optional[str]:
+    if not re.fullmatch(r'[A-Za-z0-9_.\-]+', value or ''):
+        return f'prefix={value!r} must be a plain file name (letters, digits, "_", "-", ".")'
+    return None
+
+
+class DataLoggerNode(Node):
+    def __init__(self, **kwargs):
+        # The slow first-time work (typestore, message definitions, type supports) before the
+        # node exists: it appears on the graph in Node.__init__, and a signal between that and
+        # the executor's creation is what a short start-up window keeps unlikely.
+        for type_name in (JOINT_STATE_TYPE, COMMAND_TYPE):
+            type_definition(type_name)
+        for msg_type in (JointState, Float64MultiArray, DiagnosticArray, ParameterEvent):
+            check_for_type_support(msg_type)
+        super().__init__('data_logger', **kwargs)
+        self._validators: Dict = {}
+        try:
+            self._declare_parameters()
+        except ParameterException as exc:   # e.g. max_bag_size_mb:=1 (an int for a double)
+            raise ValueError(f'invalid parameter: {exc}') from exc
+        self.add_on_set_parameters_callback(
+            validating_callback(self._validators, self._on_params))
+
+        self._lock = threading.Lock()
+        self.received: Counter = Counter()      # per topic, in the callbacks
+        self.written: Counter = Counter()       # per topic, by the writer thread
+        self.malformed: Counter = Counter()     # per reason (recorded anyway)
+        self.dropped = 0                        # queue full: not recorded
+        self.dds_lost = 0                       # reported lost by the middleware
+        self.lost = 0                           # write errors: not recorded
+        self.write_errors = 0
+        self._last_log: Dict[str, float] = {}
+        self._mappers: 'OrderedDict[tuple, object]' = OrderedDict()
+
+        self._queue: 'queue.Queue' = queue.Queue(maxsize=self.queue_size)
+        self._stop = threading.Event()
+        self._closed = False
+
+        reliability = (ReliabilityPolicy.RELIABLE if self.qos_reliability == 'reliable'
+                       else ReliabilityPolicy.BEST_EFFORT)
+        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=self.qos_depth,
+                         reliability=reliability, durability=DurabilityPolicy.VOLATILE)
+        wanted = [('joint_states', JointState, JOINT_STATE_TYPE)]
+        if self.record_commands:
+            wanted.append(('effort_controller/commands', Float64MultiArray, COMMAND_TYPE))
+        self.topics: List[str] = []
+        self._kinds: List[str] = []
+        for i, (name, cls, type_name) in enumerate(wanted):
+            events = dict(incompatible_qos=self._make_qos_warning(name),
+                          message_lost=self._make_lost_counter(name))
+            try:
+                sub = self.create_subscription(
+                    cls, name, self._make_callback(i), qos, raw=True,
+                    event_callbacks=SubscriptionEventCallbacks(**events))
+            except UnsupportedEventTypeError:       # rmw without the message-lost event
+                events.pop('message_lost')
+                sub = self.create_subscription(
+                    cls, name, self._make_callback(i), qos, raw=True,
+                    event_callbacks=SubscriptionEventCallbacks(**events))
+            self.topics.append(sub.topic_name)
+            self._kinds.append(type_name)
+        specs = [TopicSpec(t, k, (qos_profile(self.qos_reliability == 'reliable', self.qos_depth),))
+                 for t, k in zip(self.topics, self._kinds)]
+
+        # The writer thread owns the bag (sqlite3 connections are bound to their thread): it opens
+        # the first split now, so a bad bag_dir fails the start-up instead of the first message.
+        self._bags: Optional[SplitBagWriter] = None
+        self._open_error: Optional[BaseException] = None
+        self._opened = threading.Event()
+        self._thread = threading.Thread(target=self._writer_main, args=(specs,),
+                                        name='bag_writer', daemon=True)
+        self._thread.start()
+        if not self._opened.wait(timeout=30.0) or self._open_error is not None:
+            self._stop.set()
+            raise RuntimeError(f'cannot write bags to {self.bag_dir}: {self._open_error}')
+
+        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self.create_timer(self.diagnostics_period_s, self._publish_diagnostics)
+
+    # ------------------------------------------------------------------ parameters
+    def _declare_parameters(self) -> None:
+        v = self._validators
+        self.bag_dir = os.path.expanduser(declare(
+            self, 'bag_dir', 'bags', 'Directory the bags are written under (created if missing)',
+            registry=v, read_only=True,
+            validator=lambda s: None if s else 'bag_dir must not be empty'))
+        self.prefix = declare(self, 'prefix', 'delan',
+                              'Bag name prefix: <bag_dir>/<prefix>_<stamp>_<NNN>/',
+                              registry=v, read_only=True, validator=_prefix_ok)
+        self.storage = declare(self, 'storage', 'mcap', 'rosbag2 storage plugin',
+                               choices=STORAGES, registry=v, read_only=True)
+        self.record_commands = declare(
+            self, 'record_commands', True,
+            'Also record the torque commands on effort_controller/commands',
+            registry=v, read_only=True)
+        self.max_bag_size_mb = declare(
+            self, 'max_bag_size_mb', 0.0, 'Start a new bag before one exceeds this size [MB, 1e6 '
+            'bytes of messages]; 0 = no limit', min_value=0.0, max_value=1e7, registry=v)
+        self.max_bag_duration_s = declare(
+            self, 'max_bag_duration_s', 0.0, 'Start a new bag after this much recording time [s]; '
+            '0 = no limit', min_value=0.0, max_value=1e7, registry=v)
+        self.flush_period_s = declare(
+            self, 'flush_period_s', 1.0, 'Make the bag crash-safe this often [s]: a SIGKILL loses '
+            'at most the messages of the last period', min_value=0.01, max_value=3600.0,
+            registry=v)
+        self.queue_size = declare(
+            self, 'queue_size', 100000, 'Messages buffered for the writer thread; overflow is '
+            'dropped and counted', min_value=10, max_value=10_000_000, registry=v, read_only=True)
+        self.qos_depth = declare(self, 'qos_depth', 1000, 'Subscription history depth',
+                                 min_value=1, max_value=1_000_000, registry=v, read_only=True)
+        self.qos_reliability = declare(
+            self, 'qos_reliability', 'reliable', "Subscription reliability; 'best_effort' also "
+            'hears best-effort (sensor-data) publishers', choices=('reliable', 'best_effort'),
+            registry=v, read_only=True)
+        self.diagnostics_period_s = declare(
+            self, 'diagnostics_period_s', 1.0, 'Period of the /diagnostics status [s]',
+            min_value=0.01, max_value=3600.0, registry=v, read_only=True)
+
+    def _on_params(self, params) -> None:
+        for p in params:
+            if p.name in ('max_bag_size_mb', 'max_bag_duration_s', 'flush_period_s'):
+                setattr(self, p.name, float(p.value))
+
+    # ------------------------------------------------------------------ callbacks (executor)
+    def _make_callback(self, index: int):
+        put = self._queue.put_nowait
+        clock = self.get_clock()
+
+        def on_message(data: bytes) -> None:
+            stamp = clock.now().nanoseconds
+            with self._lock:
+                self.received[self.topics[index]] += 1
+            try:
+                put((index, stamp, data))
+            except queue.Full:
+                with self._lock:
+                    self.dropped += 1
+                    n = self.dropped
+                self._throttled('error', 'dropped', f'writer queue full ({self.queue_size}): '
+                                f'dropped a message on {self.topics[index]} ({n} so far)')
+        return on_message
+
+    def _make_qos_warning(self, name: str):
+        def warn(info) -> None:
+            self.get_logger().warning(
+                f'a publisher on {name} offers incompatible QoS (policy {info.last_policy_kind}):'
+                f' its messages are NOT recorded; try qos_reliability:=best_effort')
+        return warn
+
+    def _make_lost_counter(self, name: str):
+        def lost(info) -> None:
+            with self._lock:
+                self.dds_lost += info.total_count_change
+                n = self.dds_lost
+            self._throttled('error', 'dds_lost', f'the middleware reports {n} messages on {name} '
+                            'lost before reaching the logger (publisher too fast for qos_depth?)')
+        return lost
+
+    def _throttled(self, level: str, key: str, text: str, period: float = 2.0) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last_log.get(key, -1e9) < period:
+                return
+            self._last_log[key] = now
+        getattr(self.get_logger(), level)(text)
+
+    # ------------------------------------------------------------------ writer thread
+    def _check(self, index: int, data: bytes) -> None:
+        """Count a malformed message (it is recorded anyway)."""
+        try:
+            if self._kinds[index] == JOINT_STATE_TYPE:
+                msg = deserialize_message(data, JointState)
+                names = tuple(msg.name)
+                if not names:
+                    raise JointStateError('empty', 'joint state has no names')
+                mapper = self._mappers.get(names)
+                if mapper is None:
+                    if len(set(names)) != len(names):
+                        raise JointStateError('duplicate_names', f'joint names repeat: {names}')
+                    mapper = JointStateMapper(names, require_velocity=False)
+                    self._mappers[names] = mapper
+                    if len(self._mappers) > _MAPPER_CACHE:
+                        self._mappers.popitem(last=False)
+                mapper.map(msg)
+            else:
+                msg = deserialize_message(data, Float64MultiArray)
+                values = np.asarray(msg.data, dtype=np.float64)
+                if values.size == 0:
+                    raise JointStateError('empty', 'command has no data')
+                if not np.all(np.isfinite(values)):
+                    raise JointStateError('non_finite', 'NaN or Inf in command')
+                dims = [d.size for d in msg.layout.dim]
+                if dims and int(np.prod(dims)) + msg.layout.data_offset > values.size:
+                    raise JointStateError('layout_mismatch',
+                                          f'layout {dims} needs more than {values.size} values')
+        except JointStateError as err:
+            self._count_malformed(index, err.reason, err.detail)
+        except Exception as exc:  # noqa: BLE001 - undecodable payload
+            self._count_malformed(index, 'undecodable', str(exc))
+
+    def _count_malformed(self, index: int, reason: str, detail: str) -> None:
+        with self._lock:
+            self.malformed[reason] += 1
+            n = self.malformed[reason]
+        self._throttled('warning', 'malformed:' + reason,
+                        f'malformed message on {self.topics[index]} recorded anyway '
+                        f'({reason}, {n} so far): {detail}')
+
+    def _writer_main(self, specs) -> None:
+        try:
+            self._bags = SplitBagWriter(
+                self.bag_dir, specs, prefix=self.prefix, storage=self.storage,
+                max_bag_size_mb=self.max_bag_size_mb, max_bag_duration_s=self.max_bag_duration_s,
+                custom_data={'delan.recorded_by': self.get_fully_qualified_name()})
+            self._bags.open()
+        except Exception as exc:  # noqa: BLE001 - reported by the constructor
+            self._open_error = exc
+            self._opened.set()
+            return
+        self._opened.set()
+        bags = self._bags
+        self.get_logger().info(
+            f'recording {", ".join(self.topics)} to {bags.path} ({self.storage}; split at '
+            f'{self.max_bag_size_mb or "-"} MB / {self.max_bag_duration_s or "-"} s; flush every '
+            f'{self.flush_period_s} s)')
+        next_flush = time.monotonic() + self.flush_period_s
+        retry_after = 0.0
+        try:
+            while True:
+                timeout = max(0.0, next_flush - time.monotonic())
+                try:
+                    item = self._queue.get(timeout=timeout)
+                except queue.Empty:
+                    item = None
+                batch = 0
+                while item is not None and item is not _STOP:
+                    index, stamp, data = item
+                    self._check(index, data)
+                    if time.monotonic() < retry_after:
+                        with self._lock:
+                            self.lost += 1
+                    else:
+                        try:
+                            bags.max_bag_size_mb = self.max_bag_size_mb
+                            bags.max_bag_duration_s = self.max_bag_duration_s
+                            bags.write(self.topics[index], stamp, data)
+                            with self._lock:
+                                self.written[self.topics[index]] += 1
+                        except Exception as exc:  # noqa: BLE001 - disk full, permissions ...
+                            self._write_failed(exc)
+                            retry_after = time.monotonic() + 1.0
+                    batch += 1
+                    if batch >= 1000 or time.monotonic() >= next_flush:
+                        break
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        item = None
+                now = time.monotonic()
+                if now >= next_flush:
+                    try:
+                        bags.flush()
+                    except Exception as exc:  # noqa: BLE001
+                        self._write_failed(exc, flushing=True)
+                        retry_after = now + 1.0
+                    next_flush = now + self.flush_period_s
+                if self._stop.is_set() and self._queue.empty():
+                    break
+        finally:
+            try:
+                bags.close()
+            except Exception as exc:  # noqa: BLE001
+                self.get_logger().error(f'could not close bag {bags.path}: {exc}; '
+                                        'run delan_learning.bag_io.recover_bag on it')
+
+    def _write_failed(self, exc: Exception, flushing: bool = False) -> None:
+        bags = self._bags
+        with self._lock:
+            self.write_errors += 1
+            if not flushing:
+                self.lost += 1
+        path = bags.path if bags else None
+        self.get_logger().error(
+            f'{"flushing" if flushing else "writing"} bag {path} failed ({exc}); closing it and '
+            'continuing in a new split in 1 s (messages until then are lost and counted)')
+        try:
+            bags.close()
+        except Exception:  # noqa: BLE001
+            bags.abort()
+
+    # ------------------------------------------------------------------ status
+    def stats(self) -> Dict[str, object]:
+        with self._lock:
+            return {'received': dict(self.received), 'written': dict(self.written),
+                    'malformed': dict(self.malformed), 'dropped': self.dropped,
+                    'dds_lost': self.dds_lost,
+                    'lost': self.lost, 'write_errors': self.write_errors}
+
+    def _publish_diagnostics(self) -> None:
+        s = self.stats()
+        bags = self._bags
+        current = (bags.path or (bags.paths[-1] if bags.paths else '')) if bags else ''
+        values = [KeyValue(key='bag', value=str(current)),
+                  KeyValue(key='bags', value=str(len(bags.paths) if bags else 0)),
+                  KeyValue(key='storage', value=self.storage),
+                  KeyValue(key='dropped', value=str(s['dropped'])),
+                  KeyValue(key='lost', value=str(s['lost'])),
+                  KeyValue(key='dds_lost', value=str(s['dds_lost'])),
+                  KeyValue(key='write_errors', value=str(s['write_errors'])),
+                  KeyValue(key='queue', value=f'{self._queue.qsize()}/{self.queue_size}'),
+                  KeyValue(key='malformed', value=str(sum(s['malformed'].values())))]
+        for topic in self.topics:
+            values.append(KeyValue(key=f'received {topic}', value=str(s['received'].get(topic, 0))))
+            values.append(KeyValue(key=f'written {topic}', value=str(s['written'].get(topic, 0))))
+        for reason, n in sorted(s['malformed'].items()):
+            values.append(KeyValue(key=f'malformed {reason}', value=str(n)))
+        status = DiagnosticStatus(name=f'{self.get_name()}: bag recording', hardware_id='',
+                                  values=values)
+        if s['write_errors'] or not self._thread.is_alive():
+            status.level, status.message = DiagnosticStatus.ERROR, 'write errors: messages lost'
+        elif s['dropped'] or s['dds_lost']:
+            status.level, status.message = DiagnosticStatus.WARN, (
+                'queue overflow: messages dropped' if s['dropped']
+                else 'middleware reports lost messages')
+        elif s['malformed']:
+            status.level, status.message = DiagnosticStatus.WARN, 'recording; malformed input seen'
+        else:
+            status.level, status.message = DiagnosticStatus.OK, 'recording'
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.diag_pub.publish(msg)
+
+    # ------------------------------------------------------------------ shutdown
+    def close(self) -> None:
+        """Drain the queue, close the bag (summary + metadata.yaml). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        try:
+            self._queue.put_nowait(_STOP)
+        except queue.Full:
+            pass        # the writer drains the full queue, then sees the stop flag
+        self._thread.join(timeout=120.0)
+        # after SIGINT/SIGTERM the context is shut down and the node logger's rosout publisher is
+        # gone: log through a logger of another name (console only) to keep the output clean
+        log = (self.get_logger() if self.context.ok()
+               else rclpy.logging.get_logger(f'{self.get_name()}.shutdown'))
+        s = self.stats()
+        bags = self._bags
+        where = ', '.join(p.name for p in bags.paths) if bags else '-'
+        if self._thread.is_alive():
+            log.error(f'bag writer did not finish within 120 s; bag {where} may '
+                                    'need delan_learning.bag_io.recover_bag')
+        log.info(
+            f'closed: {sum(s["written"].values())} messages in {self.bag_dir}/[{where}]; '
+            f'dropped {s["dropped"]}, lost {s["lost"]} (+{s["dds_lost"]} in DDS), '
+            f'malformed {sum(s["malformed"].values())}')
+
+
+def main(args=None) -> int:
+    return run_node(DataLoggerNode, args)
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
