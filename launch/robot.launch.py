@@ -1,0 +1,67 @@
+"""The suite next to a real arm (or Gazebo) driven by ros2_control: joint_states in,
+``effort_controller/commands`` out (JointGroupEffortController). No sim.
+
+    ros2 launch launch/robot.launch.py robot:=/path/to/arm.urdf controller:=pinocchio \
+        joint_states:=/joint_states commands:=/effort_controller/commands
+
+Start it in the safe configuration (controller:=pd, conservative gains in
+config/robot_params.yaml) and switch at runtime with `ros2 param set /torque_controller model delan`.
+"""
+import os
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, GroupAction
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node, PushRosNamespace
+from launch_ros.parameter_descriptions import ParameterValue
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PARAMS = os.path.join(HERE, 'config', 'robot_params.yaml')
+DEFAULT_ROBOT = os.path.normpath(os.path.join(HERE, '..', 'urdf', 'two_link_arm.urdf'))
+
+
+def generate_launch_description():
+    robot = LaunchConfiguration('robot')
+    sim_time = ParameterValue(LaunchConfiguration('use_sim_time'), value_type=bool)
+    common = {'urdf_path': robot, 'use_sim_time': sim_time}
+    remaps = [('joint_states', LaunchConfiguration('joint_states')),
+              ('effort_controller/commands', LaunchConfiguration('commands'))]
+    return LaunchDescription([
+        DeclareLaunchArgument('robot', default_value=DEFAULT_ROBOT, description='URDF file'),
+        DeclareLaunchArgument('controller', default_value='pd',
+                              choices=['pd', 'pinocchio', 'identified', 'delan']),
+        DeclareLaunchArgument('record', default_value='true', choices=['true', 'false']),
+        DeclareLaunchArgument('bag_dir', default_value='bags'),
+        DeclareLaunchArgument('model', default_value=''),
+        DeclareLaunchArgument('identified_params', default_value=''),
+        DeclareLaunchArgument('checkpoint_dir', default_value='delan_checkpoints'),
+        DeclareLaunchArgument('reference', default_value='true', choices=['true', 'false'],
+                              description='Start the reference node (excitation trajectories)'),
+        DeclareLaunchArgument('use_sim_time', default_value='false', choices=['true', 'false']),
+        DeclareLaunchArgument('namespace', default_value=''),
+        DeclareLaunchArgument('joint_states', default_value='joint_states',
+                              description='Joint state topic of the robot'),
+        DeclareLaunchArgument('commands', default_value='effort_controller/commands',
+                              description='Command topic of the effort controller'),
+        GroupAction([
+            PushRosNamespace(LaunchConfiguration('namespace')),
+            Node(package='delan_control', executable='reference', name='reference',
+                 output='screen', condition=IfCondition(LaunchConfiguration('reference')),
+                 parameters=[PARAMS, common], remappings=remaps),
+            Node(package='delan_control', executable='torque_controller',
+                 name='torque_controller', output='screen', remappings=remaps,
+                 parameters=[PARAMS, common, {
+                     'model': LaunchConfiguration('controller'),
+                     'delan_checkpoint': LaunchConfiguration('model'),
+                     'identified_params': LaunchConfiguration('identified_params')}]),
+            Node(package='delan_learning', executable='data_logger', name='data_logger',
+                 output='screen', condition=IfCondition(LaunchConfiguration('record')),
+                 remappings=remaps,
+                 parameters=[PARAMS, {'use_sim_time': sim_time,
+                                      'bag_dir': LaunchConfiguration('bag_dir')}]),
+            Node(package='delan_learning', executable='learner', name='learner', output='screen',
+                 remappings=remaps, parameters=[PARAMS, common, {
+                     'checkpoint_dir': LaunchConfiguration('checkpoint_dir')}]),
+        ]),
+    ])
