@@ -1,0 +1,197 @@
+"""Command lines: ``delan-train`` fits a model to recorded data, ``delan-eval`` scores one.
+
+Both exit 0 on success and 2 on bad input (missing/invalid files or arrays, checkpoints for
+other joints), printing one ``delan-<cmd>: error: ...`` line to stderr instead of a traceback.
+``delan-train`` prints a JSON summary to stdout (progress, unless ``--quiet``, goes to stderr);
+``delan-eval`` prints its metrics as JSON to stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported in one line, exit code 2."""
+
+
+def _fail(prog: str, message: str) -> int:
+    sys.stderr.write(f'{prog}: error: {message}\n')
+    return EXIT_BAD_INPUT
+
+
+def _read_data(args, require_tau: bool = True):
+    from delan_learning.data import Dataset, DataError, load_npz
+
+    try:
+        if getattr(args, 'bag', None):
+            try:
+                from delan_learning.bag_io import read_bag_arrays
+            except ImportError as err:
+                raise UsageError(f'--bag needs the rosbag reader delan_learning.bag_io, which '
+                                 f'cannot be imported here ({err}); convert the bag to .npz '
+                                 f'and use --data') from None
+            try:
+                arrays = read_bag_arrays(args.bag)
+            except (OSError, ValueError, KeyError) as err:
+                raise UsageError(f'cannot read bag {args.bag}: {err}') from None
+            return Dataset.from_arrays(arrays, require_tau=require_tau, source=str(args.bag))
+        return load_npz(args.data, require_tau=require_tau)
+    except DataError as err:
+        raise UsageError(str(err)) from None
+
+
+def _add_data_args(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument('--data', metavar='X.npz', help='data file: q, qd, qdd, tau (N x n) ...')
+    src.add_argument('--bag', metavar='DIR', help='ROS 2 bag directory (joint states)')
+
+
+# -- delan-train ----------------------------------------------------------------------------------
+def train_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog='delan-train', description='Fit a DeLaN (or MLP baseline) inverse-dynamics model '
+        'to recorded joint data and save a checkpoint.')
+    _add_data_args(p)
+    p.add_argument('--out', required=True, metavar='model.pt', help='checkpoint to write')
+    p.add_argument('--model', choices=('delan', 'mlp'), default='delan')
+    p.add_argument('--epochs', type=int, default=300)
+    p.add_argument('--batch', type=int, default=512, help='minibatch size')
+    p.add_argument('--lr', type=float, default=5e-3, help='peak learning rate (cosine decay)')
+    p.add_argument('--width', type=int, default=64, help='hidden units per layer')
+    p.add_argument('--depth', type=int, default=2, help='hidden layers')
+    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--no-friction', action='store_true', help='DeLaN without friction terms')
+    p.add_argument('--val-fraction', type=float, default=0.2,
+                   help='share of trajectories held out for early stopping')
+    p.add_argument('--patience', type=int, default=50, help='early-stopping patience [epochs]')
+    p.add_argument('--time-budget', type=float, default=None, metavar='SECONDS',
+                   help='stop training after this wall time')
+    p.add_argument('--threads', type=int, default=1,
+                   help='torch CPU threads (default 1: at width 64 and batch 512 each op is too '
+                   'small to split, and a second thread stalls when the core is shared; raise '
+                   'it for wide models or large batches)')
+    p.add_argument('--quiet', action='store_true', help='no progress output')
+    return p
+
+
+def train_main(argv: Optional[Sequence[str]] = None) -> int:
+    args = train_parser().parse_args(argv)
+    prog = 'delan-train'
+    try:
+        for name, value, lo in (('--epochs', args.epochs, 1), ('--batch', args.batch, 1),
+                                ('--width', args.width, 1), ('--depth', args.depth, 1)):
+            if value < lo:
+                raise UsageError(f'{name} must be >= {lo}, got {value}')
+        if not args.lr > 0:
+            raise UsageError(f'--lr must be > 0, got {args.lr}')
+        if not 0.0 <= args.val_fraction < 1.0:
+            raise UsageError(f'--val-fraction must be in [0, 1), got {args.val_fraction}')
+        if args.time_budget is not None and not args.time_budget > 0:
+            raise UsageError(f'--time-budget must be > 0, got {args.time_budget}')
+        data = _read_data(args)
+    except UsageError as err:
+        return _fail(prog, str(err))
+
+    import torch
+
+    from delan_learning.checkpoint import save_model
+    from delan_learning.training import TrainConfig, train_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config = TrainConfig(epochs=args.epochs, batch_size=args.batch, lr=args.lr,
+                         val_fraction=args.val_fraction, patience=args.patience, seed=args.seed,
+                         time_budget=args.time_budget, quiet=args.quiet)
+    model_config: Dict = {'width': args.width, 'depth': args.depth}
+    if args.model == 'delan':
+        model_config['friction'] = not args.no_friction
+    result = train_model(data, args.model, config, model_config)
+    try:
+        meta = save_model(result.model, args.out, result.metadata)
+    except OSError as err:
+        return _fail(prog, f'cannot write {args.out}: {err}')
+    final = meta['training']['final_metrics']
+    summary = {'out': args.out, 'model_kind': args.model, 'joint_names': meta['joint_names'],
+               'epochs_run': meta['training']['epochs_run'], 'steps': meta['training']['steps'],
+               'n_train': meta['training']['n_train'], 'n_val': meta['training']['n_val'],
+               'val_nmse': dict(zip(meta['joint_names'], final['nmse'])),
+               'train_seconds': result.history[-1]['elapsed_s'] if result.history else 0.0}
+    print(json.dumps(summary, indent=2))
+    return EXIT_OK
+
+
+# -- delan-eval -----------------------------------------------------------------------------------
+def eval_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog='delan-eval', description='Score a checkpoint on recorded data: per-joint MSE and '
+        'normalised MSE (MSE / Var) of the inverse model, and of the forward model with '
+        '--forward. Prints JSON.')
+    p.add_argument('--model', required=True, metavar='model.pt', help='checkpoint')
+    _add_data_args(p)
+    p.add_argument('--forward', action='store_true', help='also score the forward model (qdd)')
+    return p
+
+
+def _column_order(model_names: List[str], data_names: List[str]) -> np.ndarray:
+    """Indices taking the data's columns into model order; UsageError if joints are missing."""
+    missing = [n for n in model_names if n not in data_names]
+    if missing:
+        raise UsageError(f'the data lack joints {missing} of the model (data joints: '
+                         f'{data_names})')
+    return np.array([data_names.index(n) for n in model_names], dtype=np.int64)
+
+
+def _errors(pred: np.ndarray, target: np.ndarray, names: List[str]) -> Dict:
+    mse = np.mean((pred - target) ** 2, axis=0)
+    var = np.var(target, axis=0)
+    nmse = mse / np.maximum(var, 1e-300)
+    return {'mse': dict(zip(names, mse.tolist())), 'nmse': dict(zip(names, nmse.tolist())),
+            'mse_mean': float(mse.mean()), 'nmse_mean': float(nmse.mean())}
+
+
+def eval_main(argv: Optional[Sequence[str]] = None) -> int:
+    args = eval_parser().parse_args(argv)
+    prog = 'delan-eval'
+    from delan_learning.checkpoint import CheckpointError, load_model
+
+    try:
+        try:
+            model, meta = load_model(args.model)
+        except CheckpointError as err:
+            raise UsageError(str(err)) from None
+        data = _read_data(args)
+        names = [str(s) for s in meta['joint_names']]
+        order = _column_order(names, list(data.joint_names))
+    except UsageError as err:
+        return _fail(prog, str(err))
+
+    import torch
+
+    q, qd, qdd, tau = (torch.as_tensor(x[:, order], dtype=torch.float64)
+                       for x in (data.q, data.qd, data.qdd, data.tau))
+    chunk = 8192
+    with torch.no_grad():
+        tau_hat = torch.cat([model.inverse(q[i:i + chunk], qd[i:i + chunk], qdd[i:i + chunk])
+                             for i in range(0, len(q), chunk)]).numpy()
+    result = {'model': args.model, 'model_kind': meta['model_kind'], 'data': data.source,
+              'joint_names': names, 'n_samples': len(data),
+              'inverse': _errors(tau_hat, tau.numpy(), names)}
+    if args.forward:
+        with torch.no_grad():
+            qdd_hat = torch.cat([model.forward_dynamics(q[i:i + chunk], qd[i:i + chunk],
+                                                        tau[i:i + chunk])
+                                 for i in range(0, len(q), chunk)]).numpy()
+        result['forward'] = _errors(qdd_hat, qdd.numpy(), names)
+    print(json.dumps(result, indent=2))
+    return EXIT_OK
+
+
+if __name__ == '__main__':
+    raise SystemExit(train_main())

@@ -1,0 +1,617 @@
+"""Learned models behind the numpy :class:`~delan_learning.dynamics.DynamicsModel` protocol.
+
+* :class:`NumpyDelan` evaluates a trained :class:`~delan_learning.lagrangian.DelanModel` in
+  float64 without torch: the control-loop path. A torch call costs ~5-10 us of dispatch per op
+  whatever the tensor size and an inverse-dynamics call is ~60 ops (~250 us at batch 1), so:
+
+  - one state ``(n,)`` of ``inverse`` runs a small C kernel (:data:`_C_SOURCE`, the same
+    arithmetic written out as loops; ~15-20 us for a 7-DoF arm, of which ~2 us is the ctypes
+    call), compiled once per machine with the system C compiler and cached;
+  - without a compiler, a hand-tuned numpy version of the same (~45 us);
+  - batches and all other terms use vectorised numpy (~0.5-1 us per op). The K side-by-side
+    networks are re-laid out once as one input matrix ``(m, K*W)``, block-diagonal hidden
+    matrices ``(K*W, K*W)`` and one stacked head ``(K*W, P)``, so every layer is one matmul
+    and the same code serves ``(n,)`` and ``(B, n)``.
+* :class:`TorchDynamics` wraps any learned torch model (DeLaN or the MLP baseline) in the same
+  protocol, converting arrays at the boundary; the MLP raises ``NotImplementedError`` for the
+  terms it does not have.
+
+:func:`dynamics_model` picks the right one.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from delan_learning.dynamics import COULOMB_SMOOTHING
+from delan_learning.features import ANGULAR_TYPES
+from delan_learning.lagrangian import DelanModel, tril_layout
+from delan_learning.models import DynamicsModule
+
+
+#: C source of the compiled batch-1 inverse dynamics (same arithmetic as NumpyDelan._terms).
+_C_SOURCE = r"""
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+    int n, m, n_ang, K, W, depth, P, n_l, act, use_friction;
+    const int *feat;          /* (n,) feature index of joint i: sin (angular) or raw (prismatic) */
+    const int *is_ang;        /* (n,) */
+    const int *rows, *cols;   /* (n_l,) row/col of each L entry */
+    const double *w_in;       /* (K, m, W) */
+    const double *w_hid;      /* (depth-1, K, W, W) */
+    const double *bias;       /* (depth, K, W) */
+    const double *head;       /* (K, W, P), masked */
+    const double *head_b;     /* (P,) */
+    const double *viscous, *coulomb;  /* (n,) */
+    double root, v_scale, eps, diag_offset, inv_smooth;
+} delan_t;
+
+static inline void act(int kind, double a, double *h, double *d) {
+    if (kind == 1) { double t = tanh(a); *h = t; *d = 1.0 - t * t; return; }
+    /* softplus and its slope (the logistic), overflow-safe */
+    if (a > 0) { double e = exp(-a); *h = a + log1p(e); *d = 1.0 / (1.0 + e); }
+    else { double e = exp(a); *h = log1p(e); *d = e / (1.0 + e); }
+}
+
+int delan_inverse(const delan_t *M, const double *q, const double *qd, const double *qdd,
+                  double *tau) {
+    const int n = M->n, m = M->m, K = M->K, W = M->W, D = M->depth, P = M->P, nl = M->n_l;
+    const int KW = K * W;
+    double z[m], dz[m], s[n], c[n], gz[m];
+    double h[D][KW], d[D][KW];
+    double a[KW], t[W], t2[W], g[KW], g2[KW];
+    double out[P], ldot[P], l[P], slope[P], gout[P];
+    double u[n], x[n], lin[n];
+
+    for (int i = 0; i < n; i++) {
+        int f = M->feat[i];
+        if (M->is_ang[i]) {
+            s[i] = sin(q[i]); c[i] = cos(q[i]);
+            z[f] = s[i]; z[f + M->n_ang] = c[i];
+            dz[f] = c[i] * qd[i]; dz[f + M->n_ang] = -s[i] * qd[i];
+        } else { s[i] = c[i] = 0.0; z[f] = q[i]; dz[f] = qd[i]; }
+    }
+    /* forward pass of the K networks */
+    for (int k = 0; k < K; k++) {
+        const double *w = M->w_in + (size_t)k * m * W, *b = M->bias + (size_t)k * W;
+        for (int j = 0; j < W; j++) a[j] = b[j];
+        for (int i = 0; i < m; i++) { double zi = z[i]; const double *wr = w + (size_t)i * W;
+            for (int j = 0; j < W; j++) a[j] += zi * wr[j]; }
+        for (int j = 0; j < W; j++) act(M->act, a[j], &h[0][k * W + j], &d[0][k * W + j]);
+        for (int L = 1; L < D; L++) {
+            const double *wl = M->w_hid + ((size_t)(L - 1) * K + k) * W * W;
+            const double *bl = M->bias + ((size_t)L * K + k) * W;
+            for (int j = 0; j < W; j++) a[j] = bl[j];
+            for (int i = 0; i < W; i++) {
+                double hi = h[L - 1][k * W + i]; const double *wr = wl + (size_t)i * W;
+                for (int j = 0; j < W; j++) a[j] += hi * wr[j]; }
+            for (int j = 0; j < W; j++) act(M->act, a[j], &h[L][k * W + j], &d[L][k * W + j]);
+        }
+    }
+    for (int p = 0; p < P; p++) out[p] = M->head_b[p];
+    for (int k = 0; k < K; k++) for (int j = 0; j < W; j++) {
+        double hj = h[D - 1][k * W + j]; const double *hr = M->head + ((size_t)k * W + j) * P;
+        for (int p = 0; p < P; p++) out[p] += hj * hr[p]; }
+    /* tangent pass of network 0 */
+    for (int j = 0; j < W; j++) t[j] = 0.0;
+    for (int i = 0; i < m; i++) { double v = dz[i]; const double *wr = M->w_in + (size_t)i * W;
+        for (int j = 0; j < W; j++) t[j] += v * wr[j]; }
+    for (int j = 0; j < W; j++) t[j] *= d[0][j];
+    for (int L = 1; L < D; L++) {
+        const double *wl = M->w_hid + (size_t)(L - 1) * K * W * W;
+        for (int j = 0; j < W; j++) t2[j] = 0.0;
+        for (int i = 0; i < W; i++) { double v = t[i]; const double *wr = wl + (size_t)i * W;
+            for (int j = 0; j < W; j++) t2[j] += v * wr[j]; }
+        for (int j = 0; j < W; j++) t[j] = t2[j] * d[L][j];
+    }
+    for (int p = 0; p < P; p++) ldot[p] = 0.0;
+    for (int j = 0; j < W; j++) { double v = t[j]; const double *hr = M->head + (size_t)j * P;
+        for (int p = 0; p < nl; p++) ldot[p] += v * hr[p]; }
+    /* L's entries, their slopes and rates */
+    for (int e = 0; e < nl; e++) {
+        if (e < n) { double sp, sg; act(0, out[e], &sp, &sg);
+            l[e] = (sp + M->diag_offset) * M->root; slope[e] = sg * M->root; }
+        else { l[e] = out[e] * M->root; slope[e] = M->root; }
+        ldot[e] *= slope[e];
+    }
+    /* u = L^T qd, x = L^T qdd + Ldot^T qd, lin = L x + Ldot u */
+    for (int i = 0; i < n; i++) u[i] = x[i] = lin[i] = 0.0;
+    for (int e = 0; e < nl; e++) { int r = M->rows[e], cc = M->cols[e];
+        u[cc] += l[e] * qd[r]; x[cc] += l[e] * qdd[r] + ldot[e] * qd[r]; }
+    for (int e = 0; e < nl; e++) { int r = M->rows[e], cc = M->cols[e];
+        lin[r] += l[e] * x[cc] + ldot[e] * u[cc];
+        gout[e] = -(qd[r] * u[cc]) * slope[e]; }
+    for (int p = nl; p < P; p++) gout[p] = M->v_scale;
+    /* reverse pass: d/dq (V - 1/2 qd^T H qd) */
+    for (int i = 0; i < m; i++) gz[i] = 0.0;
+    for (int k = 0; k < K; k++) {
+        for (int j = 0; j < W; j++) { const double *hr = M->head + ((size_t)k * W + j) * P;
+            double acc = 0.0; for (int p = 0; p < P; p++) acc += gout[p] * hr[p];
+            g[j] = acc * d[D - 1][k * W + j]; }
+        for (int L = D - 1; L >= 1; L--) {
+            const double *wl = M->w_hid + ((size_t)(L - 1) * K + k) * W * W;
+            for (int i = 0; i < W; i++) { const double *wr = wl + (size_t)i * W; double acc = 0.0;
+                for (int j = 0; j < W; j++) acc += g[j] * wr[j];
+                g2[i] = acc * d[L - 1][k * W + i]; }
+            memcpy(g, g2, sizeof(double) * W);
+        }
+        const double *w = M->w_in + (size_t)k * m * W;
+        for (int i = 0; i < m; i++) { const double *wr = w + (size_t)i * W; double acc = 0.0;
+            for (int j = 0; j < W; j++) acc += g[j] * wr[j];
+            gz[i] += acc; }
+    }
+    for (int i = 0; i < n; i++) {
+        int f = M->feat[i];
+        double dq = M->is_ang[i] ? c[i] * gz[f] - s[i] * gz[f + M->n_ang] : gz[f];
+        double fr = M->use_friction ?
+            M->viscous[i] * qd[i] + M->coulomb[i] * tanh(qd[i] * M->inv_smooth) : 0.0;
+        tau[i] = lin[i] + M->eps * qdd[i] + dq + fr;
+    }
+    for (int i = 0; i < n; i++) if (!isfinite(tau[i])) return 1;
+    return 0;
+}
+"""
+
+_C_FLAGS = ['-O3', '-shared', '-fPIC', '-std=c99']
+_c_kernel_cache: dict = {}
+
+
+class _CModel(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int) for name in
+                ('n', 'm', 'n_ang', 'K', 'W', 'depth', 'P', 'n_l', 'act', 'use_friction')] + \
+        [(name, ctypes.c_void_p) for name in
+         ('feat', 'is_ang', 'rows', 'cols', 'w_in', 'w_hid', 'bias', 'head', 'head_b',
+          'viscous', 'coulomb')] + \
+        [(name, ctypes.c_double) for name in
+         ('root', 'v_scale', 'eps', 'diag_offset', 'inv_smooth')]
+
+
+def c_kernel():
+    """The compiled kernel's ``delan_inverse`` (ctypes), or None where it cannot be built.
+
+    Built once per machine with the system C compiler (``$CC``, else ``cc``) into
+    ``$DELAN_CACHE_DIR`` (default ``~/.cache/delan_learning``), named by a hash of source and
+    flags, written to a temporary file and renamed (safe with concurrent first uses). Set
+    ``DELAN_NO_C_KERNEL=1`` to use numpy only. Portable flags (no ``-march=native``), so a cache
+    on a shared home directory is safe across CPUs.
+    """
+    if 'fn' in _c_kernel_cache:
+        return _c_kernel_cache['fn']
+    fn = None
+    if os.environ.get('DELAN_NO_C_KERNEL', '') not in ('1', 'true', 'yes'):
+        try:
+            fn = _build_c_kernel()
+        except Exception as err:  # no compiler, read-only cache, ...
+            warnings.warn(f'delan_learning: C fast path unavailable, using numpy ({err})',
+                          RuntimeWarning, stacklevel=3)
+    _c_kernel_cache['fn'] = fn
+    return fn
+
+
+def _build_c_kernel():
+    cc = os.environ.get('CC', 'cc')
+    key = hashlib.sha1((_C_SOURCE + ' '.join(_C_FLAGS) + cc + sys.platform).encode())
+    cache = os.environ.get('DELAN_CACHE_DIR') or os.path.join(
+        os.path.expanduser('~'), '.cache', 'delan_learning')
+    os.makedirs(cache, exist_ok=True)
+    lib = os.path.join(cache, f'delan_kernel_{key.hexdigest()[:16]}.so')
+    if not os.path.isfile(lib):
+        with tempfile.TemporaryDirectory(dir=cache) as tmp:
+            c_file = os.path.join(tmp, 'delan_kernel.c')
+            with open(c_file, 'w') as f:
+                f.write(_C_SOURCE)
+            out = os.path.join(tmp, 'k.so')
+            proc = subprocess.run([cc, *_C_FLAGS, '-o', out, c_file, '-lm'],
+                                  capture_output=True, text=True, timeout=120)
+            if proc.returncode != 0:
+                raise RuntimeError(f'{cc} failed: {proc.stderr.strip()[:300]}')
+            os.replace(out, lib)
+    fn = ctypes.CDLL(lib).delan_inverse
+    fn.argtypes = [ctypes.POINTER(_CModel)] + [ctypes.c_void_p] * 4
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, x)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _names(model: DynamicsModule, joint_names: Optional[Sequence[str]]) -> List[str]:
+    names = joint_names if joint_names is not None else model.joint_names
+    if names is None:
+        names = [f'joint{i}' for i in range(model.n_dof)]
+    names = [str(s) for s in names]
+    if len(names) != model.n_dof:
+        raise ValueError(f'{len(names)} joint names for a {model.n_dof}-DoF model')
+    return names
+
+
+def _cholesky_solve(H: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``H^-1 b`` for SPD ``H (..., n, n)`` by Cholesky and two substitutions, no inverse."""
+    Lc = np.linalg.cholesky(H)
+    n = b.shape[-1]
+    y = np.empty_like(b)
+    for i in range(n):  # L y = b
+        y[..., i] = (b[..., i] - np.einsum('...j,...j->...', Lc[..., i, :i], y[..., :i])) \
+            / Lc[..., i, i]
+    x = np.empty_like(b)
+    for i in reversed(range(n)):  # L^T x = y
+        x[..., i] = (y[..., i] - np.einsum('...j,...j->...', Lc[..., i + 1:, i],
+                                           x[..., i + 1:])) / Lc[..., i, i]
+    return x
+
+
+class NumpyDelan:
+    """A trained DeLaN in numpy float64; implements the ``DynamicsModel`` protocol.
+
+    Inputs are ``(n,)`` or ``(B, n)`` arrays (anything ``np.asarray`` takes); outputs match.
+    The weights are a snapshot: retraining the torch model does not change this object (build
+    a new one, it takes microseconds).
+    """
+
+    def __init__(self, model: DelanModel, joint_names: Optional[Sequence[str]] = None,
+                 use_c: bool = True):
+        if not isinstance(model, DelanModel):
+            raise TypeError(f'NumpyDelan needs a DelanModel, got {type(model).__name__}; use '
+                            'TorchDynamics for other models')
+        self.joint_names = _names(model, joint_names)
+        self.joint_types = list(model.joint_types)
+        n = self.n_dof = model.n_dof
+        self.n_l = model.n_l
+        self.activation = model.activation
+
+        def f64(t: torch.Tensor) -> np.ndarray:
+            return np.ascontiguousarray(t.detach().to('cpu', torch.float64).numpy())
+
+        K = model.weights[0].shape[0]
+        ws = [f64(w) for w in model.weights]
+        bs = [f64(b) for b in model.biases]
+        self.w_in = np.concatenate(list(ws[0]), axis=1)  # (m, K*W)
+        self.b = [np.concatenate([bk.ravel() for bk in b]) for b in bs]  # (K*W,)
+        self.w_hidden = []
+        for w in ws[1:]:
+            W = w.shape[-1]
+            blk = np.zeros((K * W, K * W))
+            for k in range(K):
+                blk[k * W:(k + 1) * W, k * W:(k + 1) * W] = w[k]
+            self.w_hidden.append(blk)
+        head = f64(model.head_weight * model.head_mask)  # (K, W, P)
+        self.head = np.concatenate(list(head), axis=0)  # (K*W, P)
+        self.head_b = f64(model.head_bias)
+        self.w_in_t = np.ascontiguousarray(self.w_in.T)
+        self.w_hidden_t = [np.ascontiguousarray(w.T) for w in self.w_hidden]
+        self.head_t = np.ascontiguousarray(self.head.T)
+        self.root = float(np.sqrt(float(model.h_scale)))
+        self.v_scale = float(model.v_scale)
+        self.eps = model.eps
+        self.diag_offset = model.diag_offset
+        self.R, self.C, self.S = f64(model.sel_r), f64(model.sel_c), f64(model.sel_s)
+        self.R_t, self.C_t = np.ascontiguousarray(self.R.T), np.ascontiguousarray(self.C.T)
+        self.diag = f64(model.diag_mask.to(torch.float64)).astype(bool)
+        self.not_diag = ~self.diag
+        self.v_col = f64(model.v_col)
+        self.use_friction = model.use_friction
+        vis, cou = model.friction_coefficients()
+        self.viscous, self.coulomb = f64(vis), f64(cou)
+        types = self.joint_types
+        self.ang = np.array([i for i, t in enumerate(types) if t in ANGULAR_TYPES], dtype=int)
+        self.lin = np.array([i for i, t in enumerate(types) if t not in ANGULAR_TYPES],
+                            dtype=int)
+        self.all_angular = len(self.lin) == 0
+        self.eye = np.eye(n)
+        # for _inverse_single
+        self._single_ok = (self.all_angular and self.activation == 'softplus'
+                           and len(self.w_hidden) == 1)
+        self.w_in_flip = self.w_in.copy()
+        self.w_in_flip[n:] *= -1.0  # tangent of cos(q) is -sin(q) qd
+        self.root_vec = np.full(self.head.shape[1], self.root)
+        self.offset_root = self.diag_offset * self.root
+        self.v_out = self.v_col * self.v_scale
+        #: 'c' when one-state inverse() runs the compiled kernel, else 'numpy'
+        self.backend = 'numpy'
+        self._c = None
+        if use_c and c_kernel() is not None:
+            self._c = self._c_setup(model, c_kernel())
+            self.backend = 'c'
+
+    def _c_setup(self, model: DelanModel, fn):
+        """Weights and buffers for the compiled kernel (arrays kept alive on ``self``)."""
+        n, K = self.n_dof, model.weights[0].shape[0]
+
+        def f64(t):
+            return np.ascontiguousarray(t.detach().to('cpu', torch.float64).numpy())
+
+        ang_pos = {j: k for k, j in enumerate(self.ang)}
+        lin_pos = {j: k for k, j in enumerate(self.lin)}
+        feat = [ang_pos[i] if i in ang_pos else 2 * len(self.ang) + lin_pos[i]
+                for i in range(n)]
+        rows, cols = tril_layout(n)
+        W = model.width
+        keep = {
+            'feat': np.array(feat, dtype=np.int32),
+            'is_ang': np.array([i in ang_pos for i in range(n)], dtype=np.int32),
+            'rows': rows.astype(np.int32), 'cols': cols.astype(np.int32),
+            'w_in': f64(model.weights[0]),
+            'w_hid': (np.ascontiguousarray(np.stack([f64(w) for w in model.weights[1:]]))
+                      if model.depth > 1 else np.zeros(1)),
+            'bias': np.ascontiguousarray(np.stack([f64(b).reshape(K, W)
+                                                   for b in model.biases])),
+            'head': f64(model.head_weight * model.head_mask), 'head_b': f64(model.head_bias),
+            'viscous': np.ascontiguousarray(self.viscous),
+            'coulomb': np.ascontiguousarray(self.coulomb),
+        }
+        st = _CModel(n=n, m=model.features.n_features, n_ang=len(self.ang), K=K, W=W,
+                     depth=model.depth, P=self.head.shape[1], n_l=self.n_l,
+                     act=1 if self.activation == 'tanh' else 0,
+                     use_friction=int(self.use_friction), root=self.root,
+                     v_scale=self.v_scale, eps=self.eps, diag_offset=self.diag_offset,
+                     inv_smooth=1.0 / COULOMB_SMOOTHING,
+                     **{k: v.ctypes.data for k, v in keep.items()})
+        bufs = [np.empty(n) for _ in range(4)]
+        ptrs = [ctypes.c_void_p(b.ctypes.data) for b in bufs]
+        return fn, st, ctypes.byref(st), keep, bufs, ptrs
+
+    def _c_inverse(self, q, qd, qdd) -> Optional[np.ndarray]:
+        fn, _, ref, _, (bq, bqd, bqdd, btau), (pq, pqd, pqdd, ptau) = self._c
+        np.copyto(bq, q)
+        np.copyto(bqd, qd)
+        np.copyto(bqdd, qdd)
+        if fn(ref, pq, pqd, pqdd, ptau) != 0:  # non-finite result: let numpy say more
+            return None
+        return btau.copy()
+
+    # -- network --------------------------------------------------------------------------------
+    def _act(self, a):
+        if self.activation == 'tanh':
+            h = np.tanh(a)
+            return h, 1.0 - h * h
+        return _softplus(a), _sigmoid(a)
+
+    def _features(self, q):
+        if self.all_angular:
+            s, c = np.sin(q), np.cos(q)
+            return np.concatenate((s, c), axis=-1), s, c
+        qa = q[..., self.ang]
+        s, c = np.sin(qa), np.cos(qa)
+        return np.concatenate((s, c, q[..., self.lin]), axis=-1), s, c
+
+    def _network(self, q, qd=None):
+        z, s, c = self._features(q)
+        h, d = self._act(z @ self.w_in + self.b[0])
+        slopes = [d]
+        for w, b in zip(self.w_hidden, self.b[1:]):
+            h, d = self._act(h @ w + b)
+            slopes.append(d)
+        out = h @ self.head + self.head_b
+        root = self.root
+        l = np.where(self.diag, _softplus(out) + self.diag_offset, out) * root
+        slope = np.where(self.diag, _sigmoid(out), 1.0) * root
+        ldot = out_dot = None
+        if qd is not None:
+            if self.all_angular:
+                dz = np.concatenate((c * qd, -s * qd), axis=-1)
+            else:
+                qda = qd[..., self.ang]
+                dz = np.concatenate((c * qda, -s * qda, qd[..., self.lin]), axis=-1)
+            t = (dz @ self.w_in) * slopes[0]
+            for w, d in zip(self.w_hidden, slopes[1:]):
+                t = (t @ w) * d
+            out_dot = t @ self.head
+            ldot = out_dot * slope
+        return s, c, slopes, out, l, slope, ldot, out_dot
+
+    def _grad_q(self, s, c, slopes, g_out):
+        g = g_out @ self.head_t
+        for w, d in zip(reversed(self.w_hidden_t), reversed(slopes[1:])):
+            g = (g * d) @ w
+        g = (g * slopes[0]) @ self.w_in_t
+        na = len(self.ang) if not self.all_angular else self.n_dof
+        ga = c * g[..., :na] - s * g[..., na:2 * na]
+        if self.all_angular:
+            return ga
+        dq = np.empty(g.shape[:-1] + (self.n_dof,))
+        dq[..., self.ang] = ga
+        dq[..., self.lin] = g[..., 2 * na:]
+        return dq
+
+    def _terms(self, q, qd, qdd=None, with_c=True, with_g=True):
+        """``H qdd`` (if qdd) ``+ c`` (if with_c) ``+ g`` (if with_g); see DelanModel._terms."""
+        s, c, slopes, out, l, slope, ldot, _ = self._network(q, qd)
+        R, C, R_t, C_t = self.R, self.C, self.R_t, self.C_t
+        qdR = qd @ R
+        u = (l * qdR) @ C
+        uC = u @ C_t
+        if qdd is not None:
+            x = l * (qdd @ R)
+            if with_c:
+                x = x + ldot * qdR
+        else:
+            x = ldot * qdR if with_c else None
+        total = 0.0
+        if x is not None:
+            lin = l * ((x @ C) @ C_t)
+            if with_c:
+                lin = lin + ldot * uC
+            total = lin @ R_t
+            if qdd is not None and self.eps:
+                total = total + self.eps * qdd
+        g_out = self.v_col * (self.v_scale if with_g else 0.0)
+        if with_c:
+            g_out = g_out - (qdR * uC) * slope
+        return total + self._grad_q(s, c, slopes, np.broadcast_to(g_out, out.shape))
+
+    # -- protocol -------------------------------------------------------------------------------
+    @staticmethod
+    def _in(*xs):
+        return [np.asarray(x, dtype=np.float64) for x in xs]
+
+    def friction(self, qd: np.ndarray) -> np.ndarray:
+        (qd,) = self._in(qd)
+        if not self.use_friction:
+            return np.zeros_like(qd)
+        return self.viscous * qd + self.coulomb * np.tanh(qd * (1.0 / COULOMB_SMOOTHING))
+
+    def _inverse_single(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
+        """:meth:`inverse` for one state ``(n,)`` of an all-angular softplus model.
+
+        The same arithmetic as :meth:`_terms` with fewer numpy calls (each costs ~0.5-1 us at
+        these sizes, which is all the time there is): no ``where`` masks, the sign of the
+        ``cos`` feature's tangent folded into a copy of the input weights, softplus and its
+        slope from one ``exp``.
+        """
+        n = self.n_dof
+        s, c = np.sin(q), np.cos(q)
+        a = np.concatenate((s, c)) @ self.w_in
+        a += self.b[0]
+        e = np.exp(a)
+        h = np.log1p(e)
+        d1 = e / (1.0 + e)
+        a = h @ self.w_hidden[0]
+        a += self.b[1]
+        e = np.exp(a)
+        h = np.log1p(e)
+        d2 = e / (1.0 + e)
+        out = h @ self.head
+        out += self.head_b
+        t = (np.concatenate((c * qd, s * qd)) @ self.w_in_flip) * d1
+        t = (t @ self.w_hidden[0]) * d2
+        slope = self.root_vec.copy()
+        e = np.exp(out[:n])
+        ed = e / (1.0 + e)
+        slope[:n] = ed * self.root
+        l = out * self.root
+        l[:n] = np.log1p(e) * self.root + self.offset_root
+        ldot = (t @ self.head) * slope
+        qdR = qd @ self.R
+        u = (l * qdR) @ self.C
+        uC = u @ self.C_t
+        x = l * (qdd @ self.R) + ldot * qdR
+        lin = (l * ((x @ self.C) @ self.C_t) + ldot * uC) @ self.R_t
+        g = (self.v_out - (qdR * uC) * slope) @ self.head_t
+        g = ((g * d2) @ self.w_hidden_t[0]) * d1
+        g = g @ self.w_in_t
+        tau = lin + c * g[:n] - s * g[n:]
+        tau += self.eps * qdd
+        if self.use_friction:
+            tau += self.viscous * qd + self.coulomb * np.tanh(qd * (1.0 / COULOMB_SMOOTHING))
+        return tau
+
+    def inverse(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
+        q, qd, qdd = self._in(q, qd, qdd)
+        if self._c is not None and q.shape == qd.shape == qdd.shape == (self.n_dof,):
+            tau = self._c_inverse(q, qd, qdd)
+            if tau is not None:
+                return tau
+        if self._single_ok and q.ndim == 1:
+            with np.errstate(all='ignore'):
+                tau = self._inverse_single(q, qd, qdd)
+            if np.isfinite(tau).all():
+                return tau
+        tau = self._terms(q, qd, qdd)
+        if self.use_friction:
+            tau = tau + self.friction(qd)
+        return tau
+
+    def mass_matrix(self, q: np.ndarray) -> np.ndarray:
+        (q,) = self._in(q)
+        L = self._cholesky_factor(self._network(q)[4])
+        return L @ np.swapaxes(L, -1, -2) + self.eps * self.eye
+
+    def _cholesky_factor(self, l):
+        n = self.n_dof
+        return (l @ self.S).reshape(l.shape[:-1] + (n, n))
+
+    def forward(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray) -> np.ndarray:
+        q, qd, tau = self._in(q, qd, tau)
+        rhs = tau - self._terms(q, qd) - self.friction(qd)
+        return _cholesky_solve(self.mass_matrix(q), rhs)
+
+    def coriolis(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        q, qd = self._in(q, qd)
+        return self._terms(q, qd, None, True, False)
+
+    def gravity(self, q: np.ndarray) -> np.ndarray:
+        (q,) = self._in(q)
+        s, c, slopes, out, *_ = self._network(q)
+        return self._grad_q(s, c, slopes, np.broadcast_to(self.v_col * self.v_scale, out.shape))
+
+    def energy(self, q: np.ndarray, qd: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        q, qd = self._in(q, qd)
+        _, _, _, out, l, *_ = self._network(q)
+        u = (l * (qd @ self.R)) @ self.C
+        T = 0.5 * np.sum(u * u, axis=-1) + 0.5 * self.eps * np.sum(qd * qd, axis=-1)
+        return T, out[..., self.n_l] * self.v_scale
+
+
+class TorchDynamics:
+    """Any learned torch model behind the numpy ``DynamicsModel`` protocol.
+
+    Arrays are converted to the model's device and dtype and back to float64 numpy; calls run
+    under ``torch.no_grad`` (DeLaN needs no autograd; the MLP's numerical forward model enables
+    it locally). Methods the model does not define raise ``NotImplementedError``.
+    """
+
+    def __init__(self, model: DynamicsModule, joint_names: Optional[Sequence[str]] = None):
+        self.model = model.eval()
+        self.joint_names = _names(model, joint_names)
+        self.n_dof = model.n_dof
+
+    def _t(self, x) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(x, dtype=np.float64)).to(
+            device=self.model.device, dtype=self.model.dtype)
+
+    def _call(self, fn, *xs):
+        arrays = [np.asarray(x, dtype=np.float64) for x in xs]
+        single = arrays[0].ndim == 1
+        ts = [self._t(a[None] if single else a) for a in arrays]
+        with torch.no_grad():
+            out = fn(*ts)
+        if isinstance(out, tuple):
+            return tuple(o.detach().cpu().double().numpy()[0] if single
+                         else o.detach().cpu().double().numpy() for o in out)
+        out = out.detach().cpu().double().numpy()
+        return out[0] if single else out
+
+    def inverse(self, q, qd, qdd):
+        return self._call(self.model.inverse, q, qd, qdd)
+
+    def forward(self, q, qd, tau):
+        return self._call(self.model.forward_dynamics, q, qd, tau)
+
+    def mass_matrix(self, q):
+        return self._call(self.model.mass_matrix, q)
+
+    def coriolis(self, q, qd):
+        return self._call(self.model.coriolis, q, qd)
+
+    def gravity(self, q):
+        return self._call(self.model.gravity, q)
+
+    def friction(self, qd):
+        return self._call(self.model.friction, qd)
+
+    def energy(self, q, qd):
+        return self._call(self.model.energy, q, qd)
+
+
+def dynamics_model(model: DynamicsModule, joint_names: Optional[Sequence[str]] = None,
+                   prefer_numpy: bool = True):
+    """The fastest protocol implementation for ``model``: numpy for DeLaN, torch otherwise."""
+    if prefer_numpy and isinstance(model, DelanModel):
+        return NumpyDelan(model, joint_names)
+    return TorchDynamics(model, joint_names)

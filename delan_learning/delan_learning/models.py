@@ -1,0 +1,121 @@
+"""What every learned torch dynamics model shares, and how to build one from checkpoint metadata.
+
+Both :class:`~delan_learning.lagrangian.DelanModel` and the black-box
+:class:`~delan_learning.mlp.MlpInverseModel` derive from :class:`DynamicsModule`, so the trainer,
+the checkpoints, the protocol adapter and the CLIs treat them alike. Tensors are batched:
+``q, qd, qdd, tau`` are ``(B, n)``; any float dtype and device (the model's own).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from delan_learning.features import check_joint_types
+
+MODEL_KINDS = ('delan', 'mlp')
+
+
+class DynamicsModule(nn.Module):
+    """Base of the learned models: ``model(q, qd, qdd) -> tau`` is the inverse model.
+
+    Subclasses set :attr:`kind`, implement :meth:`inverse` and :meth:`config` and may override
+    the structured terms; those a model does not define raise ``NotImplementedError``.
+    """
+
+    kind: str = ''
+
+    def __init__(self, joint_types: Sequence[str]):
+        super().__init__()
+        self.joint_types = check_joint_types(joint_types)
+        self.n_dof = len(self.joint_types)
+        #: joint names in model order when known (set by training / load_model), else None
+        self.joint_names: Optional[List[str]] = None
+        # set from data once (Trainer / init_scales) and then saved with the weights
+        self.register_buffer('scales_initialised', torch.zeros((), dtype=torch.bool))
+
+    # -- identity -------------------------------------------------------------------------------
+    def config(self) -> Dict[str, Any]:
+        """JSON-able constructor arguments (without ``joint_types``)."""
+        raise NotImplementedError
+
+    @property
+    def device(self) -> torch.device:
+        return next(iter(self.buffers())).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(iter(self.parameters())).dtype
+
+    def init_scales(self, q: torch.Tensor, qd: torch.Tensor, qdd: torch.Tensor,
+                    tau: torch.Tensor) -> None:
+        """Set the fixed output/input scales from training data ``(N, n)``; once per model."""
+        raise NotImplementedError
+
+    # -- dynamics -------------------------------------------------------------------------------
+    def forward(self, q: torch.Tensor, qd: torch.Tensor, qdd: torch.Tensor) -> torch.Tensor:
+        """Inverse dynamics ``tau (B, n)``; what the trainer fits."""
+        return self.inverse(q, qd, qdd)
+
+    def inverse(self, q: torch.Tensor, qd: torch.Tensor, qdd: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward_dynamics(self, q: torch.Tensor, qd: torch.Tensor,
+                         tau: torch.Tensor) -> torch.Tensor:
+        """Acceleration ``qdd (B, n)`` produced by ``tau``."""
+        raise NotImplementedError
+
+    def _undefined(self, what: str):
+        raise NotImplementedError(
+            f'{type(self).__name__} ({self.kind!r}) is a black-box torque model: it has no '
+            f'{what}. Use a DeLaN model (kind "delan") for the structured terms.')
+
+    def mass_matrix(self, q: torch.Tensor) -> torch.Tensor:
+        self._undefined('mass matrix H(q)')
+
+    def coriolis(self, q: torch.Tensor, qd: torch.Tensor) -> torch.Tensor:
+        self._undefined('Coriolis/centrifugal term c(q, qd)')
+
+    def gravity(self, q: torch.Tensor) -> torch.Tensor:
+        self._undefined('gravity term g(q)')
+
+    def friction(self, qd: torch.Tensor) -> torch.Tensor:
+        self._undefined('separate friction term')
+
+    def energy(self, q: torch.Tensor, qd: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        self._undefined('energy (T, V)')
+
+
+def data_scales(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
+                tau: np.ndarray) -> Dict[str, np.ndarray]:
+    """Order-of-magnitude scales of a data set, used to condition the networks' outputs.
+
+    ``tau_std`` / ``qd_std`` / ``qdd_std`` are per joint ``(n,)``; ``h_scale`` (a typical inertia,
+    torque / acceleration) and ``v_scale`` (a typical potential-energy change, torque * 1 rad) are
+    scalars. Tiny or zero spreads are floored so a constant column cannot divide by zero.
+    """
+    def std(x):
+        s = np.std(np.asarray(x, dtype=np.float64), axis=0)
+        floor = max(1e-6, 1e-3 * float(np.max(s)) if s.size else 1e-6)
+        return np.maximum(s, floor)
+
+    tau_std, qd_std, qdd_std = std(tau), std(qd), std(qdd)
+    tau_rms = float(np.sqrt(np.mean(np.asarray(tau, dtype=np.float64) ** 2)))
+    h_scale = float(np.median(tau_std / qdd_std))
+    return {'tau_std': tau_std, 'qd_std': qd_std, 'qdd_std': qdd_std,
+            'tau_mean': np.mean(np.asarray(tau, dtype=np.float64), axis=0),
+            'h_scale': float(np.clip(h_scale, 1e-6, 1e6)),
+            'v_scale': float(max(tau_rms, 1e-6))}
+
+
+def build_model(kind: str, joint_types: Sequence[str], **config: Any) -> DynamicsModule:
+    """A fresh model of ``kind`` ('delan' | 'mlp') from :meth:`DynamicsModule.config` values."""
+    if kind == 'delan':
+        from delan_learning.lagrangian import DelanModel
+        return DelanModel(joint_types, **config)
+    if kind == 'mlp':
+        from delan_learning.mlp import MlpInverseModel
+        return MlpInverseModel(joint_types, **config)
+    raise ValueError(f'unknown model kind {kind!r}; expected one of {MODEL_KINDS}')
