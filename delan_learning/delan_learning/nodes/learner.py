@@ -84,7 +84,8 @@ class LearnerNode(Node):
                         max_value=100.0, read_only=True)
         estimate_rate = p('estimate_rate', 2.0, 'DynamicsEstimate rate [Hz]; 0 = off',
                           min_value=0.0, max_value=100.0, read_only=True)
-        window = p('diff_window', 11, 'Samples in the acceleration estimator window (odd)',
+        window = p('diff_window', 31, 'Samples in the acceleration estimator window (odd; '
+                   '~60 ms at 500 Hz keeps the qdd noise floor near 1e-3 nMSE)',
                    min_value=5, max_value=201, read_only=True,
                    validator=lambda v: None if v % 2 else 'diff_window must be odd')
         max_gap = p('max_gap', 0.1, 'Time gap that restarts the estimator [s]',
