@@ -35,6 +35,14 @@ class DelayedDifferentiator:
     window, so samples are never differentiated across a gap.
     """
 
+    @staticmethod
+    def samples_for(window_s: float, dt: float, order: int = 3) -> int:
+        """Odd sample count covering ``window_s`` at sample period ``dt`` (at least order + 2)."""
+        n = int(round(window_s / dt))
+        n += 1 - n % 2
+        smallest = order + 2 if (order + 2) % 2 else order + 3
+        return max(n, smallest)
+
     def __init__(self, window: int = 11, max_gap: float = 0.1, smooth_velocity: bool = False,
                  order: int = 3):
         if window < order + 1 or window % 2 == 0:

@@ -84,10 +84,9 @@ class LearnerNode(Node):
                         max_value=100.0, read_only=True)
         estimate_rate = p('estimate_rate', 2.0, 'DynamicsEstimate rate [Hz]; 0 = off',
                           min_value=0.0, max_value=100.0, read_only=True)
-        window = p('diff_window', 31, 'Samples in the acceleration estimator window (odd; '
-                   '~60 ms at 500 Hz keeps the qdd noise floor near 1e-3 nMSE)',
-                   min_value=5, max_value=201, read_only=True,
-                   validator=lambda v: None if v % 2 else 'diff_window must be odd')
+        self.window_s = p('diff_window_s', 0.06, 'Span of the acceleration estimator [s]; '
+                          '~60 ms keeps the qdd noise floor near 1e-3 nMSE at 0.1 mrad encoder '
+                          'noise', min_value=0.005, max_value=1.0, read_only=True)
         max_gap = p('max_gap', 0.1, 'Time gap that restarts the estimator [s]',
                     min_value=1e-4, max_value=10.0, read_only=True)
         self.range_factor = p('range_factor', 3.0, 'Reject samples whose |torque| or |velocity| '
@@ -101,7 +100,9 @@ class LearnerNode(Node):
         n = len(names)
         self.mapper = JointStateMapper(names)
         self.rejected = RejectionCounter(self.get_logger(), 'joint state')
-        self.diff = DelayedDifferentiator(window=window, max_gap=max_gap)
+        self.max_gap = max_gap
+        self.diff: Optional[DelayedDifferentiator] = None  # sized from the observed rate
+        self._first_stamps: List[float] = []
         self.train_buf = ReplayBuffer(self.capacity, n)
         self.val_buf = ReplayBuffer(max(100, self.capacity // self.validation_every), n)
         self.samples_seen = 0
@@ -110,7 +111,6 @@ class LearnerNode(Node):
         self._lock = threading.Lock()          # buffers
         self._model_lock = threading.Lock()    # published model snapshot + lineage
         self._latest_sample = None
-        self._latest_effort = None
         # training state (worker thread)
         self.model_id = uuid.uuid4().hex[:12]
         self.version = 0
@@ -179,9 +179,20 @@ class LearnerNode(Node):
         t = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         if t == 0.0:
             t = self.get_clock().now().nanoseconds * 1e-9
-        sample = self.diff.push(t, js.position, js.velocity, js.effort)
         self.samples_seen += 1
-        self._latest_effort = js.effort
+        if self.diff is None:
+            self._first_stamps.append(t)
+            if len(self._first_stamps) < 21:
+                return
+            dt = float(np.median(np.diff(self._first_stamps)))
+            if not dt > 0:
+                self._first_stamps.clear()
+                return
+            window = DelayedDifferentiator.samples_for(self.window_s, dt)
+            self.diff = DelayedDifferentiator(window=window, max_gap=self.max_gap)
+            self.get_logger().info(f'joint states at {1.0 / dt:.0f} Hz: acceleration window '
+                                   f'{window} samples')
+        sample = self.diff.push(t, js.position, js.velocity, js.effort)
         if sample is None:
             return
         self._latest_sample = sample
@@ -360,7 +371,7 @@ class LearnerNode(Node):
         with self._lock:
             self.train_buf.clear()
             self.val_buf.clear()
-        self.diff.reset()
+        self.diff, self._first_stamps = None, []
         self.trainer, self._good_state = None, None
         self.best_val = self._published_val = math.inf
         self.training_steps, self.train_loss, self.val_nmse = 0, math.nan, []
