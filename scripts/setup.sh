@@ -55,7 +55,7 @@ fi
 # 3. colcon build (colcon itself skips up-to-date packages only partly, so guard on sources)
 src_hash=$(find delan_msgs delan_learning delan_control -type f \
              \( -name '*.msg' -o -name '*.srv' -o -name 'CMakeLists.txt' -o -name 'package.xml' \
-                -o -name 'setup.py' -o -name 'setup.cfg' \) -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+                -o -name 'setup.py' -o -name 'setup.cfg' -o -path '*/config/*' -o -path '*/resource/*' \) -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
 if [ "$(cat install/.sources.sha256 2>/dev/null)" != "$src_hash" ] || [ ! -f install/setup.bash ]; then
   log "colcon build --symlink-install"
   # shellcheck disable=SC1091

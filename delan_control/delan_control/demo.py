@@ -35,7 +35,7 @@ import numpy as np
 import rclpy
 import yaml
 from delan_msgs.msg import ModelStatus, ModelUpdate
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
@@ -251,7 +251,7 @@ class Demo:
             os.makedirs(d, exist_ok=True)
         rclpy.init()
         self.mon = Monitor(self.robot.joint_names)
-        ex = MultiThreadedExecutor(num_threads=2)
+        ex = SingleThreadedExecutor()  # all callbacks are short; the multi-threaded one costs CPU
         ex.add_node(self.mon)
         spinner = threading.Thread(target=ex.spin, daemon=True)
         spinner.start()

@@ -95,7 +95,7 @@ def write_report(demo) -> str:
     lr = demo.results['learner']
     t = demo.timing
     summary = (f'- robot: `{os.path.relpath(demo.urdf, os.getcwd())}`, joints {", ".join(names)}\n'
-               f'- plant mismatch vs the URDF: `{json.dumps(demo.node_params("sim"))}`\n'
+               f'- plant mismatch vs the URDF: `{json.dumps(_mismatch(demo))}`\n'
                f'- online learning: {lr["samples_seen"]} joint states, {lr["training_steps"]} '
                f'optimiser steps, {lr["model_version"]} model versions in '
                f'{t.get("excitation_wall_s", 0):.0f} s wall ({t.get("excitation_sim_s", 0):.0f} s'
@@ -113,6 +113,16 @@ def write_report(demo) -> str:
     with open(os.path.join(out, 'report.md'), 'w') as f:
         f.write('\n'.join(md) + '\n')
     return tracking + '\n\n' + prediction
+
+
+MISMATCH_KEYS = ('mass_scale', 'inertia_scale', 'payload_mass', 'payload_offset', 'payload_radius',
+                 'viscous', 'coulomb', 'friction_scale', 'torque_noise', 'position_noise',
+                 'velocity_noise')
+
+
+def _mismatch(demo) -> Dict:
+    p = demo.node_params('sim')
+    return {k: p[k] for k in MISMATCH_KEYS if k in p}
 
 
 def _plot_learning(demo) -> str:

@@ -65,3 +65,11 @@ def test_excitation_is_seeded_and_within_limits():
     assert np.all(qa >= LOWER + 0.1 * span - 1e-9) and np.all(qa <= UPPER - 0.1 * span + 1e-9)
     assert np.all(np.abs(qda) <= 0.6 * VMAX + 1e-9)
     np.testing.assert_allclose(np.gradient(qa, t, axis=0)[2:-2], qda[2:-2], atol=1e-3)
+
+
+def test_excitation_of_continuous_joints_is_finite():
+    lower, upper = np.array([-np.inf, -1.0]), np.array([np.inf, 1.0])
+    traj = random_fourier_trajectory(lower, upper, np.array([3.0, 3.0]), seed=1)
+    q, qd, qdd = traj.sample(np.linspace(0, traj.period, 500))
+    assert np.all(np.isfinite(q)) and np.all(np.isfinite(qdd))
+    assert np.all(np.abs(q[:, 0]) <= np.pi) and np.all(np.abs(q[:, 1]) <= 1.0)

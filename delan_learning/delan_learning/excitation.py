@@ -58,10 +58,14 @@ def random_fourier_trajectory(lower: np.ndarray, upper: np.ndarray, max_velocity
     upper = np.asarray(upper, dtype=np.float64)
     vmax = np.asarray(max_velocity, dtype=np.float64)
     n = lower.size
-    mid = 0.5 * (lower + upper) if center is None else np.asarray(center, dtype=np.float64)
+    if center is None:
+        with np.errstate(invalid='ignore'):
+            mid = 0.5 * (lower + upper)
+        mid = np.where(np.isfinite(mid), mid, 0.0)  # continuous joints: around 0
+    else:
+        mid = np.asarray(center, dtype=np.float64)
     lo = np.where(np.isfinite(lower), lower, mid - np.pi)
     hi = np.where(np.isfinite(upper), upper, mid + np.pi)
-    mid = np.where(np.isfinite(mid), mid, 0.0)
     span = hi - lo
     lo_m, hi_m = lo + margin * span, hi - margin * span
     k = np.arange(1, n_harmonics + 1, dtype=np.float64)

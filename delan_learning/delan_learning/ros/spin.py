@@ -1,6 +1,7 @@
 """One ``main`` for every node: init, spin, clean shutdown on SIGINT/SIGTERM, clear start-up errors."""
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Callable, Optional, Sequence
 
@@ -40,6 +41,9 @@ def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
                 raise
         return 0
     finally:
+        # a second signal must not interrupt the flush/close of the node
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if node is not None:
             close = getattr(node, 'close', None)
             if close is not None:

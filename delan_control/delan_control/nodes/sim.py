@@ -1,0 +1,501 @@
+"""Simulated plant node ``sim``: the "true" robot behind the same topics as gz_ros2_control.
+
+Topics (relative names, so a namespace or remap applies):
+
+* publishes ``joint_states`` (sensor_msgs/JointState) every ``1/publish_rate`` s of *sim* time:
+  names in model order, position/velocity (with the configured measurement noise), effort =
+  the torque the motors actually applied over the last physics step (after the effort-limit
+  clamp and the command timeout; the ``torque_noise`` disturbance is not included). The header
+  stamp is the sim time of the state: ``/clock`` time when ``publish_clock`` is on (starting
+  at 0, as Gazebo does), else the node's clock at start-up plus the elapsed sim time.
+* subscribes ``effort_controller/commands`` (std_msgs/Float64MultiArray, one torque per joint
+  in the ``joint_states`` name order) -- the interface of ros2_control's
+  ``effort_controllers/JointGroupEffortController``. Wrong length, NaN or Inf: rejected and
+  counted (:attr:`SimNode.rejected`), the previous command stays in force.
+* publishes ``/clock`` (rosgraph_msgs/Clock) at ``clock_rate`` (sim time) when
+  ``publish_clock`` is true, so other nodes can run with ``use_sim_time``.
+* service ``~/reset`` (std_srvs/Trigger): puts the robot back to its initial state (sim time
+  keeps running forward, so ``/clock`` never jumps back).
+
+Timing. Physics runs in a dedicated thread, not a timer: a 1 kHz rclpy timer on a loaded 2-core
+machine fires late and in bursts, and the physics would inherit that jitter. The thread keeps
+sim time locked to a monotonic clock: it wakes up, runs every physics step that is due
+(``(now - start) * real_time_factor``), publishes at the publish instants on the way, then
+sleeps until the next step is due. Every step has exactly ``dt = 1/physics_rate``, so the sim
+is deterministic given the command sequence; only *when* (in wall time) states are published
+jitters by up to a wake-up (~0.1-1 ms). Commands are picked up between physics steps (every
+1 ms of sim time when paced). If the thread falls more than 0.2 s behind (an overloaded
+machine, or a ``real_time_factor`` the CPU cannot reach), the backlog is dropped -- the sim then
+runs slower than asked rather than in bursts -- and :attr:`SimNode.stats` counts it.
+``real_time_factor = 0`` runs as fast as the CPU allows, picking up commands once per publish
+period (a controller cannot keep up then; use it for open-loop or offline runs). The physics
+thread and rclpy's executor share the GIL: the executor's callbacks (commands, parameters) wait
+at most Python's switch interval (5 ms) while the physics thread computes.
+
+The command timeout (``command_timeout``, sim seconds; 0 = never) zeroes the torque when no
+valid command arrived for that long, like a motor driver's watchdog.
+
+Parameters (``ro`` = read-only, fixed at start-up; the others can be set at runtime; every value
+is validated -- a bad one fails the start-up with a message, or is refused at runtime with the
+old value kept):
+
+=================== ======================= ===============================================
+robot_description   '' (ro)                 URDF XML; used instead of urdf_path when set
+urdf_path           two_link_arm.urdf (ro)  path, or a file name of the workspace urdf/
+physics_rate        1000.0 (ro)             Hz, 1000..20000
+integrator          rk4 (ro)                rk4 | semi_implicit_euler (see plant.py)
+publish_rate        500.0                   joint_states rate, Hz of sim time, <= physics
+real_time_factor    1.0                     sim s per wall s; 0 = as fast as possible
+publish_clock       False (ro)              publish /clock (sim time from 0)
+clock_rate          1000.0                  /clock rate, Hz of sim time
+command_timeout     0.1                     s of sim time; 0 = never
+initial_position    [0.0] (ro)              1 value (all joints) or n
+initial_velocity    [0.0] (ro)              1 or n
+mass_scale          [1.0] (ro)              mismatch: 1 or n factors (mass+inertia)
+inertia_scale       [1.0] (ro)              mismatch: 1 or n factors (inertia about CoM)
+payload_mass        0.0 (ro)                mismatch: kg at the tool point of the last link
+payload_offset      [0, 0, 0] (ro)          m, from the tool point, last joint frame
+payload_radius      0.0 (ro)                m, solid sphere (0 = point mass)
+viscous             [-1.0] (ro)             N m s/rad per joint, negative = URDF damping
+coulomb             [-1.0] (ro)             N m per joint, negative = URDF friction
+friction_scale      1.0 (ro)                scales both friction terms
+torque_noise        0.0                     N m std, per physics step (disturbance)
+position_noise      0.0                     rad std on published positions
+velocity_noise      0.0                     rad/s std on published velocities
+seed                0 (ro)                  noise generator seed
+position_limits     True (ro)               URDF limits act as inelastic end stops
+=================== ======================= ===============================================
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Dict, List, Optional
+
+import numpy as np
+from rclpy.exceptions import ParameterException
+from rclpy.node import Node
+from rclpy.type_support import check_for_type_support
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
+
+from delan_learning.ros.params import declare, validating_callback
+from delan_learning.ros.rejections import RejectionCounter
+from delan_learning.ros.spin import run_node
+from ..plant import INTEGRATORS, Plant
+from ..robot_model import Mismatch, RobotModel
+
+# Load the type supports now, before the node exists: rclpy otherwise imports them inside the
+# constructor, widening the window in which the node is visible on the graph but not yet
+# spinning (a signal arriving then would abort the start-up).
+for _t in (JointState, Float64MultiArray, Clock, Trigger):
+    check_for_type_support(_t)
+try:
+    from rcl_interfaces.srv import (DescribeParameters, GetParameters, GetParameterTypes,
+                                    ListParameters, SetParameters, SetParametersAtomically)
+    for _t in (DescribeParameters, GetParameters, GetParameterTypes, ListParameters,
+               SetParameters, SetParametersAtomically):
+        check_for_type_support(_t)
+except ImportError:  # pragma: no cover
+    pass
+
+MAX_LAG_S = 0.2          # wall seconds behind schedule before the backlog is dropped
+COMMAND_CHECK_S = 1e-3   # sim seconds between looks at the latest command
+
+
+def _array_validator(n: int, name: str, nonnegative: bool = False, positive: bool = False,
+                     allow_negative_sentinel: bool = False, length: Optional[int] = None):
+    want = f'{length}' if length else f'1 or {n}'
+
+    def check(value) -> Optional[str]:
+        vals = list(value)
+        if length is not None and len(vals) != length:
+            return f'{name} needs {length} values, got {len(vals)}'
+        if length is None and len(vals) not in (1, n):
+            return f'{name} needs {want} values, got {len(vals)}'
+        if not all(math.isfinite(v) for v in vals):
+            return f'{name} must be finite, got {vals}'
+        if positive and any(v <= 0 for v in vals):
+            return f'{name} must be > 0, got {vals}'
+        if nonnegative and not allow_negative_sentinel and any(v < 0 for v in vals):
+            return f'{name} must be >= 0, got {vals}'
+        return None
+    return check
+
+
+def _finite(name: str):
+    def check(value) -> Optional[str]:
+        return None if math.isfinite(value) else f'{name} must be finite, got {value}'
+    return check
+
+
+class SimNode(Node):
+    """The simulated plant node (see the module docstring for topics and timing)."""
+
+    def __init__(self, **kwargs):
+        super().__init__('sim', **kwargs)
+        self._thread: Optional[threading.Thread] = None
+        self._stop = threading.Event()
+        try:
+            self._setup()
+        except (Exception, KeyboardInterrupt):
+            if self.context.ok():
+                raise
+            # SIGINT/SIGTERM shut the context down while we were starting: nothing to run,
+            # run_node's spin returns at once and the process exits cleanly
+            self._stop.set()
+
+    def _setup(self) -> None:
+        self._validators: Dict = {}
+        try:
+            self._declare_and_build()
+        except ParameterException as exc:  # e.g. an int where a float is expected
+            raise ValueError(f'invalid parameter: {exc}') from None
+        self.add_on_set_parameters_callback(validating_callback(self._validators,
+                                                                self._on_params))
+        n = self.plant.n
+        self.rejected = RejectionCounter(self.get_logger(), 'effort command')
+        self.stats = {'steps': 0, 'published': 0, 'commands': 0, 'timeouts': 0,
+                      'dropped_backlog_s': 0.0, 'lag_events': 0, 'lockstep_timeouts': 0}
+        self._cmd_seq = 0
+        self._cmd_event = threading.Event()
+        self._zero = np.zeros(n)
+        self._cmd = (self._zero, -math.inf)          # (clamped torque, sim time received)
+        self._timed_out = True
+        self._reset_requested = threading.Event()
+        self._rebase = threading.Event()
+        self.js_pub = self.create_publisher(JointState, 'joint_states', 10)
+        self.clock_pub = (self.create_publisher(Clock, '/clock', 10)
+                          if self.publish_clock else None)
+        self.create_subscription(Float64MultiArray, 'effort_controller/commands',
+                                 self._on_command, 10)
+        self.create_service(Trigger, '~/reset', self._on_reset)
+        self._wake = self.create_guard_condition(lambda: None)
+        self._epoch_ns = 0 if self.publish_clock else self.get_clock().now().nanoseconds
+        self._msg = JointState()
+        self._msg.name = list(self.model.joint_names)
+        self._thread = threading.Thread(target=self._physics_loop, name='sim_physics',
+                                        daemon=True)
+        self._thread.start()
+
+    def _startup_message(self) -> str:
+        return (f'simulating {self.model.name} ({self.plant.n} joints: '
+                f'{", ".join(self.model.joint_names)}) from {self.model.source}; physics '
+                f'{self.plant.physics_rate:g} Hz ({self.plant.integrator}), joint_states at '
+                f'{self.publish_rate:g} Hz, real_time_factor {self.real_time_factor:g}'
+                + (', publishing /clock' if self.publish_clock else ''))
+
+    # ------------------------------------------------------------------ parameters
+    def _declare_and_build(self) -> None:
+        v = self._validators
+        ro = dict(registry=v, read_only=True)
+        description = declare(self, 'robot_description', '', 'URDF XML of the robot; when set, '
+                              'it is used instead of urdf_path', **ro)
+        urdf_path = declare(self, 'urdf_path', 'two_link_arm.urdf', 'URDF file (path, or a '
+                            'file name of the workspace urdf/ folder); used when '
+                            'robot_description is empty', **ro)
+        nominal = RobotModel(description if description.strip() else urdf_path)
+        n = nominal.n
+        physics_rate = declare(self, 'physics_rate', 1000.0, 'Physics rate [Hz]',
+                               min_value=1000.0, max_value=20000.0, **ro)
+        integrator = declare(self, 'integrator', 'rk4', 'Integrator of the plant',
+                             choices=INTEGRATORS, **ro)
+
+        def at_most_physics_rate(name):
+            def check(value):
+                return (None if value <= physics_rate else
+                        f'{name}={value} exceeds physics_rate={physics_rate}')
+            return check
+        self.publish_rate = declare(self, 'publish_rate', 500.0, 'joint_states rate [Hz, sim '
+                                    'time]', min_value=1.0, max_value=20000.0,
+                                    validator=at_most_physics_rate('publish_rate'), registry=v)
+        self.real_time_factor = declare(self, 'real_time_factor', 1.0, 'Sim seconds per wall '
+                                        'second; 0 = as fast as possible', min_value=0.0,
+                                        max_value=1000.0, validator=_finite('real_time_factor'),
+                                        registry=v)
+        self.publish_clock = declare(self, 'publish_clock', False, 'Publish /clock (sim time, '
+                                     'from 0) for nodes with use_sim_time', **ro)
+        self.lockstep = declare(self, 'lockstep', False, 'Step only after the command answering '
+                                'each published state (or lockstep_timeout): control results '
+                                'independent of CPU load; real_time_factor is then an upper '
+                                'bound', **ro)
+        self.lockstep_timeout = declare(self, 'lockstep_timeout', 0.05, 'Wall time to wait for '
+                                        'the answer to a state in lockstep [s]', min_value=1e-4,
+                                        max_value=10.0, registry=v)
+        self.clock_rate = declare(self, 'clock_rate', 1000.0, '/clock rate [Hz, sim time]',
+                                  min_value=1.0, max_value=20000.0,
+                                  validator=at_most_physics_rate('clock_rate'), registry=v)
+        self.command_timeout = declare(self, 'command_timeout', 0.1, 'Zero torque when the '
+                                       'last valid command is older than this [s, sim time]; '
+                                       '0 = never', min_value=0.0, max_value=3600.0, registry=v)
+        q0 = declare(self, 'initial_position', [0.0], f'Initial joint positions: 1 (all) or '
+                     f'{n} values [rad|m]', validator=_array_validator(n, 'initial_position'),
+                     **ro)
+        qd0 = declare(self, 'initial_velocity', [0.0], f'Initial joint velocities: 1 or {n} '
+                      f'values', validator=_array_validator(n, 'initial_velocity'), **ro)
+        mass_scale = declare(self, 'mass_scale', [1.0], 'Mismatch: link mass (and inertia) '
+                             f'scale, 1 or {n} values (one per moving body)',
+                             validator=_array_validator(n, 'mass_scale', positive=True), **ro)
+        inertia_scale = declare(self, 'inertia_scale', [1.0], 'Mismatch: rotational inertia '
+                                f'scale about the centre of mass, 1 or {n} values',
+                                validator=_array_validator(n, 'inertia_scale', positive=True),
+                                **ro)
+        payload = declare(self, 'payload_mass', 0.0, 'Mismatch: payload on the last link '
+                          '[kg] at its tool point', min_value=0.0, max_value=1000.0, **ro)
+        payload_offset = declare(self, 'payload_offset', [0.0, 0.0, 0.0], 'Payload position '
+                                 'relative to the tool point, last joint frame [m]',
+                                 validator=_array_validator(n, 'payload_offset', length=3), **ro)
+        payload_radius = declare(self, 'payload_radius', 0.0, 'Payload sphere radius [m] '
+                                 '(0 = point mass)', min_value=0.0, max_value=10.0, **ro)
+
+        def friction_ok(name):
+            base = _array_validator(n, name)
+
+            def check(value):
+                err = base(value)
+                if err:
+                    return err
+                vals = list(value)
+                if any(x < 0 for x in vals) and not all(x < 0 for x in vals):
+                    return f'{name}: mix of negative (= URDF) and set values; give all or none'
+                return None
+            return check
+        viscous = declare(self, 'viscous', [-1.0], 'Mismatch: viscous friction per joint '
+                          '[N m s/rad]; negative = the URDF damping',
+                          validator=friction_ok('viscous'), **ro)
+        coulomb = declare(self, 'coulomb', [-1.0], 'Mismatch: Coulomb friction per joint '
+                          '[N m]; negative = the URDF friction', validator=friction_ok('coulomb'),
+                          **ro)
+        friction_scale = declare(self, 'friction_scale', 1.0, 'Mismatch: scales both friction '
+                                 'terms', min_value=0.0, max_value=100.0, **ro)
+        torque_noise = declare(self, 'torque_noise', 0.0, 'Torque disturbance std per physics '
+                               'step [N m]', min_value=0.0, max_value=1e4, registry=v)
+        position_noise = declare(self, 'position_noise', 0.0, 'Position measurement noise std '
+                                 '[rad|m]', min_value=0.0, max_value=10.0, registry=v)
+        velocity_noise = declare(self, 'velocity_noise', 0.0, 'Velocity measurement noise std '
+                                 '[rad/s|m/s]', min_value=0.0, max_value=100.0, registry=v)
+        seed = declare(self, 'seed', 0, 'Seed of the noise generator', min_value=0,
+                       max_value=2 ** 31 - 1, **ro)
+        limits = declare(self, 'position_limits', True, 'URDF position limits act as '
+                         'inelastic end stops', **ro)
+
+        def opt(vals):
+            return None if all(x < 0 for x in vals) else list(vals)
+        mismatch = Mismatch(mass_scale=list(mass_scale), inertia_scale=list(inertia_scale),
+                            payload_mass=payload, payload_offset=list(payload_offset),
+                            payload_radius=payload_radius, viscous=opt(viscous),
+                            coulomb=opt(coulomb), viscous_scale=friction_scale,
+                            coulomb_scale=friction_scale)
+        self.model = nominal
+        self.plant = Plant(nominal, mismatch, physics_rate=physics_rate, integrator=integrator,
+                           torque_noise=torque_noise, position_noise=position_noise,
+                           velocity_noise=velocity_noise, seed=seed, q0=list(q0),
+                           qd0=list(qd0), position_limits=limits)
+        self.q0, self.qd0 = self.plant.q.copy(), self.plant.qd.copy()
+        self.joint_names: List[str] = list(nominal.joint_names)
+
+    def _on_params(self, params) -> None:
+        for p in params:
+            if p.name in ('publish_rate', 'clock_rate', 'command_timeout', 'lockstep_timeout'):
+                setattr(self, p.name, float(p.value))
+            elif p.name == 'real_time_factor':
+                self.real_time_factor = float(p.value)
+                self._rebase.set()
+            elif p.name == 'torque_noise':
+                self.plant.torque_noise = np.full(self.plant.n, float(p.value))
+            elif p.name == 'position_noise':
+                self.plant.position_noise = np.full(self.plant.n, float(p.value))
+            elif p.name == 'velocity_noise':
+                self.plant.velocity_noise = np.full(self.plant.n, float(p.value))
+
+    # ------------------------------------------------------------------ callbacks
+    def _on_command(self, msg: Float64MultiArray) -> None:
+        data = msg.data
+        n = self.plant.n
+        if len(data) != n:
+            self.rejected.reject('wrong_length', f'{len(data)} values for {n} joints '
+                                 f'({", ".join(self.joint_names)})')
+            return
+        tau = np.array(data, dtype=np.float64)
+        if not np.all(np.isfinite(tau)):
+            self.rejected.reject('non_finite', f'NaN/Inf in command {tau.tolist()}')
+            return
+        self._cmd = (self.plant.clamp(tau), self.plant.t)   # one atomic tuple swap
+        self.stats['commands'] += 1
+        self._cmd_seq += 1
+        self._cmd_event.set()
+
+    def _on_reset(self, request, response):
+        self._reset_requested.set()
+        response.success = True
+        response.message = 'robot reset to its initial state'
+        return response
+
+    def _torque(self) -> np.ndarray:
+        tau, t_cmd = self._cmd
+        timeout = self.command_timeout
+        if timeout > 0 and self.plant.t - t_cmd > timeout:
+            if not self._timed_out and t_cmd > -math.inf:
+                self.stats['timeouts'] += 1
+            self._timed_out = True
+            return self._zero
+        self._timed_out = False
+        return tau
+
+    # ------------------------------------------------------------------ physics thread
+    def _publish(self) -> None:
+        plant = self.plant
+        q, qd = plant.measure()
+        stamp_ns = self._epoch_ns + int(round(plant.t * 1e9))
+        msg = self._msg
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+        msg.position = q.tolist()
+        msg.velocity = qd.tolist()
+        msg.effort = plant.last_torque.tolist()
+        self.js_pub.publish(msg)
+        self.stats['published'] += 1
+
+    def _publish_clock(self) -> None:
+        ns = int(round(self.plant.t * 1e9))
+        msg = Clock()
+        msg.clock.sec, msg.clock.nanosec = divmod(ns, 1_000_000_000)
+        self.clock_pub.publish(msg)
+
+    def _physics_loop(self) -> None:
+        try:
+            # logged from here: rclpy's first log call is slow, keep it out of the constructor
+            self.get_logger().info(self._startup_message())
+            self._physics_loop_inner()
+        except Exception as exc:  # noqa: BLE001 -- say why physics stopped, keep the node up
+            if self.context.ok() and not self._stop.is_set():
+                self.get_logger().error(f'physics thread stopped: {exc!r}')
+        # SIGINT/SIGTERM shut the context down. The executor in the main thread should wake up
+        # through rclpy's signal guard condition, but a signal landing while it assembles its
+        # wait set can be missed (seen about once in 25 SIGTERMs with this busy thread holding
+        # the GIL), leaving the process hanging in rcl_wait: nudge it until close() is called.
+        deadline = time.monotonic() + 10.0
+        while not self._stop.is_set() and not self.context.ok() and time.monotonic() < deadline:
+            try:
+                self._wake.trigger()
+            except Exception:  # noqa: BLE001 -- already destroyed: nothing left to wake
+                break
+            self._stop.wait(0.05)
+
+    def _lockstep_loop(self) -> None:
+        """Publish a state, wait for the command that answers it, step to the next state.
+
+        Like Gazebo with ros2_control in lockstep: the controller sees every state and its
+        command acts for exactly one publish period, however slow the CPU. ``/clock`` ticks
+        with every state."""
+        plant = self.plant
+        wall0, sim0 = time.monotonic(), plant.t
+        while not self._stop.is_set() and self.context.ok():
+            if self._reset_requested.is_set():
+                self._reset_requested.clear()
+                plant.reset(self.q0, self.qd0, t=plant.t)
+            if self._rebase.is_set():
+                self._rebase.clear()
+                wall0, sim0 = time.monotonic(), plant.t
+            seq = self._cmd_seq
+            self._cmd_event.clear()
+            if self.clock_pub is not None:
+                self._publish_clock()
+            self._publish()
+            deadline = time.monotonic() + self.lockstep_timeout
+            while self._cmd_seq == seq and not self._stop.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.stats['lockstep_timeouts'] += 1
+                    break
+                self._cmd_event.wait(min(remaining, 0.01))
+            rtf = self.real_time_factor
+            if rtf > 0:
+                ahead = (plant.t - sim0) / rtf - (time.monotonic() - wall0)
+                if ahead > 0:
+                    self._stop.wait(ahead)
+            k = max(1, int(round(1.0 / (self.publish_rate * plant.dt))))
+            plant.advance(self._torque(), k)
+            self.stats['steps'] += k
+
+    def _physics_loop_inner(self) -> None:
+        if self.lockstep:
+            return self._lockstep_loop()
+        plant = self.plant
+        dt = plant.dt
+        check_steps = max(1, int(round(COMMAND_CHECK_S / dt)))
+        eps = 1e-9
+        next_pub = plant.t
+        next_clock = plant.t
+        wall0, sim0 = time.monotonic(), plant.t
+
+        def publish_due():
+            nonlocal next_pub, next_clock
+            if self.clock_pub is not None and plant.t >= next_clock - eps:
+                self._publish_clock()
+                next_clock = max(next_clock + 1.0 / self.clock_rate, plant.t + 0.5 * dt)
+            if plant.t >= next_pub - eps:
+                self._publish()
+                next_pub = max(next_pub + 1.0 / self.publish_rate, plant.t + 0.5 * dt)
+
+        publish_due()   # the initial state, at t = 0
+        context = self.context
+        while not self._stop.is_set() and context.ok():
+            if self._reset_requested.is_set():
+                self._reset_requested.clear()
+                plant.reset(self.q0, self.qd0, t=plant.t)
+            rtf = self.real_time_factor
+            if self._rebase.is_set():
+                self._rebase.clear()
+                wall0, sim0 = time.monotonic(), plant.t
+            if rtf > 0:
+                now = time.monotonic()
+                due = int(math.floor((sim0 + (now - wall0) * rtf - plant.t) / dt + eps))
+                if due <= 0:
+                    wake = wall0 + (plant.t + dt - sim0) / rtf
+                    self._stop.wait(min(max(wake - now, 0.0), 0.01))
+                    continue
+                lag_steps = int(MAX_LAG_S * rtf / dt)
+                if due > lag_steps + check_steps:
+                    dropped = (due - check_steps) * dt
+                    self.stats['dropped_backlog_s'] += dropped
+                    self.stats['lag_events'] += 1
+                    wall0, sim0 = now - check_steps * dt / rtf, plant.t
+                    due = check_steps
+                    self.get_logger().warning(
+                        f'physics fell {dropped:.3f} s (sim) behind real time x{rtf:g}; '
+                        f'dropped the backlog', throttle_duration_sec=5.0)
+            else:
+                due = max(1, int(round(0.01 / dt)))   # 10 ms of sim time per chunk
+            # commands are looked at every ms of sim time when paced; flat out, once per
+            # publish period (a controller cannot keep up with rtf = 0 anyway)
+            chunk = check_steps if rtf > 0 else due
+            while due > 0 and not self._stop.is_set():
+                k = min(due, chunk, max(1, int(math.ceil((next_pub - plant.t) / dt - eps))))
+                if self.clock_pub is not None:
+                    k = min(k, max(1, int(math.ceil((next_clock - plant.t) / dt - eps))))
+                plant.advance(self._torque(), k)
+                due -= k
+                self.stats['steps'] += k
+                publish_due()
+
+    def close(self) -> None:
+        """Stop the physics thread (called by run_node at shutdown; idempotent)."""
+        self._stop.set()
+        if (self._thread is not None and self._thread.is_alive()
+                and threading.current_thread() is not self._thread):
+            self._thread.join(timeout=2.0)
+
+    def destroy_node(self):
+        self.close()
+        return super().destroy_node()
+
+
+def main(args=None) -> int:
+    return run_node(SimNode, args)
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

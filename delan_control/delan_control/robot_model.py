@@ -1,0 +1,605 @@
+"""The analytic rigid-body model of a robot, from its URDF, with Pinocchio.
+
+:class:`RobotModel` implements the suite's :class:`~delan_learning.dynamics.DynamicsModel`
+protocol (``inverse``, ``forward``, ``mass_matrix``, ``coriolis``, ``gravity``, ``friction``,
+``energy``; arrays ``(n,)`` or batched ``(B, n)``) so a controller can hold it or a learned model
+interchangeably:
+
+    tau = H(q) qdd + c(q, qd) + g(q) + tau_f(qd),   tau_f = b qd + fc tanh(qd / 0.05)
+
+with ``b`` / ``fc`` the ``<dynamics damping= friction=>`` of each URDF joint.
+
+The public API always uses **one coordinate per actuated joint** in model order
+(:attr:`RobotModel.joint_names`): a ``continuous`` joint, which Pinocchio represents by
+``(cos q, sin q)`` (nq = 2), is exposed as its angle; :meth:`RobotModel.configuration` and
+:meth:`RobotModel.angles` convert.
+
+:class:`Mismatch` builds the "true" robot that differs from the nominal URDF (scaled link
+masses/inertias, a payload on the last link, other friction) -- the plant uses it.
+
+One :class:`RobotModel` owns one ``pinocchio.Data`` and is not thread-safe; give each thread its
+own :meth:`RobotModel.copy`.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import pinocchio as pin
+
+from delan_learning.dynamics import friction_torque
+from delan_learning.joint_state import JointStateError, JointStateMapper, MappedJointState
+
+ArrayLike = Union[float, Sequence[float], np.ndarray]
+
+JOINT_TYPES = ('revolute', 'continuous', 'prismatic')
+
+
+class RobotDescriptionError(ValueError):
+    """A URDF that cannot serve as a dynamics model (no parse, unsupported joints, no mass)."""
+
+
+def find_urdf(name: str) -> str:
+    """Resolve a robot description file name.
+
+    ``name`` may be a path (absolute or relative to the working directory), or a bare file name
+    of this workspace's ``urdf/`` folder (e.g. ``'seven_dof_arm.urdf'``), looked up in
+    ``$DELAN_URDF_DIR``, then in ``urdf/`` of every folder above this module (the source checkout
+    behind a --symlink-install build) and of the working directory.
+    """
+    if os.path.isfile(name):
+        return os.path.abspath(name)
+    base = os.path.basename(name)
+    candidates = []
+    env_dir = os.environ.get('DELAN_URDF_DIR')
+    if env_dir:
+        candidates.append(os.path.join(env_dir, base))
+    for start in (os.path.dirname(os.path.realpath(__file__)), os.getcwd()):
+        d = start
+        while True:
+            candidates.append(os.path.join(d, 'urdf', base))
+            parent = os.path.dirname(d)
+            if parent == d:
+                break
+            d = parent
+    for c in candidates:
+        if os.path.isfile(c):
+            return c
+    raise FileNotFoundError(f'URDF {name!r} not found (looked at {name!r} and urdf/{base} in '
+                            f'$DELAN_URDF_DIR, above {__file__} and above {os.getcwd()})')
+
+
+def package_share_directory(package: str) -> str:
+    """``share/<package>`` of the first prefix in ``$AMENT_PREFIX_PATH`` whose ament index lists
+    the package (what ``ament_index_python.get_package_share_directory`` returns)."""
+    for prefix in os.environ.get('AMENT_PREFIX_PATH', '').split(os.pathsep):
+        if prefix and os.path.isfile(os.path.join(prefix, 'share', 'ament_index',
+                                                  'resource_index', 'packages', package)):
+            return os.path.join(prefix, 'share', package)
+    raise FileNotFoundError(f'package {package!r} not found in AMENT_PREFIX_PATH')
+
+
+def resolve_package_paths(xml: str) -> str:
+    """Replace ``$(find pkg)`` with the package's installed share directory (as xacro would).
+
+    The URDFs of this suite are plain URDF, but their ``<gazebo>`` block names the controller
+    config as ``$(find delan_control)/config/...yaml``; gz_ros2_control reads ``<parameters>``
+    verbatim, so a Gazebo launch passes the description through xacro or through this function.
+    """
+    return re.sub(r'\$\(find\s+([A-Za-z0-9_]+)\)',
+                  lambda match: package_share_directory(match.group(1)), xml)
+
+
+@dataclass(frozen=True)
+class RobotSpec:
+    """What a controller or planner needs to know of the actuated joints, in model order.
+
+    ``lower``/``upper`` are -inf/+inf for continuous joints; ``velocity_limit`` and
+    ``effort_limit`` are +inf where the URDF gives none. ``damping`` (viscous, N m s/rad) and
+    ``friction`` (Coulomb, N m) are the URDF's ``<dynamics>`` after any mismatch.
+    """
+
+    name: str
+    joint_names: List[str]
+    joint_types: List[str]
+    lower: np.ndarray
+    upper: np.ndarray
+    velocity_limit: np.ndarray
+    effort_limit: np.ndarray
+    damping: np.ndarray
+    friction: np.ndarray
+    link_names: List[str]          # child link of each joint
+    total_mass: float              # all links, fixed ones included [kg]
+    moving_mass: float             # links that move with some joint [kg]
+
+    @property
+    def n(self) -> int:
+        return len(self.joint_names)
+
+    def to_dict(self) -> Dict:
+        def arr(x):
+            return [float(v) if math.isfinite(v) else (math.inf if v > 0 else -math.inf)
+                    for v in x]
+        return {'name': self.name, 'joint_names': list(self.joint_names),
+                'joint_types': list(self.joint_types), 'lower': arr(self.lower),
+                'upper': arr(self.upper), 'velocity_limit': arr(self.velocity_limit),
+                'effort_limit': arr(self.effort_limit), 'damping': arr(self.damping),
+                'friction': arr(self.friction), 'link_names': list(self.link_names),
+                'total_mass': self.total_mass, 'moving_mass': self.moving_mass}
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """How the "true" robot differs from its nominal URDF.
+
+    * ``mass_scale``: scalar or one factor per moving body (model order; a body is the link a
+      joint moves plus everything fixed to it). Scales mass, first moment and rotational inertia
+      together (same geometry, other density), so the body stays physically consistent.
+    * ``inertia_scale``: scalar or per body; scales only the rotational inertia about the centre
+      of mass (mass and centre of mass kept).
+    * ``payload_mass`` [kg]: a solid sphere of ``payload_radius`` (0 = point mass) on the last
+      body, at the tool point (origin of the deepest frame fixed to the last link, e.g. the
+      flange; the last link's centre of mass when none) plus ``payload_offset`` (xyz in the
+      last joint's frame).
+    * ``viscous`` / ``coulomb``: per-joint overrides of the URDF friction (None keeps the URDF
+      values); then ``viscous_scale`` / ``coulomb_scale`` multiply them.
+    """
+
+    mass_scale: ArrayLike = 1.0
+    inertia_scale: ArrayLike = 1.0
+    payload_mass: float = 0.0
+    payload_offset: Sequence[float] = (0.0, 0.0, 0.0)
+    payload_radius: float = 0.0
+    viscous: Optional[Sequence[float]] = None
+    coulomb: Optional[Sequence[float]] = None
+    viscous_scale: float = 1.0
+    coulomb_scale: float = 1.0
+
+    def is_identity(self) -> bool:
+        return (np.all(np.asarray(self.mass_scale) == 1.0)
+                and np.all(np.asarray(self.inertia_scale) == 1.0)
+                and self.payload_mass == 0.0 and self.viscous is None and self.coulomb is None
+                and self.viscous_scale == 1.0 and self.coulomb_scale == 1.0)
+
+
+def _per_joint(value: ArrayLike, n: int, what: str, positive: bool = False,
+               nonnegative: bool = False) -> np.ndarray:
+    arr = np.asarray(value, dtype=np.float64).reshape(-1)
+    if arr.size == 1:
+        arr = np.full(n, float(arr[0]))
+    if arr.shape != (n,):
+        raise ValueError(f'{what}: expected a scalar or {n} values, got {arr.size}')
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f'{what}: values must be finite, got {arr.tolist()}')
+    if positive and np.any(arr <= 0):
+        raise ValueError(f'{what}: values must be > 0, got {arr.tolist()}')
+    if nonnegative and np.any(arr < 0):
+        raise ValueError(f'{what}: values must be >= 0, got {arr.tolist()}')
+    return arr
+
+
+def _is_xml(text: str) -> bool:
+    return text.lstrip().startswith('<')
+
+
+class RobotModel:
+    """Rigid-body dynamics of a fixed-base robot with revolute/continuous/prismatic joints.
+
+    ``RobotModel(urdf, mismatch=None)``: ``urdf`` is a file path, a file name of the workspace's
+    ``urdf/`` folder, or the XML text of a ``robot_description``. Raises
+    :class:`RobotDescriptionError` (a ``ValueError``) naming the source when the URDF does not
+    parse, has floating/planar/mimic joints, or a moving link chain without mass (a singular
+    mass matrix: every moving link needs an ``<inertial>``); ``FileNotFoundError`` for a
+    missing file.
+    """
+
+    def __init__(self, urdf: str, mismatch: Optional[Mismatch] = None):
+        if not isinstance(urdf, str) or not urdf.strip():
+            raise RobotDescriptionError('empty robot description')
+        if _is_xml(urdf):
+            self.xml = urdf
+            self.source = '<robot_description string>'
+        else:
+            path = find_urdf(urdf)
+            with open(path, 'r', encoding='utf-8') as fh:
+                self.xml = fh.read()
+            self.source = path
+        self.mismatch = mismatch if mismatch is not None else Mismatch()
+        self._build()
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_urdf_file(cls, path: str, mismatch: Optional[Mismatch] = None) -> 'RobotModel':
+        return cls(path, mismatch)
+
+    @classmethod
+    def from_xml(cls, xml: str, mismatch: Optional[Mismatch] = None) -> 'RobotModel':
+        if not _is_xml(xml):
+            raise RobotDescriptionError('robot_description does not look like XML')
+        return cls(xml, mismatch)
+
+    def mismatched(self, mismatch: Mismatch) -> 'RobotModel':
+        """The same robot with ``mismatch`` applied to the nominal URDF (not compounded)."""
+        other = RobotModel.__new__(RobotModel)
+        other.xml, other.source, other.mismatch = self.xml, self.source, mismatch
+        other._build()
+        return other
+
+    def copy(self) -> 'RobotModel':
+        """An independent instance (own Pinocchio data) for another thread."""
+        return self.mismatched(self.mismatch)
+
+    def _fail(self, msg: str) -> RobotDescriptionError:
+        return RobotDescriptionError(f'{self.source}: {msg}')
+
+    def _build(self) -> None:
+        try:
+            root = ET.fromstring(self.xml)
+        except ET.ParseError as exc:
+            raise self._fail(f'not valid XML ({exc})') from None
+        if root.tag != 'robot':
+            raise self._fail(f'root element is <{root.tag}>, not <robot>')
+        xml_joints = {j.get('name'): j for j in root.findall('joint')}
+        for jn, j in xml_joints.items():
+            if j.find('mimic') is not None:
+                raise self._fail(f'joint {jn!r} is a mimic joint (not supported)')
+            if j.get('type') in ('floating', 'planar'):
+                raise self._fail(f'joint {jn!r} is {j.get("type")} (only fixed-base robots '
+                                 f'with revolute/continuous/prismatic joints are supported)')
+        try:
+            model = pin.buildModelFromXML(self.xml)
+        except (ValueError, RuntimeError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise self._fail(f'Pinocchio cannot parse the URDF ({first})') from None
+        if model.nv == 0:
+            raise self._fail('no actuated (revolute/continuous/prismatic) joint')
+
+        # joints in velocity order (= Pinocchio's depth-first order)
+        jids = sorted(range(1, model.njoints), key=lambda j: model.joints[j].idx_v)
+        names, types, links = [], [], []
+        for jid in jids:
+            jm = model.joints[jid]
+            name = model.names[jid]
+            if jm.nv != 1:
+                raise self._fail(f'joint {name!r} has {jm.nv} degrees of freedom (unsupported)')
+            xj = xml_joints.get(name)
+            jtype = xj.get('type') if xj is not None else None
+            if jtype not in JOINT_TYPES:
+                raise self._fail(f'joint {name!r}: unsupported type {jtype!r}')
+            names.append(name)
+            types.append(jtype)
+            child = xj.find('child')
+            links.append(child.get('link') if child is not None else '')
+        n = len(names)
+        self.name = root.get('name', '')
+        self.joint_names: List[str] = names
+        self._jids = jids
+        self._idx_q = np.array([model.joints[j].idx_q for j in jids], dtype=np.intp)
+        self._idx_v = np.array([model.joints[j].idx_v for j in jids], dtype=np.intp)
+        cont = np.array([t == 'continuous' for t in types])
+        self._cont_v = np.flatnonzero(cont)
+        self._cont_q = self._idx_q[cont]
+        self._plain_v = np.flatnonzero(~cont)
+        self._plain_q = self._idx_q[~cont]
+        self._nq = model.nq
+        self._identity_config = (model.nq == n and np.array_equal(self._idx_q, np.arange(n))
+                                 and np.array_equal(self._idx_v, np.arange(n)))
+        if not np.array_equal(self._idx_v, np.arange(n)):
+            raise self._fail('unexpected Pinocchio velocity layout')
+
+        # limits and friction from the URDF (Pinocchio parses the same fields)
+        lower = np.full(n, -np.inf)
+        upper = np.full(n, np.inf)
+        vel = np.full(n, np.inf)
+        eff = np.full(n, np.inf)
+        damping = np.zeros(n)
+        friction = np.zeros(n)
+        for i, name in enumerate(names):
+            xj = xml_joints[name]
+            lim = xj.find('limit')
+            if lim is not None:
+                if types[i] != 'continuous':
+                    lower[i] = float(lim.get('lower', '0'))
+                    upper[i] = float(lim.get('upper', '0'))
+                    if lower[i] >= upper[i]:
+                        raise self._fail(f'joint {name!r}: lower limit {lower[i]} >= upper '
+                                         f'{upper[i]}')
+                if lim.get('velocity') is not None and float(lim.get('velocity')) > 0:
+                    vel[i] = float(lim.get('velocity'))
+                if lim.get('effort') is not None and float(lim.get('effort')) > 0:
+                    eff[i] = float(lim.get('effort'))
+            dyn = xj.find('dynamics')
+            if dyn is not None:
+                damping[i] = float(dyn.get('damping', '0') or 0)
+                friction[i] = float(dyn.get('friction', '0') or 0)
+        if np.any(damping < 0) or np.any(friction < 0):
+            raise self._fail('negative <dynamics> damping/friction')
+
+        # tool point of the last body: the deepest frame fixed to it
+        last = jids[-1]
+        tool = None
+        for f in model.frames:
+            if f.parentJoint == last and f.name != model.names[last] and \
+                    f.type in (pin.FrameType.BODY, pin.FrameType.FIXED_JOINT,
+                               pin.FrameType.OP_FRAME):
+                tool = f.placement.translation.copy()
+        nominal_lever = model.inertias[last].lever.copy()
+        if tool is None or (np.allclose(tool, 0.0) and model.inertias[last].mass > 0):
+            tool = nominal_lever
+
+        # ---- mismatch
+        mm = self.mismatch
+        ms = _per_joint(mm.mass_scale, n, 'mass_scale', positive=True)
+        isc = _per_joint(mm.inertia_scale, n, 'inertia_scale', positive=True)
+        for i, jid in enumerate(jids):
+            I = model.inertias[jid]
+            if ms[i] != 1.0 or isc[i] != 1.0:
+                model.inertias[jid] = pin.Inertia(I.mass * ms[i], I.lever.copy(),
+                                                  I.inertia.copy() * ms[i] * isc[i])
+        if mm.payload_mass < 0 or mm.payload_radius < 0:
+            raise ValueError('payload_mass and payload_radius must be >= 0')
+        if mm.payload_mass > 0:
+            off = np.asarray(mm.payload_offset, dtype=np.float64).reshape(-1)
+            if off.shape != (3,):
+                raise ValueError(f'payload_offset needs 3 values, got {off.size}')
+            pos = tool + off
+            r = float(mm.payload_radius)
+            payload = pin.Inertia(float(mm.payload_mass), pos,
+                                  np.eye(3) * (0.4 * mm.payload_mass * r * r))
+            model.inertias[last] = model.inertias[last] + payload
+        if mm.viscous is not None:
+            damping = _per_joint(mm.viscous, n, 'viscous', nonnegative=True)
+        if mm.coulomb is not None:
+            friction = _per_joint(mm.coulomb, n, 'coulomb', nonnegative=True)
+        if mm.viscous_scale < 0 or mm.coulomb_scale < 0:
+            raise ValueError('friction scales must be >= 0')
+        damping = damping * float(mm.viscous_scale)
+        friction = friction * float(mm.coulomb_scale)
+
+        # Pinocchio's own friction/damping fields are not used by its algorithms for the
+        # suite's model; keep them equal to ours for anyone reading model.damping.
+        model.damping = damping.copy()
+        model.friction = friction.copy()
+        model.armature = np.zeros(model.nv)
+        self.model = model
+        self.data = model.createData()
+        self.viscous = damping
+        self.coulomb = friction
+        self.tool_point = tool
+        self.spec = RobotSpec(
+            name=self.name, joint_names=list(names), joint_types=types, lower=lower,
+            upper=upper, velocity_limit=vel, effort_limit=eff, damping=damping.copy(),
+            friction=friction.copy(), link_names=links,
+            total_mass=float(sum(model.inertias[j].mass for j in range(model.njoints))),
+            moving_mass=float(sum(model.inertias[j].mass for j in range(1, model.njoints))))
+        self._config_fn = self._make_config_fn()
+        self._mapper = JointStateMapper(names, allow_extra=False)
+        self._mapper_extra = JointStateMapper(names, allow_extra=True)
+        self._check_mass_matrix(root)
+
+    def _check_mass_matrix(self, root) -> None:
+        rng = np.random.default_rng(0)
+        lo = np.where(np.isfinite(self.spec.lower), self.spec.lower, -np.pi)
+        hi = np.where(np.isfinite(self.spec.upper), self.spec.upper, np.pi)
+        worst = np.inf
+        for q in [0.5 * (lo + hi)] + [rng.uniform(lo, hi) for _ in range(3)]:
+            H = self.mass_matrix(q)
+            worst = min(worst, float(np.linalg.eigvalsh(H)[0]))
+        if not worst > 1e-10:
+            no_inertial = [ln.get('name') for ln in root.findall('link')
+                           if ln.find('inertial') is None and ln.get('name') in
+                           set(self.spec.link_names)]
+            raise self._fail(
+                f'singular mass matrix (smallest eigenvalue {worst:.3g}): a moving link chain '
+                f'has no mass/inertia; links without <inertial>: {no_inertial or "none"}')
+
+    # ------------------------------------------------------------------ spec helpers
+    @property
+    def n(self) -> int:
+        return len(self.joint_names)
+
+    @property
+    def joint_types(self) -> List[str]:
+        return self.spec.joint_types
+
+    @property
+    def effort_limit(self) -> np.ndarray:
+        return self.spec.effort_limit
+
+    def clamp_effort(self, tau: np.ndarray) -> np.ndarray:
+        lim = self.spec.effort_limit
+        return np.minimum(np.maximum(tau, -lim), lim)
+
+    def configuration(self, q: np.ndarray) -> np.ndarray:
+        """Pinocchio configuration (nq) of one joint-angle vector (n,)."""
+        return self._config_fn(q)
+
+    def _make_config_fn(self):
+        """A fast ``q -> configuration``: slices for runs of plain joints, scalar cos/sin for
+        continuous ones (this runs in the simulator's inner loop)."""
+        if self._identity_config:
+            asarray = np.ascontiguousarray
+            return lambda q: asarray(q, dtype=np.float64)
+        runs = []  # (q_start, v_start, length) of consecutive plain joints
+        for qi, vi in zip(self._plain_q.tolist(), self._plain_v.tolist()):
+            if runs and runs[-1][0] + runs[-1][2] == qi and runs[-1][1] + runs[-1][2] == vi:
+                runs[-1][2] += 1
+            else:
+                runs.append([qi, vi, 1])
+        runs = [(slice(a, a + k), slice(b, b + k)) for a, b, k in runs]
+        conts = list(zip(self._cont_q.tolist(), self._cont_v.tolist()))
+        nq = self._nq
+        cos, sin, empty = math.cos, math.sin, np.empty
+
+        def config(q):
+            c = empty(nq)
+            for sq, sv in runs:
+                c[sq] = q[sv]
+            for iq, iv in conts:
+                a = float(q[iv])
+                c[iq] = cos(a)
+                c[iq + 1] = sin(a)
+            return c
+        return config
+
+    def angles(self, config: np.ndarray) -> np.ndarray:
+        """Joint angles (n,) of a Pinocchio configuration (nq,); continuous joints in (-pi, pi]."""
+        config = np.asarray(config, dtype=np.float64)
+        if self._identity_config:
+            return config.copy()
+        q = np.empty(self.n)
+        q[self._plain_v] = config[self._plain_q]
+        q[self._cont_v] = np.arctan2(config[self._cont_q + 1], config[self._cont_q])
+        return q
+
+    # ------------------------------------------------------------------ joint-state mapping
+    def map_joint_state(self, msg, allow_extra: bool = False) -> MappedJointState:
+        """A JointState (any object with name/position/velocity/effort) in model order.
+
+        Raises :class:`~delan_learning.joint_state.JointStateError` (a ValueError with a
+        countable ``reason``) on missing joints, unknown joints (unless ``allow_extra``),
+        duplicated names, length mismatches or NaN/Inf.
+        """
+        return (self._mapper_extra if allow_extra else self._mapper).map(msg)
+
+    def to_model_order(self, names: Sequence[str], values: np.ndarray) -> np.ndarray:
+        """Reorder ``values`` (..., len(names)) given in ``names`` order into model order.
+
+        Unknown or missing names raise :class:`JointStateError`.
+        """
+        names = list(names)
+        if len(set(names)) != len(names):
+            raise JointStateError('duplicate_names', f'joint names repeat: {names}')
+        unknown = [nm for nm in names if nm not in set(self.joint_names)]
+        if unknown:
+            raise JointStateError('unknown_joints', f'unknown joints {unknown} '
+                                  f'(model has {self.joint_names})')
+        pos = {nm: i for i, nm in enumerate(names)}
+        missing = [nm for nm in self.joint_names if nm not in pos]
+        if missing:
+            raise JointStateError('missing_joints', f'missing joints {missing} (got {names})')
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape[-1] != len(names):
+            raise JointStateError('length_mismatch',
+                                  f'{len(names)} names but {values.shape[-1]} values')
+        return values[..., [pos[nm] for nm in self.joint_names]]
+
+    # ------------------------------------------------------------------ dynamics
+    def _prep(self, *arrays):
+        out = [np.asarray(a, dtype=np.float64) for a in arrays]
+        single = out[0].ndim == 1
+        n = self.n
+        for a in out:
+            if a.shape[-1] != n or a.ndim not in (1, 2) or a.shape[:-1] != out[0].shape[:-1]:
+                raise ValueError(f'expected arrays shaped ({n},) or (B, {n}); got '
+                                 f'{[x.shape for x in out]}')
+        if single:
+            out = [a[None, :] for a in out]
+        return out, single
+
+    def friction(self, qd: np.ndarray) -> np.ndarray:
+        qd = np.asarray(qd, dtype=np.float64)
+        return friction_torque(qd, self.viscous, self.coulomb)
+
+    def inverse(self, q, qd, qdd) -> np.ndarray:
+        """RNEA + friction: the torque that produces ``qdd`` at ``(q, qd)``."""
+        out = self.rigid_body_torque(q, qd, qdd)
+        return out + friction_torque(np.asarray(qd, dtype=np.float64), self.viscous, self.coulomb)
+
+    def rigid_body_torque(self, q, qd, qdd) -> np.ndarray:
+        """RNEA alone, ``H qdd + c + g`` (no friction)."""
+        q = np.asarray(q, dtype=np.float64)
+        if q.ndim == 1 and q.shape == (self.n,):   # fast path: one state (controllers)
+            qd = np.asarray(qd, dtype=np.float64)
+            qdd = np.asarray(qdd, dtype=np.float64)
+            if qd.shape == q.shape and qdd.shape == q.shape:
+                return pin.rnea(self.model, self.data, self._config_fn(q), qd, qdd).copy()
+        (q, qd, qdd), single = self._prep(q, qd, qdd)
+        out = np.empty_like(q)
+        m, d = self.model, self.data
+        for i in range(q.shape[0]):
+            out[i] = pin.rnea(m, d, self.configuration(q[i]), qd[i], qdd[i])
+        return out[0] if single else out
+
+    def forward(self, q, qd, tau) -> np.ndarray:
+        """ABA with friction: the acceleration ``tau`` produces at ``(q, qd)``."""
+        (q, qd, tau), single = self._prep(q, qd, tau)
+        out = np.empty_like(q)
+        m, d = self.model, self.data
+        net = tau - friction_torque(qd, self.viscous, self.coulomb)
+        for i in range(q.shape[0]):
+            out[i] = pin.aba(m, d, self.configuration(q[i]), qd[i], net[i])
+        return out[0] if single else out
+
+    def mass_matrix(self, q) -> np.ndarray:
+        """CRBA, symmetrised: ``(n, n)`` or ``(B, n, n)``."""
+        (q,), single = self._prep(q)
+        B, n = q.shape
+        out = np.empty((B, n, n))
+        m, d = self.model, self.data
+        for i in range(B):
+            M = pin.crba(m, d, self.configuration(q[i]))
+            out[i] = np.triu(M) + np.triu(M, 1).T
+        return out[0] if single else out
+
+    def gravity(self, q) -> np.ndarray:
+        (q,), single = self._prep(q)
+        out = np.empty_like(q)
+        m, d = self.model, self.data
+        for i in range(q.shape[0]):
+            out[i] = pin.computeGeneralizedGravity(m, d, self.configuration(q[i]))
+        return out[0] if single else out
+
+    def coriolis(self, q, qd) -> np.ndarray:
+        """Coriolis/centrifugal torque ``c(q, qd) = rnea(q, qd, 0) - g(q)``."""
+        (q, qd), single = self._prep(q, qd)
+        out = np.empty_like(q)
+        m, d = self.model, self.data
+        for i in range(q.shape[0]):
+            cfg = self.configuration(q[i])
+            nle = pin.nonLinearEffects(m, d, cfg, qd[i]).copy()
+            out[i] = nle - pin.computeGeneralizedGravity(m, d, cfg)
+        return out[0] if single else out
+
+    def nonlinear(self, q, qd) -> np.ndarray:
+        """``c(q, qd) + g(q)`` in one pass (no friction)."""
+        (q, qd), single = self._prep(q, qd)
+        out = np.empty_like(q)
+        m, d = self.model, self.data
+        for i in range(q.shape[0]):
+            out[i] = pin.nonLinearEffects(m, d, self.configuration(q[i]), qd[i])
+        return out[0] if single else out
+
+    def coriolis_matrix(self, q, qd) -> np.ndarray:
+        """``C(q, qd)`` with ``C qd = c`` and ``dH/dt - 2 C`` skew-symmetric (Pinocchio's)."""
+        (q, qd), single = self._prep(q, qd)
+        B, n = q.shape
+        out = np.empty((B, n, n))
+        m, d = self.model, self.data
+        for i in range(B):
+            out[i] = pin.computeCoriolisMatrix(m, d, self.configuration(q[i]), qd[i])
+        return out[0] if single else out
+
+    def energy(self, q, qd) -> Tuple[np.ndarray, np.ndarray]:
+        """Kinetic and potential energy (J); V is relative to the world origin."""
+        (q, qd), single = self._prep(q, qd)
+        B = q.shape[0]
+        T = np.empty(B)
+        V = np.empty(B)
+        m, d = self.model, self.data
+        for i in range(B):
+            cfg = self.configuration(q[i])
+            T[i] = pin.computeKineticEnergy(m, d, cfg, qd[i])
+            V[i] = pin.computePotentialEnergy(m, d, cfg)
+        if single:
+            return np.float64(T[0]), np.float64(V[0])
+        return T, V
+
+    def __repr__(self) -> str:
+        extra = '' if self.mismatch.is_identity() else ', mismatched'
+        return f'RobotModel({self.name!r}, {self.n} joints{extra}, from {self.source})'

@@ -1,0 +1,158 @@
+"""The plant: energy conservation, accuracy, stiff friction stability, clamping, stops, noise."""
+import numpy as np
+import pytest
+
+from delan_control.plant import Plant
+from delan_control.robot_model import Mismatch, RobotModel
+
+NO_FRICTION = Mismatch(viscous=[0.0], coulomb=[0.0])
+START = {'two_link_arm.urdf': [0.7, -0.4],
+         'seven_dof_arm.urdf': [0.3, 0.8, 0.2, -1.0, 0.4, 0.7, 0.1]}
+
+
+def energy_drift(plant, seconds):
+    """max |E(t) - E(0)| / max T(t): relative to the energy that actually moves around."""
+    E0 = sum(plant.energy())
+    drift, t_max = 0.0, 0.0
+    for _ in range(int(round(seconds * 100))):
+        plant.step(np.zeros(plant.n), int(plant.physics_rate / 100))
+        T, V = plant.energy()
+        drift = max(drift, abs(T + V - E0))
+        t_max = max(t_max, T)
+    return drift / t_max, t_max
+
+
+@pytest.mark.parametrize('urdf', sorted(START))
+def test_energy_is_conserved_without_friction_and_torque(urdf):
+    plant = Plant(urdf, NO_FRICTION, physics_rate=1000.0, position_limits=False, q0=START[urdf])
+    drift, t_max = energy_drift(plant, 10.0)
+    assert t_max > 1.0          # the arm really swings (J)
+    assert drift < 1e-3, drift
+    assert plant.t == pytest.approx(10.0)
+
+
+def test_semi_implicit_euler_is_the_cheaper_weaker_option():
+    """Documented trade-off: 1st order, drifts percent-level without friction."""
+    plant = Plant('two_link_arm.urdf', NO_FRICTION, integrator='semi_implicit_euler',
+                  position_limits=False, q0=START['two_link_arm.urdf'])
+    drift, _ = energy_drift(plant, 3.0)
+    assert 1e-3 < drift < 0.1
+
+
+def reference_solution(model, q0, qd0, tau, seconds, rate):
+    """Independent reference: explicit RK4 on RobotModel.forward (friction inside) at ``rate``."""
+    h = 1.0 / rate
+    q, v = np.array(q0, float), np.array(qd0, float)
+    for _ in range(int(round(seconds * rate))):
+        a1 = model.forward(q, v, tau)
+        a2 = model.forward(q + h / 2 * v, v + h / 2 * a1, tau)
+        a3 = model.forward(q + h / 2 * v + h * h / 4 * a1, v + h / 2 * a2, tau)
+        a4 = model.forward(q + h * v + h * h / 2 * a2, v + h * a3, tau)
+        q, v = q + h * v + h * h / 6 * (a1 + a2 + a3), v + h / 6 * (a1 + 2 * a2 + 2 * a3 + a4)
+    return q, v
+
+
+def test_rk4_matches_a_tight_reference_solution():
+    m = RobotModel('two_link_arm.urdf')
+    q0, qd0, tau = np.array([0.5, -0.3]), np.array([0.4, 1.0]), np.array([3.0, -1.0])
+    plant = Plant(m, NO_FRICTION, position_limits=False)
+    ref_q, ref_v = reference_solution(plant.truth, q0, qd0, tau, 1.0, 8000.0)
+    plant.reset(q0, qd0)
+    plant.run(tau, 1.0)
+    assert np.abs(plant.q - ref_q).max() < 1e-8
+    assert np.abs(plant.qd - ref_v).max() < 1e-7
+    # with friction (implicit, first order in it -- documented): close, converging as O(dt)
+    ref_q, ref_v = reference_solution(m, q0, qd0, tau, 1.0, 8000.0)
+    errors = []
+    for rate in (1000.0, 2000.0):
+        fplant = Plant(m, physics_rate=rate, position_limits=False)
+        fplant.reset(q0, qd0)
+        fplant.run(tau, 1.0)
+        errors.append(max(np.abs(fplant.q - ref_q).max(), np.abs(fplant.qd - ref_v).max()))
+    assert errors[0] < 1e-2
+    assert 1.7 < errors[0] / errors[1] < 2.3
+
+
+@pytest.mark.parametrize('integrator', ['rk4', 'semi_implicit_euler'])
+def test_stiff_coulomb_on_a_light_wrist_is_stable(integrator):
+    """dt fc / (eps I) >> 2 on wrist_roll: explicit friction would chatter or diverge."""
+    nominal = RobotModel('seven_dof_arm.urdf')
+    coulomb = nominal.spec.friction.copy()
+    coulomb[-1] = 1.0                    # 10x the URDF value on a 2.4e-4 kg m^2 wrist
+    plant = Plant(nominal, Mismatch(coulomb=coulomb), integrator=integrator)
+    H = plant.truth.mass_matrix(np.zeros(7))
+    assert plant.dt * coulomb[-1] / (0.05 * H[-1, -1]) > 50
+    qd0 = np.zeros(7)
+    qd0[-1] = 3.0
+    plant.reset(np.zeros(7), qd0)
+    hold = plant.truth.gravity(np.zeros(7))   # hold the arm, spin the wrist down
+    v = []
+    for _ in range(300):
+        plant.step(hold, 1)
+        v.append(plant.qd[-1])
+    v = np.array(v)
+    assert np.all(np.isfinite(v))
+    assert np.all(v >= -1e-9)                 # never pushed through zero velocity
+    assert np.all(np.diff(v) <= 1e-9)         # monotone decay, no chatter
+    assert v[-1] < 1e-3
+
+
+def test_friction_only_dissipates():
+    plant = Plant('seven_dof_arm.urdf', position_limits=False,
+                  q0=START['seven_dof_arm.urdf'], qd0=[0.5, -0.5, 1.0, 0.3, -1.0, 2.0, 3.0])
+    E = [sum(plant.energy())]
+    for _ in range(200):
+        plant.step(np.zeros(7), 10)
+        E.append(sum(plant.energy()))
+    assert np.all(np.diff(E) <= 1e-9)
+    assert E[-1] < E[0] - 1.0
+
+
+def test_torque_is_clamped_to_effort_limits():
+    plant = Plant('two_link_arm.urdf')
+    applied = plant.step([1e3, -1e3])
+    np.testing.assert_array_equal(applied, [40.0, -20.0])
+    np.testing.assert_array_equal(plant.last_torque, [40.0, -20.0])
+    with pytest.raises(ValueError):
+        plant.step([np.nan, 0.0])
+    with pytest.raises(ValueError):
+        plant.step([1.0])
+
+
+def test_position_limits_are_end_stops():
+    plant = Plant('two_link_arm.urdf', q0=[0.0, 2.7])
+    plant.run([0.0, 20.0], 0.5)
+    assert plant.q[1] == pytest.approx(2.8)
+    assert plant.qd[1] == 0.0
+    free = Plant('two_link_arm.urdf', q0=[0.0, 2.7], position_limits=False)
+    free.run([0.0, 20.0], 0.5)
+    assert free.q[1] > 2.8
+
+
+def test_noise_is_seeded_and_optional():
+    kw = dict(position_noise=0.01, velocity_noise=0.1, torque_noise=0.5, q0=[0.1, 0.2])
+    a, b = Plant('two_link_arm.urdf', seed=3, **kw), Plant('two_link_arm.urdf', seed=3, **kw)
+    a.run([1.0, 1.0], 0.2)
+    b.run([1.0, 1.0], 0.2)
+    np.testing.assert_array_equal(a.q, b.q)
+    qa, qb = a.measure(), b.measure()
+    np.testing.assert_array_equal(qa[0], qb[0])
+    assert not np.array_equal(qa[0], a.q)
+    clean = Plant('two_link_arm.urdf', q0=[0.1, 0.2])
+    clean.run([1.0, 1.0], 0.2)
+    assert not np.allclose(clean.q, a.q, atol=1e-9)          # torque noise acted
+    np.testing.assert_array_equal(clean.measure()[0], clean.q)
+
+
+def test_plant_integrates_the_mismatched_robot():
+    mm = Mismatch(payload_mass=1.0, mass_scale=1.2)
+    plant = Plant('two_link_arm.urdf', mm, q0=[0.0, 0.0])
+    assert plant.truth.spec.total_mass == pytest.approx(plant.nominal.spec.total_mass
+                                                        + 1.0 + 0.2 * 3.0)
+    # one small step from rest: velocity change = dt * forward dynamics of the *true* robot
+    tau = np.array([5.0, 2.0])
+    plant.step(tau)
+    a_true = plant.truth.forward(np.zeros(2), np.zeros(2), tau)
+    a_nom = plant.nominal.forward(np.zeros(2), np.zeros(2), tau)
+    np.testing.assert_allclose(plant.qd / plant.dt, a_true, rtol=2e-2)
+    assert not np.allclose(a_true, a_nom, rtol=0.05)
