@@ -282,7 +282,11 @@ class Demo:
         log(f'starting nodes (logs in {self.logs_dir})')
         self.start('delan_control', 'sim', {})
         sim_time = {'use_sim_time': 'true'}
-        self.start('delan_control', 'torque_controller', dict(sim_time, model='pd'))
+        kp, kd = self.pd_gains()
+        log(f'PD gains from the URDF inertia: kp {np.round(kp, 1).tolist()}, '
+            f'kd {np.round(kd, 2).tolist()}')
+        self.start('delan_control', 'torque_controller', dict(
+            sim_time, model='pd', kp=_list(kp), kd=_list(kd)))
         self.start('delan_control', 'reference', dict(
             sim_time, trajectory='excitation', duration=self.args.excitation + 10.0))
         self.start('delan_learning', 'data_logger', dict(sim_time, bag_dir=self.bag_dir))
@@ -292,6 +296,18 @@ class Demo:
         self.wait_until('joint states from the sim', lambda: self.mon.samples() > 50, 60.0)
         self.wait_until('the learner', lambda: bool(self.mon.status), 90.0)
         self.wait_until('the reference', lambda: self.mon.reference is not None, 60.0)
+
+    def pd_gains(self, omega: float = 12.0) -> Tuple[np.ndarray, np.ndarray]:
+        """Critically damped PD gains per joint from the nominal inertia at mid range: one set
+        of numbers would be too stiff for a wrist and too soft for a shoulder (and a stiff
+        derivative gain on a light link is unstable at the control rate)."""
+        from delan_control.robot_model import RobotModel
+        r = self.robot
+        finite = np.isfinite(r.lower) & np.isfinite(r.upper)
+        mid = np.where(finite, 0.5 * (np.where(finite, r.lower, 0) + np.where(finite, r.upper, 0)),
+                       0.0)
+        h = np.diag(RobotModel(self.urdf).mass_matrix(mid))
+        return omega ** 2 * h, 2.0 * omega * h
 
     def phase_excitation(self) -> None:
         t0 = self.mon.sim_time()
@@ -367,6 +383,10 @@ class Demo:
                 self.segments.append(seg)
                 log(f'{ctrl:>10s} @ {speed:.0f}x: RMS error '
                     f'{np.array2string(seg.rms, precision=4)} rad')
+
+
+def _list(values: np.ndarray) -> str:
+    return '[' + ','.join(f'{v:.6g}' for v in values) + ']'
 
 
 def build_parser() -> argparse.ArgumentParser:
