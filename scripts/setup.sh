@@ -9,6 +9,10 @@ PY=${PYTHON:-python3}
 
 log() { printf '[setup] %s\n' "$*"; }
 
+# one set-up at a time: a second `make test`/`make demo` started meanwhile waits here
+exec 9>"$ROOT/.setup.lock"
+flock 9
+
 # 1. venv + pinned requirements (re-installed only when requirements.txt changed)
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating $VENV with $($PY --version)"
