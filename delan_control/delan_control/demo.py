@@ -274,6 +274,7 @@ class Demo:
         finally:
             self.stop_all()
             ex.shutdown()
+            spinner.join(timeout=10.0)
             self.mon.destroy_node()
             rclpy.try_shutdown()
 

@@ -91,3 +91,47 @@ class JointStateMapper:
                 and (tau is None or np.all(np.isfinite(tau)))):
             raise JointStateError('non_finite', 'NaN or Inf in joint state')
         return MappedJointState(q, qd, tau)
+
+
+MAX_STAMP_JUMP_S = 1.0
+
+
+class StampGate:
+    """Rejects header stamps that go backwards or jump ahead by more than ``max_jump`` s.
+
+    Clock-domain free (wall time, sim time and a faster-than-real-time sim all work): only the
+    continuity of the stream is checked. A rejected stamp becomes a *candidate*; the next stamp
+    that continues it is accepted, so a genuine restart of the sender's clock (a sim reset, a
+    looping bag) costs one message, while a single stray stamp (far future, an old duplicate)
+    costs only itself. ``strict`` also rejects a repeated stamp.
+    """
+
+    def __init__(self, max_jump: float = MAX_STAMP_JUMP_S, strict: bool = False):
+        self.max_jump = max_jump
+        self.strict = strict
+        self.last: Optional[float] = None
+        self._candidate: Optional[float] = None
+
+    def _continues(self, ref: Optional[float], t: float) -> bool:
+        if ref is None:
+            return False
+        ahead = t - ref
+        return (ahead > 0.0 if self.strict else ahead >= 0.0) and ahead <= self.max_jump
+
+    def check(self, t: float) -> None:
+        """Raise :class:`JointStateError` unless ``t`` is acceptable; remember it if it is."""
+        if not np.isfinite(t):
+            raise JointStateError('bad_stamp', f'stamp {t}')
+        if self.last is None or self._continues(self.last, t) or \
+                self._continues(self._candidate, t):
+            self.last, self._candidate = t, None
+            return
+        last, self._candidate = self.last, t
+        if t - last > self.max_jump:
+            raise JointStateError('stamp_jump', f'stamp {t:.6f} is {t - last:.3f} s after the '
+                                  f'previous {last:.6f} (> {self.max_jump} s)')
+        raise JointStateError('stamp_backwards', f'stamp {t:.6f} is not after the previous '
+                              f'{last:.6f}')
+
+    def reset(self) -> None:
+        self.last = self._candidate = None
