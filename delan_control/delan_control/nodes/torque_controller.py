@@ -15,6 +15,7 @@ from typing import Dict, Optional
 import numpy as np
 from delan_msgs.msg import ModelUpdate
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -24,7 +25,7 @@ from delan_control.control_laws import LAWS, BumplessBlend, Gains, clamp_torque,
 from delan_control.model_loader import MODEL_KINDS, ModelLoadError, load_dynamics_model
 from delan_learning.ros.robot_param import declare_robot
 from delan_control.trajectories import PiecewiseQuintic
-from delan_learning.joint_state import JointStateError, JointStateMapper
+from delan_learning.joint_state import JointStateError, JointStateMapper, StampGate
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.rejections import RejectionCounter
@@ -80,6 +81,7 @@ class TorqueControllerNode(Node):
                                     registry=reg)
         self.limits = self.robot.effort_limits * self.effort_scale
         self.mapper = JointStateMapper(self.joint_names)
+        self.stamps = StampGate()
         self.rejected = RejectionCounter(self.get_logger(), 'joint state')
         self.rejected_refs = RejectionCounter(self.get_logger(), 'reference')
         self.fallbacks = 0
@@ -100,7 +102,14 @@ class TorqueControllerNode(Node):
         reg['model'] = self._check_model
         reg['delan_checkpoint'] = self._check_file('delan_checkpoint', 'delan')
         reg['identified_params'] = self._check_file('identified_params', 'identified')
-        self.add_on_set_parameters_callback(validating_callback(reg))
+        validate = validating_callback(reg)
+
+        def on_set(params):
+            # a model loaded by the validators of a change that is then refused (e.g. an atomic
+            # set with another invalid value) must not be switched to by the next change
+            self._pending = None
+            return validate(params)
+        self.add_on_set_parameters_callback(on_set)
         self.add_post_set_parameters_callback(self._apply_params)
 
         self.cmd_pub = self.create_publisher(Float64MultiArray, 'effort_controller/commands', 10)
@@ -110,8 +119,12 @@ class TorqueControllerNode(Node):
                                  LATCHED)
         self.create_subscription(ModelUpdate, 'learner/model_update', self._on_model_update,
                                  LATCHED)
-        self.create_timer(self.watchdog_timeout / 2.0, self._watchdog)
-        self.create_timer(1.0, self._publish_diagnostics)
+        # Staleness is wall time (time.monotonic), so the checks run on the steady clock: with
+        # use_sim_time a ROS-time timer stops with /clock -- exactly when the sim is gone.
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._watchdog_timer = self.create_timer(self.watchdog_timeout / 2.0, self._watchdog,
+                                                 clock=self._steady)
+        self.create_timer(1.0, self._publish_diagnostics, clock=self._steady)
         self.get_logger().info(f'controlling {self.joint_names} with model={self.model_kind} '
                                f'law={self.law}')
 
@@ -175,6 +188,11 @@ class TorqueControllerNode(Node):
                 self.law = p.value
             elif p.name == 'switch_blend_time':
                 self.blend_time = p.value
+            elif p.name == 'watchdog_timeout':
+                self.watchdog_timeout = p.value
+                self.destroy_timer(self._watchdog_timer)
+                self._watchdog_timer = self.create_timer(p.value / 2.0, self._watchdog,
+                                                         clock=self._steady)
             elif p.name == 'effort_limit_scale':
                 self.limits = self.robot.effort_limits * p.value
             elif p.name in ('delan_checkpoint', 'identified_params'):
@@ -235,8 +253,12 @@ class TorqueControllerNode(Node):
 
     # ---------------------------------------------------------------- control
     def _on_joint_state(self, msg: JointState) -> None:
+        t = _stamp_s(msg.header.stamp) or self.get_clock().now().nanoseconds * 1e-9
         try:
             js = self.mapper.map(msg)
+            # the reference is evaluated at the stamp: one far ahead (or behind) must not
+            # command the end (or start) of the trajectory
+            self.stamps.check(t)
         except JointStateError as err:
             self.rejected.reject(err.reason, err.detail)
             return
@@ -246,7 +268,6 @@ class TorqueControllerNode(Node):
             self._stale = False
             self._hold = js.position.copy()
             self.get_logger().info('joint states fresh: commanding')
-        t = _stamp_s(msg.header.stamp) or self.get_clock().now().nanoseconds * 1e-9
         with self._lock:
             ref, model, old = self._reference, self._model, self._old_model
             w = self._blend.weight(now)

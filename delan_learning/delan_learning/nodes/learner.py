@@ -29,7 +29,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from delan_learning.checkpoint import CheckpointError, load_model, save_model
-from delan_learning.joint_state import JointStateError, JointStateMapper
+from delan_learning.joint_state import JointStateError, JointStateMapper, StampGate
 from delan_learning.models import build_model
 from delan_learning.online import DelayedDifferentiator, ReplayBuffer
 from delan_learning.ros.params import declare, validating_callback
@@ -100,6 +100,7 @@ class LearnerNode(Node):
         n = len(names)
         self.mapper = JointStateMapper(names)
         self.rejected = RejectionCounter(self.get_logger(), 'joint state')
+        self.stamps = StampGate(strict=True)
         self.max_gap = max_gap
         self.diff: Optional[DelayedDifferentiator] = None  # sized from the observed rate
         self._first_stamps: List[float] = []
@@ -179,6 +180,11 @@ class LearnerNode(Node):
         t = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         if t == 0.0:
             t = self.get_clock().now().nanoseconds * 1e-9
+        try:
+            self.stamps.check(t)   # backwards / far ahead: rejected (the estimator restarts)
+        except JointStateError as err:
+            self.rejected.reject(err.reason, err.detail)
+            return
         self.samples_seen += 1
         if self.diff is None:
             self._first_stamps.append(t)
