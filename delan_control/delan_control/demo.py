@@ -397,7 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help='URDF of the arm (default: the 2-link arm)')
     ap.add_argument('--out', default='out/demo', help='output folder for report, bag, logs')
     ap.add_argument('--params', default=DEFAULT_PARAMS, help='node parameter file')
-    ap.add_argument('--excitation', type=float, default=60.0,
+    ap.add_argument('--excitation', type=float, default=45.0,
                     help='sim seconds of excitation / online learning')
     ap.add_argument('--test-duration', type=float, default=8.0,
                     help='sim seconds of each evaluation run (after a 2 s approach)')
