@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -198,7 +199,18 @@ def test_sigkill_keeps_what_was_flushed(tmp_path):
         try:
             rig.wait_recording(proc)
             rig.publish_data()
-            time.sleep(1.0)                         # > flush period: all of it is on disk
+            # wait until everything is on disk (flushed chunks only), however loaded the machine
+            deadline = time.monotonic() + 20.0
+            while time.monotonic() < deadline:
+                time.sleep(0.5)
+                found = [p for p in (tmp_path / 'bags').glob('*') if p.is_dir()]
+                if found:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter('ignore')
+                        js, cmd = data_indices(list(iter_bag_messages(found[0], notes=[])))
+                    if len(set(js)) == N and len(set(cmd)) == N:
+                        break
+            time.sleep(0.5)                         # > flush period
             stop(proc, signal.SIGKILL)
         finally:
             if proc.poll() is None:
