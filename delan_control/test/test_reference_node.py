@@ -1,0 +1,226 @@
+"""The reference node over real DDS: it publishes on start, latched (a subscriber that joins later
+still gets the reference in force), starts from the arm's current position, republishes when
+``trajectory`` / ``speed`` / ``seed`` are set at runtime, and refuses bad values (keeping the old
+ones and publishing nothing)."""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import threading
+import time
+from typing import List
+
+import numpy as np
+import pytest
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter, parameter_value_to_python
+from rclpy.parameter_client import AsyncParameterClient
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory
+
+from delan_control.nodes.reference import ReferenceNode
+from delan_learning.ros.qos import LATCHED
+from delan_learning.ros.testing import node_process, ros_context
+from delan_learning.urdf_joints import RobotDescription
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
+URDF = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
+ROBOT = RobotDescription.load(URDF)
+NAMES = list(ROBOT.joint_names)
+
+
+def arrays(msg: JointTrajectory):
+    t = np.array([p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points])
+    q, qd, qdd = (np.array([getattr(p, f) for p in msg.points])
+                  for f in ('positions', 'velocities', 'accelerations'))
+    return t, q, qd, qdd
+
+
+class Listener:
+    """A test node (spun by a background thread) that can subscribe late and set parameters."""
+
+    def __init__(self, ctx):
+        self.node = rclpy.create_node('reference_test', context=ctx)
+        self.received: List[tuple] = []       # (monotonic, JointTrajectory)
+        self.ex = SingleThreadedExecutor(context=ctx)
+        self.ex.add_node(self.node)
+        self.params = AsyncParameterClient(self.node, 'reference')
+        self._thread = threading.Thread(target=self.ex.spin, daemon=True)
+        self._thread.start()
+
+    def subscribe(self) -> None:
+        self.node.create_subscription(JointTrajectory, 'reference_trajectory',
+                                      lambda m: self.received.append((time.monotonic(), m)),
+                                      LATCHED)
+
+    def wait_count(self, n: int, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.received) < n:
+            assert time.monotonic() < deadline, f'{len(self.received)} references, wanted {n}'
+            time.sleep(0.02)
+
+    def _result(self, future, timeout: float = 30.0):
+        deadline = time.monotonic() + timeout
+        while not future.done():
+            assert time.monotonic() < deadline, 'parameter service call timed out'
+            time.sleep(0.01)
+        return future.result()
+
+    def set(self, **values):
+        assert self.params.wait_for_services(timeout_sec=60.0)
+        return self._result(self.params.set_parameters(
+            [Parameter(k, value=v) for k, v in values.items()])).results
+
+    def get(self, *names):
+        assert self.params.wait_for_services(timeout_sec=60.0)
+        values = self._result(self.params.get_parameters(list(names))).values
+        return [parameter_value_to_python(v) for v in values]
+
+    def close(self) -> None:
+        self.ex.shutdown(timeout_sec=10.0)
+        self.node.destroy_node()
+
+
+@pytest.fixture(scope='module')
+def reference_process():
+    """The installed `reference` node as a process: figure eight, no joint states (it starts
+    anyway after wait_for_joint_states), and a listener that joins only after it published."""
+    proc = node_process('delan_control', 'reference', [
+        '-p', f'urdf_path:={URDF}', '-p', 'trajectory:=figure_eight', '-p', 'duration:=4.0',
+        '-p', 'wait_for_joint_states:=0.0', '-p', 'point_rate:=50.0'],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        with ros_context() as ctx:
+            listener = Listener(ctx)
+            try:
+                yield proc, listener
+            finally:
+                listener.close()
+    finally:
+        proc.terminate()
+        try:
+            out = proc.communicate(timeout=20)[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out = proc.communicate()[0]
+        print(f'\nreference node output:\n{out}')
+
+
+def test_published_on_start_and_latched_for_a_late_subscriber(reference_process):
+    proc, lis = reference_process
+    # the node is up (its parameter services answer) and has had time to publish: only now
+    # does the listener subscribe
+    assert lis.get('trajectory') == ['figure_eight']
+    time.sleep(1.0)
+    assert proc.poll() is None
+    lis.subscribe()
+    lis.wait_count(1)
+    time.sleep(1.0)
+    assert len(lis.received) == 1, 'one reference published, one received'
+    msg = lis.received[0][1]
+    assert list(msg.joint_names) == NAMES
+    t, q, qd, qdd = arrays(msg)
+    assert len(t) == 4.0 * 50.0 + 1 and t[0] == 0.0 and t[-1] == pytest.approx(4.0)
+    assert np.all(np.diff(t) > 0)
+    assert np.all(q >= ROBOT.lower) and np.all(q <= ROBOT.upper)
+    assert np.all(np.abs(qd) <= ROBOT.velocity_limits)
+    # a figure eight: ramps in from rest at the centre of the joint ranges, spans both joints
+    assert np.allclose(q[0], 0.5 * (ROBOT.lower + ROBOT.upper)) and np.allclose(qd[0], 0.0)
+    assert np.ptp(q, axis=0).min() > 0.3
+    # stamped (a little ahead of) the node's clock: the time base the controller samples on
+    stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+    assert abs(stamp - time.time()) < 60.0
+
+
+def test_republished_when_trajectory_speed_or_seed_change(reference_process):
+    proc, lis = reference_process
+    if not lis.received:         # (run alone: test 1 subscribes otherwise)
+        lis.subscribe()
+    lis.wait_count(1)
+    n = len(lis.received)
+    base = lis.received[-1][1]
+    # speed 2x: the same path twice as fast (duration = length in time: two periods)
+    assert all(r.successful for r in lis.set(speed=2.0))
+    lis.wait_count(n + 1)
+    fast = lis.received[-1][1]
+    _, q1, qd1, qdd1 = arrays(base)
+    _, q2, qd2, qdd2 = arrays(fast)
+    assert np.abs(qd2).max(axis=0) == pytest.approx(2.0 * np.abs(qd1).max(axis=0), rel=0.02)
+    assert np.abs(qdd2).max(axis=0) == pytest.approx(4.0 * np.abs(qdd1).max(axis=0), rel=0.05)
+    assert np.allclose(q2.min(axis=0), q1.min(axis=0), atol=0.01)   # same path
+    # another trajectory kind
+    assert all(r.successful for r in lis.set(trajectory='excitation', speed=1.0))
+    lis.wait_count(n + 2)
+    time.sleep(0.5)
+    exc = lis.received[-1][1]
+    _, q3, _, _ = arrays(exc)
+    assert not np.allclose(q3[:len(q1)], q1[:len(q3)])
+    # a new seed: a new excitation
+    assert lis.set(seed=7)[0].successful
+    lis.wait_count(len(lis.received) + 1)
+    _, q4, _, _ = arrays(lis.received[-1][1])
+    assert q4.shape == q3.shape and not np.allclose(q4, q3)
+    # `repeat` is not a change of the reference: nothing is published
+    k = len(lis.received)
+    assert lis.set(repeat=False)[0].successful
+    time.sleep(1.0)
+    assert len(lis.received) == k
+    assert proc.poll() is None
+
+
+@pytest.mark.parametrize('name, value', [
+    ('speed', 0.0), ('speed', 10.0), ('speed', math.nan), ('speed', 'fast'),
+    ('trajectory', 'circle'), ('trajectory', ''), ('seed', -1), ('duration', 0.0),
+    ('point_rate', 5000.0), ('approach_time', -1.0), ('period', 0.0),
+    ('urdf_path', URDF),             # read-only
+])
+def test_bad_values_are_refused(reference_process, name, value):
+    proc, lis = reference_process
+    if not lis.received:         # (run alone: test 1 subscribes otherwise)
+        lis.subscribe()
+    lis.wait_count(1)
+    before = lis.get('trajectory', 'speed', 'seed', 'duration', 'point_rate', 'approach_time',
+                     'period')
+    n = len(lis.received)
+    result = lis.set(**{name: value})[0]
+    assert not result.successful and result.reason
+    time.sleep(0.3)
+    assert len(lis.received) == n, 'a refused value published a reference'
+    assert lis.get('trajectory', 'speed', 'seed', 'duration', 'point_rate', 'approach_time',
+                   'period') == before
+    assert proc.poll() is None
+
+
+def test_starts_from_the_current_joint_state():
+    """In-process: with joint states, the reference approaches from where the arm is, at rest."""
+    q_now = [0.2, -0.4]
+    with ros_context() as ctx:
+        node = ReferenceNode(context=ctx, parameter_overrides=[
+            Parameter('urdf_path', value=URDF), Parameter('trajectory', value='figure_eight'),
+            Parameter('approach_time', value=1.5), Parameter('duration', value=2.0),
+            Parameter('wait_for_joint_states', value=30.0)])
+        lis = Listener(ctx)
+        try:
+            lis.ex.add_node(node)
+            lis.subscribe()
+            pub = lis.node.create_publisher(JointState, 'joint_states', 10)
+            deadline = time.monotonic() + 30.0
+            while not lis.received:
+                assert time.monotonic() < deadline
+                pub.publish(JointState(name=list(reversed(NAMES)),    # any order, by name
+                                       position=list(reversed(q_now)), velocity=[0.0, 0.0]))
+                time.sleep(0.05)
+            msg = lis.received[0][1]
+            t, q, qd, qdd = arrays(msg)
+            assert np.allclose(q[0], q_now) and np.allclose(qd[0], 0.0)
+            assert np.allclose(qdd[0], 0.0)
+            assert t[-1] == pytest.approx(3.5)
+            # the approach meets the figure eight smoothly: no jump between points
+            assert np.abs(np.diff(q, axis=0)).max() < 0.05
+            assert node.published == 1
+        finally:
+            lis.ex.remove_node(node)
+            lis.close()
+            node.destroy_node()
