@@ -107,6 +107,7 @@ class Probe:
         self.diag: Dict[str, str] = {}
         self.status = None
         self.updates = 0
+        self.last_checkpoint = ''
         self.state_count = 0
         # best effort: a probe that falls behind must never hold up the sim's or the
         # controller's (reliable) writers; with a deep queue on loopback nothing is lost unless
@@ -143,8 +144,9 @@ class Probe:
     def _on_status(self, msg) -> None:
         self.status = msg
 
-    def _on_update(self, _msg) -> None:
+    def _on_update(self, msg) -> None:
         self.updates += 1
+        self.last_checkpoint = msg.checkpoint_path
 
     def set_model(self, model: str) -> None:
         from rclpy.parameter import Parameter
@@ -213,6 +215,58 @@ def analyse(states: np.ndarray, commands: np.ndarray, t0: int, t1: int) -> Dict:
             'p99': float(np.percentile(latency_us, 99)) if len(latency_us) else float('nan'),
             'max': float(latency_us.max()) if len(latency_us) else float('nan'),
             'missed': missed, 'missed_pct': 100.0 * missed / max(n, 1)}
+
+
+def callback_cost(models: List[str], ident: str, checkpoint: str, n: int = 3000) -> Dict:
+    """CPU time of the controller's joint-state callback alone [us per call]: in this process,
+    called directly (no executor, no DDS receive), following an excitation reference."""
+    import rclpy
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+
+    from delan_control.nodes.reference import to_msg
+    from delan_control.nodes.torque_controller import TorqueControllerNode
+    from delan_control.trajectories import make_reference
+    from delan_learning.urdf_joints import RobotDescription
+    rclpy.logging.set_logger_level('torque_controller', rclpy.logging.LoggingSeverity.WARN)
+    robot = RobotDescription.load(URDF)
+    t, q, qd, qdd = make_reference('excitation', robot.lower, robot.upper,
+                                   robot.velocity_limits, None, duration=30.0)
+    t0 = 1_000_000_000_000
+    ref = to_msg(robot.joint_names, t0, t, q, qd, qdd)
+    out = {}
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        for model in models:
+            if model == 'delan' and not checkpoint:
+                continue
+            node = TorqueControllerNode(context=ctx, parameter_overrides=[
+                Parameter('urdf_path', value=URDF), Parameter('model', value=model),
+                Parameter('identified_params', value=ident if model == 'identified' else ''),
+                Parameter('delan_checkpoint', value=checkpoint if model == 'delan' else ''),
+                Parameter('watchdog_timeout', value=10.0)])
+            try:
+                node._on_reference(ref)
+                msgs = []
+                for k in range(n):
+                    i = (k * 7) % len(t)
+                    m = JointState(name=robot.joint_names, position=q[i].tolist(),
+                                   velocity=qd[i].tolist(), effort=[0.0] * len(q[i]))
+                    m.header.stamp.sec, m.header.stamp.nanosec = divmod(
+                        t0 + int(2e9) + k * 1_000_000, 1_000_000_000)
+                    msgs.append(m)
+                for m in msgs[:200]:
+                    node._on_joint_state(m)
+                c0 = time.thread_time()
+                for m in msgs[200:]:
+                    node._on_joint_state(m)
+                out[model] = (time.thread_time() - c0) / (n - 200) * 1e6
+            finally:
+                node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=ctx)
+    return out
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -358,7 +412,9 @@ def main(argv: Optional[List[str]] = None) -> int:
           f'{"training in parallel" if not args.no_learner else "off"}; {args.duration:g} s per '
           f'model; {os.cpu_count()} CPUs, load average {load[0]:.2f} / {load[1]:.2f}')
     print('latency = command source stamp - source stamp of the state before it; missed = '
-          'states with no command before the next state\n')
+          'states with no command before the next state. While cycles are missed the controller '
+          'answers from a backlog, so a command is matched to a newer state than the one it '
+          'answers: latencies are then lower bounds.\n')
     hdr = (f'{"model":>10s} {"states":>7s} {"Hz":>7s} {"p50 us":>7s} {"p99 us":>8s} '
            f'{"max us":>8s} {"missed":>7s} {"missed%":>7s} {"extra":>6s} {"trips":>5s} '
            f'{"fallbk":>6s} {"updates":>7s} {"learner steps":>13s} {"learner Hz":>10s}')
@@ -381,6 +437,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f'\n{"process":>18s} {"RSS start MB":>12s} {"RSS end MB":>10s}')
         for name, (a, b) in rss.items():
             print(f'{name:>18s} {a:12.1f} {b:10.1f}')
+    if probe is not None and not code:
+        cost = callback_cost(models, ident, probe.last_checkpoint)
+        print('\ncontroller joint-state callback alone (called in-process: no executor, no DDS; '
+              'the machine is quieter now) [us CPU per call]')
+        print('  ' + ', '.join(f'{m} {c:.0f}' for m, c in cost.items()))
     target = [r for r in rows if r['model'] == 'delan']
     if target:
         r = target[0]
