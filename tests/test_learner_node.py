@@ -34,7 +34,7 @@ from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.testing import node_process, ros_context
 from delan_learning.urdf_joints import RobotDescription
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 URDF = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
 URDF7 = os.path.join(ROOT, 'urdf', 'seven_dof_arm.urdf')
 ROBOT = RobotDescription.load(URDF)
