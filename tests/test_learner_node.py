@@ -407,7 +407,7 @@ def test_save_load_reset_services(learner, tmp_path):
     resp = h.call('load', LoadModel.Request(path=path))
     assert resp.success, resp.message
     assert resp.model_id == lineage
-    # reset with the stream paused: buffers, steps, versions and lineage cleared
+    # reset with the stream paused: buffers, steps, model and lineage cleared
     h.stream.pause()
     seen = [-1]
 
@@ -425,12 +425,20 @@ def test_save_load_reset_services(learner, tmp_path):
                and h.latest().samples_in_buffer == 0, 30.0, h.proc)
     time.sleep(0.5)
     st = h.latest()
-    assert (st.model_version, st.training_steps, st.checkpoint_path, st.samples_in_buffer) == \
-        (0, 0, '', 0)
+    assert (st.training_steps, st.checkpoint_path, st.samples_in_buffer) == (0, '', 0)
     assert st.state == ModelStatus.STATE_IDLE
     resp = h.call('save', SaveModel.Request(path=str(tmp_path / 'nothing.pt')))
     assert not resp.success          # no model after a reset
-    # and learning starts over when data come back
+    # learning starts over when data come back: a new lineage, whose checkpoints are kept (the
+    # old lineage's versions on disk must neither be overwritten nor outlive the new ones)
+    n_updates = len(h.updates)
     h.stream.resume()
-    h.wait_for('training after the reset', lambda: h.latest().training_steps > 0
-               and h.latest().model_id != lineage, 120.0, h.proc)
+    h.wait_for('a model of the new lineage', lambda: any(
+        u.model_id != lineage for u in h.updates[n_updates:]), 120.0, h.proc)
+    new = next(u for u in h.updates[n_updates:] if u.model_id != lineage)
+    time.sleep(0.5)
+    assert os.path.isfile(new.checkpoint_path), f'{new.checkpoint_path} announced, then removed'
+    _, meta = load_model(new.checkpoint_path, expected_joint_names=NAMES)
+    assert meta['model_id'] == new.model_id
+    resp = h.call('save', SaveModel.Request(path=str(tmp_path / 'after_reset.pt')))
+    assert resp.success, resp.message

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
 import threading
 import time
 from typing import Dict, List, Optional
@@ -509,3 +510,78 @@ def test_non_finite_model_output_falls_back_to_pd(rig_factory, tmp_path):
     values = rig.diags[-1][3]
     assert values['model'] == 'delan'
     assert int(values['fallbacks']) >= len(cmds) and int(values['commands_sent']) == len(cmds)
+
+
+def test_first_switch_to_delan_does_not_stall_the_loop(tmp_path):
+    """A fresh controller process (nothing imported yet) on pd, joint states at ~250 Hz of
+    wall time; a runtime switch to delan must not hold the control callback up (loading torch
+    on first use took ~1.6 s: commands stopped, the watchdog tripped, the arm went unpowered)."""
+    from delan_learning.ros.testing import node_process
+    ckpt = _save_delan(str(tmp_path / 'two_link.pt'), URDF)
+    log = open(tmp_path / 'controller.log', 'w')
+    proc = node_process('delan_control', 'torque_controller', [
+        '-p', f'urdf_path:={URDF}', '-p', 'model:=pd', '-p', f'delan_checkpoint:={ckpt}',
+        '-p', 'watchdog_timeout:=1.0'], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        with ros_context() as ctx:
+            node = rclpy.create_node('stall_probe', context=ctx)
+            commands, diags = [], []
+            node.create_subscription(Float64MultiArray, 'effort_controller/commands',
+                                     lambda m: commands.append(time.monotonic()), 1000)
+            node.create_subscription(DiagnosticArray, 'diagnostics', lambda m: diags.extend(
+                {kv.key: kv.value for kv in s.values} for s in m.status), 100)
+            pub = node.create_publisher(JointState, 'joint_states', 100)
+            params = AsyncParameterClient(node, 'torque_controller')
+            ex = SingleThreadedExecutor(context=ctx)
+            ex.add_node(node)
+            spinner = threading.Thread(target=ex.spin, daemon=True)
+            spinner.start()
+            stop = threading.Event()
+
+            def stream():
+                t = 100.0
+                while not stop.is_set():
+                    t += 0.004
+                    msg = JointState(name=NAMES, position=list(Q0), velocity=[0.0, 0.0])
+                    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(
+                        int(round(t * 1e9)), 1_000_000_000)
+                    pub.publish(msg)
+                    time.sleep(0.004)
+            streamer = threading.Thread(target=stream, daemon=True)
+            streamer.start()
+            try:
+                deadline = time.monotonic() + 60.0
+                while len(commands) < 800:       # > 3 s of commands before the switch
+                    assert proc.poll() is None and time.monotonic() < deadline
+                    time.sleep(0.05)
+                assert params.wait_for_services(timeout_sec=30.0)
+                t_switch = time.monotonic()
+                future = params.set_parameters([Parameter('model', value='delan')])
+                while not future.done():
+                    assert time.monotonic() < t_switch + 60.0
+                    time.sleep(0.01)
+                assert future.result().results[0].successful
+                t_done = time.monotonic()
+                time.sleep(1.5)
+            finally:
+                stop.set()
+                streamer.join(timeout=5.0)
+            c = np.array(commands)
+            gap = np.diff(c[(c > t_switch - 0.5) & (c < t_done + 1.0)]).max()
+            # what this (shared, maybe loaded) machine does anyway: the gaps before the switch
+            before = np.diff(c[(c > t_switch - 3.0) & (c < t_switch)]).max()
+            print(f'\nswitch pd -> delan took {(t_done - t_switch) * 1e3:.0f} ms; longest gap '
+                  f'between commands around it {gap * 1e3:.0f} ms ({before * 1e3:.0f} ms in the '
+                  '3 s before)')
+            assert gap < max(0.4, 2.0 * before), f'the control loop stalled {gap:.2f} s'
+            assert diags and diags[-1]['model'] == 'delan'
+            ex.shutdown(timeout_sec=10.0)
+            node.destroy_node()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()

@@ -383,7 +383,11 @@ class LearnerNode(Node):
         self.training_steps, self.train_loss, self.val_nmse = 0, math.nan, []
         with self._model_lock:
             self._snapshot, self.checkpoint_path = None, ''
-            self.model_id, self.version = uuid.uuid4().hex[:12], 0
+            # a new lineage, but version numbers (file names) go on from the newest on disk:
+            # restarting at 1 overwrote old versions, and _prune (which keeps the highest
+            # numbers) deleted each new version right after announcing it
+            self.model_id = uuid.uuid4().hex[:12]
+            self.version = max([v for v, _ in self._version_files()], default=0)
         self.state, self.message = ModelStatus.STATE_IDLE, 'reset'
 
     def _srv_save(self, req, resp):
