@@ -57,13 +57,15 @@ def _wait_for_node(name, timeout=30.0):
 @pytest.mark.parametrize('package,executable', NODES)
 @pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM], ids=['SIGINT', 'SIGTERM'])
 def test_node_starts_spins_and_exits_cleanly(package, executable, sig, tmp_path):
-    args = list(NODE_ARGS.get(executable, []))
+    # a unique node name: a node another test left on the graph must not be mistaken for this one
+    unique = f'{executable}_{os.getpid()}_{sig}'
+    args = list(NODE_ARGS.get(executable, [])) + ['-r', f'__node:={unique}']
     if executable == 'data_logger':
         args += ['-p', f'bag_dir:={tmp_path / "bags"}']
     proc = node_process(package, executable, args, stdout=subprocess.PIPE,
                         stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     try:
-        assert _wait_for_node(executable), f'{executable} never appeared on the ROS graph'
+        assert _wait_for_node(unique), f'{executable} never appeared on the ROS graph'
         assert proc.poll() is None, proc.stdout.read()
         proc.send_signal(sig)
         proc.wait(timeout=20)
