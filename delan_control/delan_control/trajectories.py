@@ -130,30 +130,9 @@ class PiecewiseQuintic:
                 i = np.clip(np.searchsorted(self.t, tm, side='right') - 1, 0, n_pts - 2)
                 h = (self.t[i + 1] - self.t[i])[:, None]
                 s = ((tm - self.t[i])[:, None]) / h
-                q0, q1 = self.q[i], self.q[i + 1]
-                v0, v1 = self.qd[i] * h, self.qd[i + 1] * h
-                a0, a1 = self.qdd[i] * h * h, self.qdd[i + 1] * h * h
-                # quintic Hermite basis on s in [0, 1]
-                s2, s3, s4, s5 = s * s, s ** 3, s ** 4, s ** 5
-                h01 = 10 * s3 - 15 * s4 + 6 * s5
-                h10 = s - 6 * s3 + 8 * s4 - 3 * s5
-                h11 = -4 * s3 + 7 * s4 - 3 * s5
-                h20 = 0.5 * s2 - 1.5 * s3 + 1.5 * s4 - 0.5 * s5
-                h21 = 0.5 * s3 - s4 + 0.5 * s5
-                d00 = -30 * s2 + 60 * s3 - 30 * s4
-                d10 = 1 - 18 * s2 + 32 * s3 - 15 * s4
-                d11 = -12 * s2 + 28 * s3 - 15 * s4
-                d20 = s - 4.5 * s2 + 6 * s3 - 2.5 * s4
-                d21 = 1.5 * s2 - 4 * s3 + 2.5 * s4
-                dd00 = -60 * s + 180 * s2 - 120 * s3
-                dd10 = -36 * s + 96 * s2 - 60 * s3
-                dd11 = -24 * s + 84 * s2 - 60 * s3
-                dd20 = 1 - 9 * s + 18 * s2 - 10 * s3
-                dd21 = 3 * s - 12 * s2 + 10 * s3
-                dq = q1 - q0
-                out_q[mid] = q0 + h10 * v0 + h20 * a0 + h01 * dq + h11 * v1 + h21 * a1
-                out_qd[mid] = (d00 * -dq + d10 * v0 + d20 * a0 + d11 * v1 + d21 * a1) / h
-                out_qdd[mid] = (dd00 * -dq + dd10 * v0 + dd20 * a0 + dd11 * v1 + dd21 * a1) / h ** 2
+                out_q[mid], out_qd[mid], out_qdd[mid] = _quintic_hermite(
+                    s, h, self.q[i], self.q[i + 1], self.qd[i] * h, self.qd[i + 1] * h,
+                    self.qdd[i] * h * h, self.qdd[i + 1] * h * h)
         return out_q, out_qd, out_qdd
 
     def _sample_one(self, t: float):
@@ -167,21 +146,27 @@ class PiecewiseQuintic:
         i = min(max(int(np.searchsorted(self.t, t, side='right')) - 1, 0), self.t.size - 2)
         h = float(self.t[i + 1] - self.t[i])
         s = (t - float(self.t[i])) / h
-        q0, q1 = self.q[i], self.q[i + 1]
-        v0, v1 = self.qd[i] * h, self.qd[i + 1] * h
-        a0, a1 = self.qdd[i] * h * h, self.qdd[i + 1] * h * h
-        s2, s3, s4, s5 = s * s, s ** 3, s ** 4, s ** 5
-        dq = q1 - q0
-        q = (q0 + (s - 6 * s3 + 8 * s4 - 3 * s5) * v0 + (0.5 * s2 - 1.5 * s3 + 1.5 * s4
-             - 0.5 * s5) * a0 + (10 * s3 - 15 * s4 + 6 * s5) * dq
-             + (-4 * s3 + 7 * s4 - 3 * s5) * v1 + (0.5 * s3 - s4 + 0.5 * s5) * a1)
-        qd = ((-30 * s2 + 60 * s3 - 30 * s4) * -dq + (1 - 18 * s2 + 32 * s3 - 15 * s4) * v0
-              + (s - 4.5 * s2 + 6 * s3 - 2.5 * s4) * a0 + (-12 * s2 + 28 * s3 - 15 * s4) * v1
-              + (1.5 * s2 - 4 * s3 + 2.5 * s4) * a1) / h
-        qdd = ((-60 * s + 180 * s2 - 120 * s3) * -dq + (-36 * s + 96 * s2 - 60 * s3) * v0
-               + (1 - 9 * s + 18 * s2 - 10 * s3) * a0 + (-24 * s + 84 * s2 - 60 * s3) * v1
-               + (3 * s - 12 * s2 + 10 * s3) * a1) / h ** 2
+        q, qd, qdd = _quintic_hermite(s, h, self.q[i], self.q[i + 1], self.qd[i] * h,
+                                      self.qd[i + 1] * h, self.qdd[i] * h * h,
+                                      self.qdd[i + 1] * h * h)
         return q[None, :], qd[None, :], qdd[None, :]
+
+
+def _quintic_hermite(s, h, q0, q1, v0, v1, a0, a1):
+    """q, qd, qdd of the quintic Hermite segment at normalised time ``s`` in [0, 1] (a float, or
+    ``(T, 1)`` with ``(T, n)`` end values); ``v``/``a`` are scaled by ``h`` and ``h**2``."""
+    s2, s3, s4, s5 = s * s, s ** 3, s ** 4, s ** 5
+    dq = q1 - q0
+    q = (q0 + (s - 6 * s3 + 8 * s4 - 3 * s5) * v0 + (0.5 * s2 - 1.5 * s3 + 1.5 * s4
+         - 0.5 * s5) * a0 + (10 * s3 - 15 * s4 + 6 * s5) * dq
+         + (-4 * s3 + 7 * s4 - 3 * s5) * v1 + (0.5 * s3 - s4 + 0.5 * s5) * a1)
+    qd = ((-30 * s2 + 60 * s3 - 30 * s4) * -dq + (1 - 18 * s2 + 32 * s3 - 15 * s4) * v0
+          + (s - 4.5 * s2 + 6 * s3 - 2.5 * s4) * a0 + (-12 * s2 + 28 * s3 - 15 * s4) * v1
+          + (1.5 * s2 - 4 * s3 + 2.5 * s4) * a1) / h
+    qdd = ((-60 * s + 180 * s2 - 120 * s3) * -dq + (-36 * s + 96 * s2 - 60 * s3) * v0
+           + (1 - 9 * s + 18 * s2 - 10 * s3) * a0 + (-24 * s + 84 * s2 - 60 * s3) * v1
+           + (3 * s - 12 * s2 + 10 * s3) * a1) / h ** 2
+    return q, qd, qdd
 
 
 REFERENCE_KINDS = ('excitation', 'figure_eight', 'hold')
