@@ -384,6 +384,14 @@ def test_save_load_reset_services(learner, tmp_path):
     h = learner
     h.wait_for('a model version', lambda: h.latest() is not None
                and h.latest().model_version > 0, 120.0, h.proc)
+    # the training thread runs at a lower priority (training_niceness, default 10) than the
+    # threads that take the joint states and answer services
+    nice = {}
+    for tid in os.listdir(f'/proc/{h.proc.pid}/task'):
+        with open(f'/proc/{h.proc.pid}/task/{tid}/stat') as f:
+            nice[tid] = int(f.read().rsplit(')', 1)[1].split()[16])
+    base = nice[str(h.proc.pid)]
+    assert list(nice.values()).count(min(19, base + 10)) == 1, nice
     # save
     path = str(tmp_path / 'saved.pt')
     resp = h.call('save', SaveModel.Request(path=path))

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import os
-from typing import Optional
+import threading
+from typing import Any, Callable, Optional
 
 from delan_learning.dynamics import DynamicsModel
 from delan_learning.urdf_joints import RobotDescription
@@ -52,3 +53,49 @@ def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = ''
         except (CheckpointError, OSError) as err:
             raise ModelLoadError(str(err)) from None
     raise ModelLoadError(f'unknown model {kind!r}; expected one of {MODEL_KINDS}')
+
+
+class LatestLoader:
+    """Loads models in a background thread, newest request first: a checkpoint load (~3-10 ms,
+    more under load) must not hold up a 1 kHz control callback. Requests that arrive while a
+    load is running replace each other; only the newest is loaded next.
+
+    ``load(request)`` returns the model; ``done(request, model)`` or ``failed(request, error)``
+    is called from the loader thread.
+    """
+
+    def __init__(self, load: Callable[[Any], Any], done: Callable[[Any, Any], None],
+                 failed: Callable[[Any, Exception], None], name: str = 'model_loader'):
+        self._load, self._done, self._failed = load, done, failed
+        self._cond = threading.Condition()
+        self._request: Any = None
+        self._has_request = False
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, request: Any) -> None:
+        with self._cond:
+            self._request, self._has_request = request, True
+            self._cond.notify()
+
+    def close(self, timeout: float = 5.0) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._has_request and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                request, self._has_request = self._request, False
+            try:
+                model = self._load(request)
+            except Exception as err:  # noqa: BLE001 -- report any failure; the thread must live on
+                self._failed(request, err)
+                continue
+            self._done(request, model)

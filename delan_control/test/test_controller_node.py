@@ -439,6 +439,16 @@ def test_runtime_switch_is_bumpless_and_unusable_switches_are_refused(rig_factor
     refused(rig.set_params(delan_checkpoint=other)[0], 'joints')
     assert rig.get_param('delan_checkpoint') == mine
 
+    # ---- an atomic set is validated with its own new values, not with the old ones
+    mine2 = _save_delan(str(tmp_path / 'two_link_b.pt'), URDF)
+    # leaving delan while changing its checkpoint: the switch goes to pinocchio, not delan
+    assert rig.set_params_atomically(model='pinocchio', delan_checkpoint=mine2)[0].successful
+    assert rig.ctl.model_kind == 'pinocchio' and rig.get_param('model') == 'pinocchio'
+    assert rig.set_params(delan_checkpoint=other)[0].successful   # not used by pinocchio
+    # back to delan with a usable checkpoint in the same set: the old (7-DoF) file is not loaded
+    assert rig.set_params_atomically(model='delan', delan_checkpoint=mine)[0].successful
+    assert rig.ctl.model_kind == 'delan' and rig.get_param('delan_checkpoint') == mine
+
 
 # ------------------------------------------------------------------------------------------ 4
 def _stream(rig: Rig, pub, clock_pub, t_sim: float, seconds: float, rate: float = 250.0):

@@ -8,6 +8,7 @@ when the model returns non-finite torque.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Dict, Optional
@@ -22,7 +23,8 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from delan_control.control_laws import LAWS, BumplessBlend, Gains, clamp_torque, control_torque
-from delan_control.model_loader import MODEL_KINDS, ModelLoadError, load_dynamics_model
+from delan_control.model_loader import (MODEL_KINDS, LatestLoader, ModelLoadError,
+                                         load_dynamics_model)
 from delan_learning.ros.robot_param import declare_robot
 from delan_control.trajectories import PiecewiseQuintic
 from delan_learning.joint_state import JointStateError, JointStateMapper, StampGate
@@ -50,11 +52,17 @@ def _preload_model_libraries() -> None:
     fastpath.c_kernel()
 
 
+# A control callback waiting for the GIL while another thread (model loading, diagnostics) runs
+# Python code gets it after at most the switch interval: 5 ms by default, 5 control cycles.
+GIL_SWITCH_INTERVAL_S = 2e-4
+
+
 class TorqueControllerNode(Node):
     def __init__(self, **kwargs):
         # before the node appears on the graph: a signal during the ~2 s of imports then ends
         # the start-up cleanly (run_node) instead of hitting a half-built node
         _preload_model_libraries()
+        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL_S))
         super().__init__('torque_controller', **kwargs)
         reg: Dict = {}
         self.robot = declare_robot(self, reg)
@@ -103,7 +111,7 @@ class TorqueControllerNode(Node):
         self.fallbacks = 0
         self.watchdog_trips = 0
         self.commands_sent = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._model = None          # active DynamicsModel (None = PD)
         self._old_model = None      # model being faded out
         self._blend = BumplessBlend(self.blend_time)
@@ -114,7 +122,13 @@ class TorqueControllerNode(Node):
         self._last_state_time: Optional[float] = None
         self._stale = True
         self._pending = None
+        self._incoming: Dict = {}   # the parameters of the change being validated
         self._set_model(self.model_kind, initial=True)
+        # learner versions are loaded off the executor thread (see _on_model_update)
+        self._update_loader = LatestLoader(
+            lambda msg: load_dynamics_model('delan', self.robot, checkpoint=msg.checkpoint_path),
+            self._update_loaded,
+            self._update_failed, name='model_update_loader')
         reg['model'] = self._check_model
         reg['delan_checkpoint'] = self._check_file('delan_checkpoint', 'delan')
         reg['identified_params'] = self._check_file('identified_params', 'identified')
@@ -124,7 +138,13 @@ class TorqueControllerNode(Node):
             # a model loaded by the validators of a change that is then refused (e.g. an atomic
             # set with another invalid value) must not be switched to by the next change
             self._pending = None
-            return validate(params)
+            # an atomic set of model + delan_checkpoint / identified_params is validated with
+            # the new file, not the old one
+            self._incoming = {p.name: p.value for p in params}
+            try:
+                return validate(params)
+            finally:
+                self._incoming = {}
         self.add_on_set_parameters_callback(on_set)
         self.add_post_set_parameters_callback(self._apply_params)
 
@@ -146,11 +166,12 @@ class TorqueControllerNode(Node):
 
     # ---------------------------------------------------------------- models
     def _load(self, kind: str, checkpoint: Optional[str] = None):
-        return load_dynamics_model(kind, self.robot,
-                                   checkpoint=checkpoint or self.delan_checkpoint or (
-                                       self._latest_update.checkpoint_path
-                                       if self._latest_update else ''),
-                                   identified_params=self.identified_params)
+        latest = self._latest_update.checkpoint_path if self._latest_update else ''
+        return load_dynamics_model(
+            kind, self.robot,
+            checkpoint=checkpoint or self._incoming.get('delan_checkpoint',
+                                                        self.delan_checkpoint) or latest,
+            identified_params=self._incoming.get('identified_params', self.identified_params))
 
     def _set_model(self, kind: str, initial: bool = False, checkpoint: Optional[str] = None,
                    model=False) -> None:
@@ -184,7 +205,7 @@ class TorqueControllerNode(Node):
 
     def _check_file(self, name: str, kind: str):
         def check(path: str) -> Optional[str]:
-            if self.model_kind != kind or not path:
+            if self._incoming.get('model', self.model_kind) != kind or not path:
                 return None
             try:
                 self._pending = (kind, load_dynamics_model(
@@ -226,13 +247,25 @@ class TorqueControllerNode(Node):
                                     f'(controller has {self.joint_names})')
             return
         self._latest_update = msg
-        if self.model_kind == 'delan' and not self.delan_checkpoint:
-            try:
-                self._set_model('delan', checkpoint=msg.checkpoint_path)
-                self.get_logger().info(f'DeLaN model v{msg.model_version} from '
-                                       f'{msg.checkpoint_path}')
-            except ModelLoadError as err:
-                self.get_logger().error(f'model update v{msg.model_version} unusable: {err}')
+        if self._follows_learner():
+            # loaded in the background (a load would delay the control callbacks by 3-10 ms);
+            # the running model stays in force until the new one is ready
+            self._update_loader.submit(msg)
+
+    def _follows_learner(self) -> bool:
+        return self.model_kind == 'delan' and not self.delan_checkpoint
+
+    def _update_loaded(self, msg: ModelUpdate, model) -> None:
+        """Loader thread: switch to a learner version unless the user switched away meanwhile
+        (or a newer version was already adopted through a parameter change)."""
+        with self._lock:
+            if not self._follows_learner() or self._latest_update is not msg:
+                return
+            self._set_model('delan', model=model)
+        self.get_logger().info(f'DeLaN model v{msg.model_version} from {msg.checkpoint_path}')
+
+    def _update_failed(self, msg: ModelUpdate, err: Exception) -> None:
+        self.get_logger().error(f'model update v{msg.model_version} unusable: {err}')
 
     # ---------------------------------------------------------------- reference
     def _on_reference(self, msg: JointTrajectory) -> None:
@@ -341,6 +374,10 @@ class TorqueControllerNode(Node):
         arr = DiagnosticArray(status=[st])
         arr.header.stamp = self.get_clock().now().to_msg()
         self.diag_pub.publish(arr)
+
+
+    def close(self) -> None:
+        self._update_loader.close()
 
 
 def main(args=None) -> int:

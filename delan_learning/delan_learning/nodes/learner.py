@@ -42,6 +42,21 @@ from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 VERSION_RE = re.compile(r'model_v(\d+)\.pt$')
 
 
+def lower_thread_priority(niceness: int, logger=None) -> None:
+    """Raise the calling thread's nice value by ``niceness`` (Linux: per thread; unprivileged).
+    Training is throughput work: a 1 kHz control loop on the same cores must win every
+    contended time slice, or its commands come late."""
+    if niceness <= 0 or not hasattr(os, 'setpriority'):
+        return
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid)
+                                                 + niceness))
+    except OSError as err:
+        if logger is not None:
+            logger.warning(f'could not lower the training thread priority: {err}')
+
+
 class LearnerNode(Node):
     def __init__(self, **kwargs):
         super().__init__('learner', **kwargs)
@@ -94,6 +109,10 @@ class LearnerNode(Node):
                               max_value=1000.0)
         self.torch_threads = p('torch_threads', 1, 'CPU threads for training', min_value=1,
                                max_value=64, read_only=True)
+        self.niceness = p('training_niceness', 10, 'Added to the training thread\'s nice value: '
+                          'on a machine shared with a controller, training yields the CPU to '
+                          'the control loop (0 = same priority)', min_value=0, max_value=19,
+                          read_only=True)
         self.add_on_set_parameters_callback(validating_callback(reg))
         self.add_post_set_parameters_callback(self._on_params)
 
@@ -131,7 +150,9 @@ class LearnerNode(Node):
         self.last_round_s = 0.0
         self._snapshot = None  # float64 copy of the last published model for estimates
         self._stop = threading.Event()
-        self._reset_request = threading.Event()
+        # ~/reset and ~/load_model requests, carried out by the worker between two training
+        # rounds in the order they were made: ('reset',) or ('load', path, (model, metadata))
+        self._requests: List[tuple] = []
         os.makedirs(self.checkpoint_dir, exist_ok=True)
 
         self.status_pub = self.create_publisher(ModelStatus, '~/status', 10)
@@ -219,10 +240,17 @@ class LearnerNode(Node):
 
     def _train_loop(self) -> None:
         torch.set_num_threads(self.torch_threads)
+        lower_thread_priority(self.niceness, self.get_logger())
         rng = np.random.default_rng(self.seed)
         while not self._stop.is_set():
-            if self._reset_request.is_set():
-                self._do_reset()
+            with self._lock:
+                requests, self._requests = self._requests, []
+            for request in requests:
+                if request[0] == 'reset':
+                    self._do_reset()
+                else:
+                    self._adopt(*request[1:])
+                    self.get_logger().info(f'adopted model {self.model_id} from {request[1]}')
             with self._lock:
                 n_train, n_val = self.train_buf.size, self.val_buf.size
             if not self.training_enabled:
@@ -340,11 +368,19 @@ class LearnerNode(Node):
                 yield int(m.group(1)), path
 
     # ------------------------------------------------------------------ resume / load / reset
-    def _adopt(self, path: str) -> str:
-        """Load a checkpoint as the current model; returns its model id."""
+    def _read_checkpoint(self, path: str):
+        """(model, metadata) of a checkpoint to continue from; CheckpointError otherwise."""
         model, meta = load_model(path, expected_joint_names=self.robot.joint_names)
         if getattr(model, 'kind', 'delan') != 'delan':
             raise CheckpointError(f'{path} holds a {model.kind!r} model, the learner needs delan')
+        meta = dict(meta)
+        meta['model_id'] = str(meta.get('model_id') or uuid.uuid4().hex[:12])
+        return model, meta
+
+    def _adopt(self, path: str, loaded=None) -> str:
+        """Make a checkpoint the current model (worker thread, or before it starts); returns
+        its model id. ``loaded``: its already read ``(model, metadata)``."""
+        model, meta = loaded or self._read_checkpoint(path)
         norm = meta.get('torque_normalisation')
         self.trainer = self._new_trainer(copy.deepcopy(model).float(),
                                          TorqueNormalizer.from_dict(norm) if norm else None)
@@ -353,7 +389,7 @@ class LearnerNode(Node):
         with self._model_lock:
             self._snapshot = model.double().eval()
             self.checkpoint_path = path
-            self.model_id = str(meta.get('model_id') or uuid.uuid4().hex[:12])
+            self.model_id = meta['model_id']
             self.version = max([v for v, _ in self._version_files()] +
                                [int(meta.get('model_version') or 0)])
         return self.model_id
@@ -373,7 +409,6 @@ class LearnerNode(Node):
             return
 
     def _do_reset(self) -> None:
-        self._reset_request.clear()
         with self._lock:
             self.train_buf.clear()
             self.val_buf.clear()
@@ -408,16 +443,23 @@ class LearnerNode(Node):
         return resp
 
     def _srv_load(self, req, resp):
+        """Checked here (the answer says whether it loads), adopted by the worker between two
+        training rounds: replacing the trainer under a running round mixed two lineages."""
+        path = os.path.abspath(os.path.expanduser(req.path))
         try:
-            resp.model_id = self._adopt(os.path.abspath(os.path.expanduser(req.path)))
+            loaded = self._read_checkpoint(path)
         except (CheckpointError, FileNotFoundError, OSError) as err:
             resp.success, resp.message = False, str(err)
             return resp
+        with self._lock:
+            self._requests.append(('load', path, loaded))
+        resp.model_id = loaded[1]['model_id']
         resp.success, resp.message = True, f'loaded {req.path}'
         return resp
 
     def _srv_reset(self, req, resp):
-        self._reset_request.set()
+        with self._lock:
+            self._requests.append(('reset',))
         resp.success, resp.message = True, 'reset requested: buffers and model cleared'
         return resp
 

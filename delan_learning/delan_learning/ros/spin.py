@@ -1,20 +1,43 @@
-"""One ``main`` for every node: init, spin, clean shutdown on SIGINT/SIGTERM, clear start-up errors."""
+"""One ``main`` for every node: init, spin, clean shutdown on SIGINT/SIGTERM, clear start-up errors.
+
+Executor: rclpy's C++ ``EventsExecutor`` by default. It dispatches a callback in ~0.2 ms of CPU
+where the Python ``SingleThreadedExecutor`` needs ~0.5 ms (it rebuilds the wait set in Python for
+every wake-up) -- the difference between keeping up with 1 kHz joint states or not. The
+environment variable ``DELAN_EXECUTOR=single`` (or ``multi``) selects the pure-Python executors,
+e.g. to rule the experimental one out when chasing a bug.
+"""
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import Callable, Optional, Sequence
 
 import rclpy
 from rclpy._rclpy_pybind11 import RCLError
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import (Executor, ExternalShutdownException, MultiThreadedExecutor,
+                             SingleThreadedExecutor)
 from rclpy.node import Node
 
+EXECUTORS = ('events', 'single', 'multi')
 _SHUTDOWN = (KeyboardInterrupt, ExternalShutdownException)
 
 
+def make_executor(kind: Optional[str] = None) -> Executor:
+    """``kind`` (default: ``$DELAN_EXECUTOR`` or ``events``) is one of :data:`EXECUTORS`."""
+    kind = kind or os.environ.get('DELAN_EXECUTOR', '') or 'events'
+    if kind == 'events':
+        from rclpy.experimental import EventsExecutor
+        return EventsExecutor()
+    if kind == 'single':
+        return SingleThreadedExecutor()
+    if kind == 'multi':
+        return MultiThreadedExecutor()
+    raise ValueError(f'executor {kind!r} is not one of {list(EXECUTORS)} (DELAN_EXECUTOR)')
+
+
 def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
-             multithreaded: bool = False) -> int:
+             executor_kind: Optional[str] = None) -> int:
     """Exit codes: 0 after a clean shutdown (also one signalled while starting), 2 when the node
     cannot start (bad parameter, unusable URDF, ...), with the reason on stderr."""
     rclpy.init(args=args)
@@ -22,7 +45,7 @@ def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
     try:
         try:
             node = factory()
-            executor = MultiThreadedExecutor() if multithreaded else SingleThreadedExecutor()
+            executor = make_executor(executor_kind)
             executor.add_node(node)
         except _SHUTDOWN:
             return 0
@@ -32,7 +55,10 @@ def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
             print(f'[FATAL] could not start: {exc}', file=sys.stderr)
             return 2
         try:
-            executor.spin()
+            # in short slices: a signal's Python handler (KeyboardInterrupt) only runs between
+            # them -- the C++ EventsExecutor's spin() would never return to Python
+            while rclpy.ok():
+                executor.spin_once(timeout_sec=0.1)
         except _SHUTDOWN:
             pass
         except RCLError:
