@@ -375,6 +375,9 @@ def test_published_model_reaches_a_running_controller(learner):
           f'(true gravity {g_true.tolist()})')
     assert h.ctl.get_parameter('model').value == 'delan'
     assert list(h.updates[-1].joint_names) == NAMES
+    # the quality gate (publish_max_nmse, default 0.25): no barely trained version went out
+    assert all(max(u.validation_nmse) <= 0.25 for u in h.updates), [
+        list(u.validation_nmse) for u in h.updates]
     assert os.path.isfile(h.updates[-1].checkpoint_path)
 
 

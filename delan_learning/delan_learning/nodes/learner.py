@@ -92,6 +92,10 @@ class LearnerNode(Node):
                                min_value=1, max_value=1000)
         self.resume = p('resume', True, 'Continue from the newest loadable checkpoint in '
                         'checkpoint_dir at start-up', read_only=True)
+        self.publish_max_nmse = p('publish_max_nmse', 0.25, 'Quality gate: a version is '
+                                  'published only when its validation nMSE is at most this on '
+                                  'every joint (a controller following the learner must not get '
+                                  'a barely trained model)', min_value=1e-9, max_value=1e9)
         self.divergence_factor = p('divergence_factor', 20.0, 'Validation loss this many times '
                                    'the best counts as divergence', min_value=1.5,
                                    max_value=1e6)
@@ -140,6 +144,7 @@ class LearnerNode(Node):
         self.val_nmse: List[float] = []
         self.best_val = math.inf
         self._good_state = None
+        self._good_nmse: List[float] = []   # validation nMSE per joint of _good_state
         self._published_val = math.inf
         self._last_publish = 0.0
         self.divergences = 0
@@ -298,9 +303,15 @@ class LearnerNode(Node):
         if ev['loss'] < self.best_val:
             self.best_val = ev['loss']
             self._good_state = copy.deepcopy(self.trainer.model.state_dict())
+            self._good_nmse = list(self.val_nmse)
         now = time.monotonic()
         if now - self._last_publish >= self.publish_period and self.best_val < self._published_val:
-            self._publish_version()
+            worst = max(self._good_nmse, default=math.inf)
+            if worst <= self.publish_max_nmse:
+                self._publish_version()
+            else:
+                self.message = (f'training; not published yet: validation nMSE {worst:.3g} > '
+                                f'publish_max_nmse {self.publish_max_nmse:.3g}')
 
     def _good_loss(self, val) -> float:
         current = copy.deepcopy(self.trainer.model.state_dict())
@@ -340,7 +351,7 @@ class LearnerNode(Node):
         self._last_publish = time.monotonic()
         msg = ModelUpdate(model_id=self.model_id, model_version=self.version,
                           checkpoint_path=path, joint_names=self.robot.joint_names,
-                          validation_nmse=self.val_nmse)
+                          validation_nmse=self._good_nmse)
         msg.header.stamp = stamp
         self.update_pub.publish(msg)
         self.get_logger().info(f'model v{self.version}: validation nMSE '
@@ -385,6 +396,7 @@ class LearnerNode(Node):
         self.trainer = self._new_trainer(copy.deepcopy(model).float(),
                                          TorqueNormalizer.from_dict(norm) if norm else None)
         self._good_state = copy.deepcopy(self.trainer.model.state_dict())
+        self._good_nmse = []
         self.best_val, self._published_val = math.inf, math.inf
         with self._model_lock:
             self._snapshot = model.double().eval()
@@ -413,7 +425,7 @@ class LearnerNode(Node):
             self.train_buf.clear()
             self.val_buf.clear()
         self.diff, self._first_stamps = None, []
-        self.trainer, self._good_state = None, None
+        self.trainer, self._good_state, self._good_nmse = None, None, []
         self.best_val = self._published_val = math.inf
         self.training_steps, self.train_loss, self.val_nmse = 0, math.nan, []
         with self._model_lock:
