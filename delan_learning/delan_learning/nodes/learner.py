@@ -4,7 +4,8 @@ The executor thread only validates joint states, estimates accelerations (delaye
 Savitzky-Golay) and appends to a fixed-size replay buffer; a worker thread trains in rounds,
 so a slow training step never delays a callback. After each round the model is checked on a
 held-out buffer (every ``validation_every``-th one-second chunk of data): a non-finite loss or a
-validation loss ``divergence_factor`` times the best rolls back to the last good weights.
+validation loss ``divergence_factor`` times the best rolls back to the last good weights (or to
+the published ones, when those are ``divergence_factor`` times better on the same data).
 Every ``publish_period`` an improved model is written atomically as a new checkpoint version and
 announced on the latched ``~/model_update`` topic, where controllers pick it up without restart.
 """
@@ -289,6 +290,22 @@ class LearnerNode(Node):
         if not (math.isfinite(loss) and math.isfinite(ev['loss'])):
             self._roll_back(f'non-finite loss {loss:.3g} / validation {ev["loss"]:.3g}')
             return
+        if ev['loss'] > self.divergence_factor * self._published_val:
+            # far worse than the published version was: if that version is still far better on
+            # *these* data, training went astray (on a burst of bad but plausible data, since
+            # flushed out of the validation buffer) -- and the last good weights may have
+            # followed it there, judged on that bad data: back to the published weights
+            with self._model_lock:
+                published = self._snapshot
+            if published is not None:
+                pub_loss = self._good_loss(val, published.state_dict())
+                if ev['loss'] > self.divergence_factor * pub_loss:
+                    self.trainer.model.load_state_dict(published.state_dict())
+                    self._good_state = copy.deepcopy(self.trainer.model.state_dict())
+                    self.best_val = pub_loss
+                    self._roll_back(f'validation {ev["loss"]:.3g} vs {pub_loss:.3g} of the '
+                                    f'published v{self.version}')
+                    return
         if math.isfinite(self.best_val) and ev['loss'] > self.divergence_factor * self.best_val:
             # the validation set grows with new motions, so compare against the last good
             # weights on the *same* data before calling it divergence
@@ -313,9 +330,10 @@ class LearnerNode(Node):
                 self.message = (f'training; not published yet: validation nMSE {worst:.3g} > '
                                 f'publish_max_nmse {self.publish_max_nmse:.3g}')
 
-    def _good_loss(self, val) -> float:
+    def _good_loss(self, val, state=None) -> float:
+        """Validation loss of the last good weights (or of ``state``)."""
         current = copy.deepcopy(self.trainer.model.state_dict())
-        self.trainer.model.load_state_dict(self._good_state)
+        self.trainer.model.load_state_dict(self._good_state if state is None else state)
         try:
             return self.trainer.evaluate(val)['loss']
         finally:

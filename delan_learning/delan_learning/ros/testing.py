@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -51,3 +52,19 @@ def python_process(code: str, env: Optional[dict] = None, **popen_kwargs) -> sub
     full_env.update(env or {})
     full_env.setdefault('PYTHONUNBUFFERED', '1')
     return subprocess.Popen([sys.executable, '-c', code], env=full_env, **popen_kwargs)
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 20.0) -> Optional[int]:
+    """End a node process started by a test: SIGCONT (it may have been stopped), SIGTERM, and
+    SIGKILL if it has not exited within ``timeout``; returns its exit code."""
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.terminate()
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        except ProcessLookupError:
+            proc.wait()
+    return proc.returncode
