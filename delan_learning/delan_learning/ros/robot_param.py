@@ -2,12 +2,29 @@
 publishes it) or ``urdf_path``, declared the same way by every node."""
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from rclpy.node import Node
 
 from delan_learning.ros.params import declare
 from delan_learning.urdf_joints import RobotDescription, UrdfError
+
+URDF_PATH_HELP = 'URDF file of the robot (ignored when robot_description is set)'
+ROBOT_DESCRIPTION_HELP = 'URDF XML of the robot'
+
+
+def declare_robot_params(node: Node, registry: Optional[Dict] = None, *, default_path: str = '',
+                         path_help: str = URDF_PATH_HELP,
+                         description_help: str = ROBOT_DESCRIPTION_HELP) -> Tuple[str, str]:
+    """Declare ``urdf_path`` and ``robot_description`` (read-only); return ``(path, xml)``.
+
+    For a node that loads the robot its own way (the sim builds a Pinocchio model from it);
+    the others use :func:`declare_robot`.
+    """
+    path = declare(node, 'urdf_path', default_path, path_help, read_only=True, registry=registry)
+    xml = declare(node, 'robot_description', '', description_help, read_only=True,
+                  registry=registry)
+    return path, xml
 
 
 def declare_robot(node: Node, registry: Optional[Dict] = None) -> RobotDescription:
@@ -15,10 +32,7 @@ def declare_robot(node: Node, registry: Optional[Dict] = None) -> RobotDescripti
 
     Raises ``ValueError`` with a clear message when neither is set or the URDF is unusable.
     """
-    path = declare(node, 'urdf_path', '', 'URDF file of the robot (ignored when '
-                   'robot_description is set)', read_only=True, registry=registry)
-    xml = declare(node, 'robot_description', '', 'URDF XML of the robot', read_only=True,
-                  registry=registry)
+    path, xml = declare_robot_params(node, registry)
     if not xml and not path:
         raise ValueError('no robot: set the robot_description or urdf_path parameter')
     try:
