@@ -433,6 +433,8 @@ def test_learner_killed_mid_training_controller_keeps_model_and_learner_resumes(
     assert st.model_id == lineage
     assert st.model_version >= seen and st.model_version == max(files)
     assert st.checkpoint_path == files[max(files)]
+    # ... and removed the temporary files of the save that was cut short
+    assert not [n for n in others if os.path.exists(os.path.join(ckpt, n))], others
 
     # while the learner was gone, the controller answered every joint state, on the last model
     t_end = max(rig.since('status', t_restart)[0][0], rig.since('states', t_kill)[249][0])

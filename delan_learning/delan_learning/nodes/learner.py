@@ -148,6 +148,7 @@ class LearnerNode(Node):
         self._good_nmse: List[float] = []   # validation nMSE per joint of _good_state
         self._published_val = math.inf
         self._last_publish = 0.0
+        self._last_recheck = 0.0
         self.divergences = 0
         self.state = ModelStatus.STATE_IDLE
         self.message = 'waiting for joint states'
@@ -160,6 +161,7 @@ class LearnerNode(Node):
         # rounds in the order they were made: ('reset',) or ('load', path, (model, metadata))
         self._requests: List[tuple] = []
         os.makedirs(self.checkpoint_dir, exist_ok=True)
+        self._remove_partial_checkpoints()
 
         self.status_pub = self.create_publisher(ModelStatus, '~/status', 10)
         self.update_pub = self.create_publisher(ModelUpdate, '~/model_update', LATCHED)
@@ -322,7 +324,12 @@ class LearnerNode(Node):
             self._good_state = copy.deepcopy(self.trainer.model.state_dict())
             self._good_nmse = list(self.val_nmse)
         now = time.monotonic()
-        if now - self._last_publish >= self.publish_period and self.best_val < self._published_val:
+        if now - self._last_publish < self.publish_period:
+            return
+        better = self.best_val < self._published_val
+        if not better:
+            better = self._recheck_published(val, now)
+        if better:
             worst = max(self._good_nmse, default=math.inf)
             if worst <= self.publish_max_nmse:
                 self._publish_version()
@@ -330,14 +337,37 @@ class LearnerNode(Node):
                 self.message = (f'training; not published yet: validation nMSE {worst:.3g} > '
                                 f'publish_max_nmse {self.publish_max_nmse:.3g}')
 
-    def _good_loss(self, val, state=None) -> float:
-        """Validation loss of the last good weights (or of ``state``)."""
+    def _recheck_published(self, val, now: float) -> bool:
+        """Whether the last good weights beat the published ones on the *same* (current)
+        validation data; at most once per publish period.
+
+        ``best_val`` and the published loss were measured on the validation data of their time.
+        After a lasting change (a payload, a new region of the workspace) the error floor rises:
+        no new weights beat the old ``best_val`` (the last good weights froze) and no version
+        beat the old published loss (publishing stopped for good). So the last good weights are
+        re-measured here (``best_val`` follows the floor). The published loss is *not*
+        overwritten: it stays the reference that tells a burst of bad data (see _train_round)."""
+        with self._model_lock:
+            published = self._snapshot
+        if published is None or self._good_state is None or \
+                now - self._last_recheck < self.publish_period:
+            return False
+        self._last_recheck = now
+        good = self._evaluate_state(val, self._good_state)
+        self.best_val, self._good_nmse = good['loss'], [float(x) for x in good['nmse']]
+        return good['loss'] < self._good_loss(val, published.state_dict())
+
+    def _evaluate_state(self, val, state) -> Dict:
         current = copy.deepcopy(self.trainer.model.state_dict())
-        self.trainer.model.load_state_dict(self._good_state if state is None else state)
+        self.trainer.model.load_state_dict(state)
         try:
-            return self.trainer.evaluate(val)['loss']
+            return self.trainer.evaluate(val)
         finally:
             self.trainer.model.load_state_dict(current)
+
+    def _good_loss(self, val, state=None) -> float:
+        """Validation loss of the last good weights (or of ``state``)."""
+        return self._evaluate_state(val, self._good_state if state is None else state)['loss']
 
     def _roll_back(self, why: str) -> None:
         self.divergences += 1
@@ -387,6 +417,16 @@ class LearnerNode(Node):
         for _, path in files[:-self.keep_versions]:
             try:
                 os.remove(path)
+            except OSError:
+                pass
+
+    def _remove_partial_checkpoints(self) -> None:
+        """Temp files of a save cut short (kill -9, power loss) are never loaded (hidden, not
+        matched by VERSION_RE) but would pile up."""
+        for path in glob.glob(os.path.join(self.checkpoint_dir, '.model_v*.pt.*.tmp')):
+            try:
+                os.unlink(path)
+                self.get_logger().warning(f'removed a partial checkpoint: {path}')
             except OSError:
                 pass
 
