@@ -507,6 +507,66 @@ def test_watchdog_zero_once_then_silence_then_resume(rig_factory, use_sim_time):
     assert len(resumed) >= 10 and resumed[-1] == pytest.approx([-0.6, 0.6])
 
 
+def test_a_reference_far_from_the_arm_is_dropped_when_states_restart(rig_factory):
+    """After a stale period (or at start-up) the reference has moved on while the arm did not:
+    beyond resume_tolerance it is dropped and the arm held where it is; within, tracking goes
+    on. PD, states at Q0 with velocity (0.1, -0.1): holding commands -kd qd = (-0.6, 0.6)."""
+    rig = rig_factory(ctl={'model': 'pd', 'watchdog_timeout': 1.0, 'resume_tolerance': 0.1})
+    pub = rig.probe.create_publisher(JointState, 'joint_states', 100)
+    hold = [-0.6, 0.6]
+
+    def last_commands(seconds: float) -> List[List[float]]:
+        """Stream states for ``seconds`` (longer if needed for 10 answers); the commands that
+        came after the first 0.1 s."""
+        nonlocal t_sim
+        t0 = time.monotonic()
+        deadline = t0 + 30.0
+        while True:
+            t_sim = _stream(rig, pub, None, t_sim, seconds)
+            cmds = [d for w, d in rig.commands if w > t0 + 0.1]
+            if len(cmds) >= 10:
+                return cmds
+            assert time.monotonic() < deadline, f'{len(cmds)} commands only'
+
+    def set_reference(offset) -> None:
+        before = rig.ctl._reference
+        rig.ref_pub.publish(hold_msg(np.add(Q0, offset)))
+        deadline = time.monotonic() + 30.0
+        while rig.ctl._reference is before:
+            assert time.monotonic() < deadline, 'the reference never arrived'
+            time.sleep(0.01)
+
+    def stale() -> None:
+        trips = rig.ctl.watchdog_trips
+        deadline = time.monotonic() + 30.0
+        while rig.ctl.watchdog_trips == trips:
+            assert time.monotonic() < deadline, 'the watchdog never tripped'
+            time.sleep(0.02)
+
+    t_sim = 100.0
+    # start-up with a (latched, old) reference 0.5 rad away: dropped, the arm held
+    set_reference([0.5, -0.5])
+    cmds = last_commands(0.5)
+    assert cmds and all(d == pytest.approx(hold) for d in cmds), cmds[:3]
+    assert rig.ctl.references_dropped == 1 and rig.ctl._reference is None
+    # a reference published while states flow is tracked: kp * 0.05 on joint 1
+    set_reference([0.05, 0.0])
+    assert last_commands(0.3)[-1] == pytest.approx([60.0 * 0.05 - 0.6, 0.6])
+    # states stop and restart: 0.05 rad is within the tolerance, tracking goes on
+    stale()
+    assert last_commands(0.3)[-1] == pytest.approx([60.0 * 0.05 - 0.6, 0.6])
+    assert rig.ctl.references_dropped == 1
+    # ... 0.5 rad is not: dropped on the restart (tracked, and clamped, while states flowed)
+    set_reference([0.5, 0.0])
+    assert last_commands(0.3)[-1] == pytest.approx([60.0 * 0.5 - 0.6, 0.6])
+    stale()
+    cmds = last_commands(0.3)
+    assert cmds and all(d == pytest.approx(hold) for d in cmds), cmds[:3]
+    assert rig.ctl.references_dropped == 2
+    time.sleep(1.2)                        # one more diagnostics period
+    assert rig.diags[-1][3]['references_dropped'] == '2'
+
+
 def test_non_finite_model_output_falls_back_to_pd(rig_factory, tmp_path):
     nan_ckpt = _save_delan(str(tmp_path / 'nan.pt'), URDF, fill=float('nan'))
     rig = rig_factory(ctl={'model': 'delan', 'delan_checkpoint': nan_ckpt})

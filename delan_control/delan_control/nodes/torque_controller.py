@@ -62,6 +62,7 @@ class TorqueControllerNode(Node):
         # before the node appears on the graph: a signal during the ~2 s of imports then ends
         # the start-up cleanly (run_node) instead of hitting a half-built node
         _preload_model_libraries()
+        # process-wide: a process hosting a controller wants its callbacks served promptly
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL_S))
         super().__init__('torque_controller', **kwargs)
         reg: Dict = {}
@@ -103,6 +104,12 @@ class TorqueControllerNode(Node):
         self.effort_scale = declare(self, 'effort_limit_scale', 1.0, 'Fraction of the URDF effort '
                                     'limits to clamp to', min_value=0.01, max_value=1.0,
                                     registry=reg)
+        self.resume_tolerance = declare(
+            self, 'resume_tolerance', 0.1, 'When joint states (re)start, a reference farther '
+            'than this from the measured position [rad or m, any joint] is dropped and the arm '
+            'held where it is: after a stale period the reference has moved on while the arm '
+            'did not, and chasing it would saturate the motors', min_value=0.0, max_value=1e3,
+            registry=reg)
         self.limits = self.robot.effort_limits * self.effort_scale
         self.mapper = JointStateMapper(self.joint_names)
         self.stamps = StampGate()
@@ -110,6 +117,7 @@ class TorqueControllerNode(Node):
         self.rejected_refs = RejectionCounter(self.get_logger(), 'reference')
         self.fallbacks = 0
         self.watchdog_trips = 0
+        self.references_dropped = 0
         self.commands_sent = 0
         self._lock = threading.RLock()
         self._model = None          # active DynamicsModel (None = PD)
@@ -232,7 +240,7 @@ class TorqueControllerNode(Node):
                                                          clock=self._steady)
             elif p.name == 'effort_limit_scale':
                 self.limits = self.robot.effort_limits * p.value
-            elif p.name in ('delan_checkpoint', 'identified_params'):
+            elif p.name in ('delan_checkpoint', 'identified_params', 'resume_tolerance'):
                 setattr(self, p.name, p.value)
         pending, self._pending = self._pending, None
         if pending is not None:
@@ -316,6 +324,7 @@ class TorqueControllerNode(Node):
         if self._stale:
             self._stale = False
             self._hold = js.position.copy()
+            self._check_reference_on_resume(t, js.position)
             self.get_logger().info('joint states fresh: commanding')
         with self._lock:
             ref, model, old = self._reference, self._model, self._old_model
@@ -329,6 +338,21 @@ class TorqueControllerNode(Node):
             tau = w * tau + (1.0 - w) * self._torque(old, js, q_ref, qd_ref, qdd_ref)
         self.cmd_pub.publish(Float64MultiArray(data=clamp_torque(tau, self.limits).tolist()))
         self.commands_sent += 1
+
+    def _check_reference_on_resume(self, t: float, q: np.ndarray) -> None:
+        with self._lock:
+            ref = self._reference
+            if ref is None:
+                return
+            error = float(np.max(np.abs(ref.sample(t)[0][0] - q)))
+            if error <= self.resume_tolerance:
+                return
+            self._reference = None
+        self.references_dropped += 1
+        self.get_logger().warning(
+            f'reference dropped: {error:.3f} from the arm when joint states (re)started '
+            f'(resume_tolerance {self.resume_tolerance}); holding the current position until a '
+            'new reference arrives')
 
     def _torque(self, model, js, q_ref, qd_ref, qdd_ref) -> np.ndarray:
         law = self.law
@@ -369,6 +393,7 @@ class TorqueControllerNode(Node):
             ('model', self.model_kind), ('law', self.law),
             ('commands_sent', self.commands_sent), ('fallbacks', self.fallbacks),
             ('watchdog_trips', self.watchdog_trips),
+            ('references_dropped', self.references_dropped),
             ('rejected_joint_states', self.rejected.total),
             ('rejected_references', self.rejected_refs.total))]
         arr = DiagnosticArray(status=[st])
