@@ -27,7 +27,8 @@ every new one it publishes during the run (``delan_checkpoint`` empty) -- the pr
 RSS of every process is read from /proc at the start of the first and the end of the last run.
 
 Usage: ``python bench/bench_control_loop.py [--duration 60] [--models pd,delan] [--rate 1000]
-[--urdf urdf/seven_dof_arm.urdf]`` (``--duration 20`` for a quick run). Prints a table; exit code 1 only if a node dies.
+[--urdf urdf/seven_dof_arm.urdf]`` (``--duration 20`` for a quick run). Prints a table; exit
+code 1 only if a node dies.
 """
 from __future__ import annotations
 
@@ -107,6 +108,13 @@ def main(argv: Optional[List[str]] = None) -> int:
                     'sim, controller, learner and the identification all use it')
     ap.add_argument('--settle', type=float, default=3.0, help='seconds after a switch')
     ap.add_argument('--no-learner', action='store_true', help='without the learner')
+    ap.add_argument('--model-wait', type=float, default=600.0,
+                    help='seconds to wait for the learner\'s first version (model=delan)')
+    ap.add_argument('--publish-max-nmse', type=float, default=None,
+                    help="the learner's quality gate (default: the parameter file's / node's, "
+                         '0.25); 1e9 lets any version through -- the latency of model=delan '
+                         'does not depend on how good the model is, and a 7-DoF learner starved '
+                         'of CPU may not pass the gate for many minutes')
     ap.add_argument('--keep', action='store_true', help='keep the temporary folder (logs)')
     args = ap.parse_args(argv)
     models = [m.strip() for m in args.models.split(',') if m.strip()]
@@ -143,7 +151,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not args.no_learner:
             nodes.start('delan_learning', 'learner', {
                 'checkpoint_dir': os.path.join(tmp, 'ckpt'), 'resume': 'false',
-                'torch_threads': 1, 'publish_period': 5.0})
+                'torch_threads': 1, 'publish_period': 5.0,
+                **({'publish_max_nmse': args.publish_max_nmse}
+                   if args.publish_max_nmse is not None else {})})
         probe = Probe()
         wait('joint states', lambda: probe.state_count > 100, 60.0)
         wait('the controller', lambda: bool(probe.diag), 60.0)
@@ -154,7 +164,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             if model == 'delan':
                 if args.no_learner:
                     raise RuntimeError('model=delan needs the learner (drop --no-learner)')
-                wait('a learned model', lambda: probe.updates > 0, 300.0)
+                try:
+                    wait('a learned model', lambda: probe.updates > 0, args.model_wait)
+                except RuntimeError as err:   # say why: the learner's quality gate, ...
+                    st = probe.status
+                    raise RuntimeError(f'{err} (learner: {st.message!r}, validation nMSE '
+                                       f'{[round(x, 4) for x in st.validation_nmse]}, '
+                                       f'{st.training_steps} steps)') from None
             probe.set_model(model)
             time.sleep(args.settle)
             if i == 0:
@@ -205,9 +221,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             probe.close()
         rclpy.try_shutdown()
 
+    gate = ('' if args.publish_max_nmse is None
+            else f' (quality gate publish_max_nmse {args.publish_max_nmse:g})')
     print(f'\nControl loop: {os.path.relpath(urdf, ROOT)}; joint_states at {args.rate:g} Hz '
           f'(sim, real time, not lockstep) -> torque_controller -> effort commands; learner '
-          f'{"training in parallel" if not args.no_learner else "off"}; {args.duration:g} s per '
+          f'{"training in parallel" if not args.no_learner else "off"}{gate}; '
+          f'{args.duration:g} s per '
           f'model; {load_text()}; {provenance()}')
     print('latency = command source stamp - source stamp of the state before it; missed = '
           'states with no command before the next state. While cycles are missed the controller '

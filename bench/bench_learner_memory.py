@@ -171,7 +171,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     first, last = rows[0], rows[-1]
     half = rows[len(rows) // 2]
     print(f'\nAnonymous RSS: {first["anon"]:.1f} MB at the start, {half["anon"]:.1f} at '
-          f'{half["t"]:.0f} s, {last["anon"]:.1f} at the end (last half {last["anon"] - half["anon"]:+.1f} MB); '
+          f'{half["t"]:.0f} s, {last["anon"]:.1f} at the end (last half '
+          f'{last["anon"] - half["anon"]:+.1f} MB); '
           f'replay buffers preallocated {(node.train_buf.nbytes + node.val_buf.nbytes) / 1e6:.1f} '
           f'MB (pages become resident as they fill)')
     print(f'After the training thread stopped: heap in use {heap_before["used"]:.1f} MB, free '
