@@ -16,7 +16,7 @@ estimator restarts). No DDS: the numbers are the learner's own. Every ``--every`
 At the end ``malloc_trim(0)`` hands free heap pages back to the OS: what RSS drops then was
 freed memory glibc kept (a cache, not a leak; see ``training.tune_allocator``, which raises the
 trim threshold to 512 MB on purpose), what stays is live. ``--no-tune-allocator`` runs with
-glibc's defaults instead, for comparison.
+glibc's defaults instead, ``--eval-chunk`` validates in smaller forward passes, for comparison.
 
 Usage: ``python bench/bench_learner_memory.py [--duration 300] [--every 15]``.
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import gc
 import os
 import shutil
@@ -73,13 +74,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument('--urdf', default=TWO_LINK)
     ap.add_argument('--no-tune-allocator', action='store_true',
                     help="glibc's default mmap/trim thresholds (no mallopt)")
+    ap.add_argument('--eval-chunk', type=int, default=None,
+                    help='samples per forward pass in Trainer.evaluate (default: its own, '
+                         '16384): the peak of a validation pass sets much of the plateau')
     args = ap.parse_args(argv)
     urdf = os.path.abspath(args.urdf)
     private_domain()
     origin, load0 = provenance(), load_text()
+    from delan_learning import training
     if args.no_tune_allocator:
-        from delan_learning import training
         training._ALLOCATOR_TUNED = True     # tune_allocator() then returns without mallopt
+    if args.eval_chunk:
+        training.Trainer.evaluate = functools.partialmethod(training.Trainer.evaluate,
+                                                            chunk=args.eval_chunk)
 
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
@@ -109,7 +116,8 @@ def main(argv: Optional[List[str]] = None) -> int:
           f'{args.duration:g} s, learner parameters of sim_params.yaml '
           f'(buffer_capacity {node.capacity}, batch {node.batch_size} x '
           f'{node.steps_per_round} steps per round), allocator '
-          f'{"glibc defaults" if args.no_tune_allocator else "tuned (training.tune_allocator)"}; '
+          f'{"glibc defaults" if args.no_tune_allocator else "tuned (training.tune_allocator)"}'
+          f'{f", evaluate chunk {args.eval_chunk}" if args.eval_chunk else ""}; '
           f'{load0}; {origin}')
     hdr = (f'{"t s":>5s} {"RSS":>7s} {"anon":>7s} {"heap used":>9s} {"heap free":>9s} '
            f'{"mmap":>6s} {"train buf":>9s} {"val buf":>7s} {"buf MB":>6s} {"steps":>6s} '
