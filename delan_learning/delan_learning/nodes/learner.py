@@ -327,8 +327,11 @@ class LearnerNode(Node):
         if now - self._last_publish < self.publish_period:
             return
         better = self.best_val < self._published_val
-        if not better:
-            better = self._recheck_published(val, now)
+        gated = max(self._good_nmse, default=math.inf) > self.publish_max_nmse
+        if (not better or gated) and self._good_state is not None and \
+                now - self._last_recheck >= self.publish_period:
+            self._last_recheck = now
+            better = self._recheck_published(val)
         if better:
             worst = max(self._good_nmse, default=math.inf)
             if worst <= self.publish_max_nmse:
@@ -337,24 +340,25 @@ class LearnerNode(Node):
                 self.message = (f'training; not published yet: validation nMSE {worst:.3g} > '
                                 f'publish_max_nmse {self.publish_max_nmse:.3g}')
 
-    def _recheck_published(self, val, now: float) -> bool:
+    def _recheck_published(self, val) -> bool:
         """Whether the last good weights beat the published ones on the *same* (current)
-        validation data; at most once per publish period.
+        validation data (True while nothing is published: the quality gate decides).
 
         ``best_val`` and the published loss were measured on the validation data of their time.
         After a lasting change (a payload, a new region of the workspace) the error floor rises:
         no new weights beat the old ``best_val`` (the last good weights froze) and no version
         beat the old published loss (publishing stopped for good). So the last good weights are
         re-measured here (``best_val`` follows the floor). The published loss is *not*
-        overwritten: it stays the reference that tells a burst of bad data (see _train_round)."""
+        overwritten: it stays the reference that tells a burst of bad data (see _train_round).
+        Before the first version the same holds for the quality gate: a best loss measured on
+        the small early validation set froze the last good weights with an nMSE above the gate,
+        and nothing was ever published."""
         with self._model_lock:
             published = self._snapshot
-        if published is None or self._good_state is None or \
-                now - self._last_recheck < self.publish_period:
-            return False
-        self._last_recheck = now
         good = self._evaluate_state(val, self._good_state)
         self.best_val, self._good_nmse = good['loss'], [float(x) for x in good['nmse']]
+        if published is None:
+            return True
         return good['loss'] < self._good_loss(val, published.state_dict())
 
     def _evaluate_state(self, val, state) -> Dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from typing import Callable, Optional, Sequence
 
 import rclpy
@@ -54,10 +55,15 @@ def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
                 return 0
             print(f'[FATAL] could not start: {exc}', file=sys.stderr)
             return 2
+        # From here a signal only asks the loop to end: raised as KeyboardInterrupt inside a
+        # callback, the EventsExecutor logged it as a FATAL callback exception on every Ctrl-C.
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
         try:
-            # in short slices: a signal's Python handler (KeyboardInterrupt) only runs between
-            # them -- the C++ EventsExecutor's spin() would never return to Python
-            while rclpy.ok():
+            # in short slices: Python runs signal handlers only between them -- the C++
+            # EventsExecutor's spin() would never return to Python
+            while rclpy.ok() and not stop.is_set():
                 executor.spin_once(timeout_sec=0.1)
         except _SHUTDOWN:
             pass
