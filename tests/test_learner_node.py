@@ -31,7 +31,7 @@ from std_srvs.srv import Trigger
 
 from delan_learning.excitation import random_fourier_trajectory
 from delan_learning.ros.qos import LATCHED
-from delan_learning.ros.testing import node_process, ros_context
+from delan_learning.ros.testing import node_process, ros_context, stop_process
 from delan_learning.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
@@ -294,12 +294,7 @@ def learner(tmp_path_factory):
             yield h
         finally:
             h.close()
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
             log.close()
             print(f'\nlearner log: {tmp / "learner.log"}')
 

@@ -36,7 +36,7 @@ from delan_control.plant import Plant
 from delan_control.robot_model import RobotModel
 from delan_control.trajectories import PiecewiseQuintic, make_reference
 from delan_learning.ros.qos import LATCHED
-from delan_learning.ros.testing import ros_context
+from delan_learning.ros.testing import ros_context, stop_process
 from delan_learning.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
@@ -648,10 +648,5 @@ def test_first_switch_to_delan_does_not_stall_the_loop(tmp_path):
             ex.shutdown(timeout_sec=10.0)
             node.destroy_node()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
