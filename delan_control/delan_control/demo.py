@@ -40,6 +40,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from delan_control.trajectories import PiecewiseQuintic
@@ -92,12 +93,15 @@ class Monitor(Node):
         self._rows: List[np.ndarray] = []
         self.reference: Optional[Tuple[float, PiecewiseQuintic, int]] = None
         self._ref_count = 0
+        self.commands = 0
         self.status: List[Tuple[float, ModelStatus]] = []
         self.updates: List[ModelUpdate] = []
         self.t0_wall = time.monotonic()
         self.create_subscription(JointState, 'joint_states', self._on_js, 1000)
         self.create_subscription(JointTrajectory, 'reference_trajectory', self._on_ref, LATCHED)
         self.create_subscription(ModelStatus, 'learner/status', self._on_status, 10)
+        self.create_subscription(Float64MultiArray, 'effort_controller/commands',
+                                 self._on_command, 10)
         self.create_subscription(ModelUpdate, 'learner/model_update', self._on_update, LATCHED)
         self.params = {name: AsyncParameterClient(self, name)
                        for name in ('torque_controller', 'reference', 'learner')}
@@ -123,6 +127,9 @@ class Monitor(Node):
             self._ref_count += 1
             self.reference = (t0, PiecewiseQuintic(t, pick('positions'), pick('velocities'),
                                                    pick('accelerations')), self._ref_count)
+
+    def _on_command(self, msg: Float64MultiArray) -> None:
+        self.commands += 1
 
     def _on_status(self, msg: ModelStatus) -> None:
         self.status.append((time.monotonic() - self.t0_wall, msg))
@@ -288,14 +295,19 @@ class Demo:
             f'kd {np.round(kd, 2).tolist()}')
         self.start('delan_control', 'torque_controller', dict(
             sim_time, model='pd', kp=_list(kp), kd=_list(kd)))
-        self.start('delan_control', 'reference', dict(
-            sim_time, trajectory='excitation', duration=self.args.excitation + 10.0))
         self.start('delan_learning', 'data_logger', dict(sim_time, bag_dir=self.bag_dir))
         self.start('delan_learning', 'learner', dict(
             sim_time, checkpoint_dir=self.ckpt_dir, resume='false',
             torch_threads=1))
         self.wait_until('joint states from the sim', lambda: self.mon.samples() > 50, 60.0)
+        # the excitation starts once the arm is controlled (held where it is) and the learner
+        # listens: started earlier, the reference would begin from where the uncontrolled arm
+        # was and have moved on by the time the controller came up
+        self.wait_until('the controller', lambda: self.mon.commands > 50, 60.0)
         self.wait_until('the learner', lambda: bool(self.mon.status), 90.0)
+        self.start('delan_control', 'reference', dict(
+            sim_time, trajectory='excitation',
+            duration=self.args.excitation + self.args.max_extra + 10.0))
         self.wait_until('the reference', lambda: self.mon.reference is not None, 60.0)
 
     def pd_gains(self, omega: float = 12.0) -> Tuple[np.ndarray, np.ndarray]:
@@ -316,6 +328,7 @@ class Demo:
         log(f'phase 1/3: excitation with PD for {self.args.excitation:.0f} s of sim time; '
             'logging a rosbag2, learning online')
         self.wait_sim(t0 + self.args.excitation, progress=self.learner_progress)
+        self.learn_to_target(t0 + self.args.excitation + self.args.max_extra)
         self.wait_until('a learned model', lambda: bool(self.mon.updates), 120.0,
                         progress=self.learner_progress)
         self.timing['excitation_wall_s'] = time.monotonic() - wall
@@ -330,6 +343,28 @@ class Demo:
             'validation_nmse': list(self.mon.updates[-1].validation_nmse),
             'rejected': int(st.samples_rejected)}
         log(self.learner_progress())
+
+    def learn_to_target(self, deadline: float) -> None:
+        """Go on exciting and learning (up to sim time ``deadline``) until a published version
+        reaches ``--target-nmse`` on every joint. How far the learner gets in a fixed time
+        depends on the CPU it is left by the other nodes; what the comparison needs is a trained
+        model, so the demo waits for one instead of judging whatever a slow machine produced."""
+        def reached() -> bool:
+            u = self.mon.updates[-1] if self.mon.updates else None
+            return u is not None and max(u.validation_nmse, default=np.inf) <= \
+                self.args.target_nmse
+        if reached():
+            return
+        log(f'excitation goes on (at most {deadline - self.mon.sim_time():.0f} s of sim time) '
+            f'until a model reaches validation nMSE {self.args.target_nmse:g}')
+        wall_end = time.monotonic() + max(60.0, 4.0 * (deadline - self.mon.sim_time()) + 30.0)
+        self.wait_until(f'validation nMSE <= {self.args.target_nmse:g}',
+                        lambda: reached() or self.mon.sim_time() >= deadline or
+                        time.monotonic() > wall_end, timeout=np.inf,
+                        progress=self.learner_progress)
+        if not reached():
+            log(f'warning: no model reached validation nMSE {self.args.target_nmse:g}; '
+                'evaluating the newest one')
 
     def phase_identification(self) -> None:
         from delan_control.sysid import identify_dataset
@@ -399,6 +434,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument('--params', default=DEFAULT_PARAMS, help='node parameter file')
     ap.add_argument('--excitation', type=float, default=45.0,
                     help='sim seconds of excitation / online learning')
+    ap.add_argument('--target-nmse', type=float, default=0.03,
+                    help='after the excitation time, go on until a published model has this '
+                         'validation nMSE on every joint ...')
+    ap.add_argument('--max-extra', type=float, default=120.0,
+                    help='... for at most this many more sim seconds')
     ap.add_argument('--test-duration', type=float, default=8.0,
                     help='sim seconds of each evaluation run (after a 2 s approach)')
     return ap

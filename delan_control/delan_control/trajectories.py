@@ -10,7 +10,7 @@ import numpy as np
 from delan_learning.excitation import FourierTrajectory, random_fourier_trajectory
 
 __all__ = ['FourierTrajectory', 'random_fourier_trajectory', 'FigureEight', 'figure_eight',
-           'PiecewiseQuintic', 'sample_points', 'Trajectory']
+           'PiecewiseQuintic', 'rejoin_offset', 'sample_points', 'Trajectory']
 
 
 class Trajectory(Protocol):
@@ -85,7 +85,8 @@ def sample_points(traj: Trajectory, duration: float, dt: float):
 class PiecewiseQuintic:
     """Interpolates waypoints given with positions, velocities and accelerations (as in a
     ``JointTrajectory``) by quintic Hermite segments: q, qd, qdd are continuous and exact at the
-    waypoints. Before the first point it holds the first, after the last it holds the last (at rest).
+    waypoints (the first one included). Before the first point it holds the first, after the last
+    it holds the last (at rest).
     Missing velocities/accelerations are taken as zero.
     """
 
@@ -119,7 +120,7 @@ class PiecewiseQuintic:
         out_q = np.empty((t.size, self.q.shape[1]))
         out_qd = np.empty_like(out_q)
         out_qdd = np.empty_like(out_q)
-        before = t <= self.t[0]
+        before = t < self.t[0]
         after = t >= self.t[-1]
         out_q[before], out_qd[before], out_qdd[before] = self.q[0], 0.0, 0.0
         out_q[after], out_qd[after], out_qdd[after] = self.q[-1], 0.0, 0.0
@@ -140,7 +141,7 @@ class PiecewiseQuintic:
         arithmetic on Python floats and ``(n,)`` rows instead of masked ``(T, n)`` arrays --
         about 10x faster (the vectorised path costs ~150 us per call)."""
         n = self.q.shape[1]
-        if t >= self.t[-1] or t <= self.t[0]:
+        if t >= self.t[-1] or t < self.t[0]:
             q = self.q[-1] if t >= self.t[-1] else self.q[0]
             return q[None, :].copy(), np.zeros((1, n)), np.zeros((1, n))
         i = min(max(int(np.searchsorted(self.t, t, side='right')) - 1, 0), self.t.size - 2)
@@ -167,6 +168,26 @@ def _quintic_hermite(s, h, q0, q1, v0, v1, a0, a1):
            + (1 - 9 * s + 18 * s2 - 10 * s3) * a0 + (-24 * s + 84 * s2 - 60 * s3) * v1
            + (3 * s - 12 * s2 + 10 * s3) * a1) / h ** 2
     return q, qd, qdd
+
+
+def rejoin_offset(t0: float, dq: np.ndarray, dqd: np.ndarray, velocity_limit: np.ndarray,
+                  min_time: float = 1.0, speed_fraction: float = 0.25) -> PiecewiseQuintic:
+    """The offset "arm minus reference" from ``(dq, dqd)`` at ``t0`` smoothly down to zero.
+
+    Added to a reference the arm fell behind (joint states stopped for a while, the reference
+    went on), the command starts where the arm is and moves as it moves -- no torque step on the
+    first command -- and joins the reference after ``T`` seconds: at least ``min_time``, longer
+    when the offset is large, so that catching up adds at most ``speed_fraction`` of the velocity
+    limit (a quintic's peak speed is 1.875 x offset / T). Joints without a limit count as
+    1 rad/s (or m/s).
+    """
+    dq, dqd = np.asarray(dq, float), np.asarray(dqd, float)
+    vmax = np.asarray(velocity_limit, float)
+    vmax = np.where(np.isfinite(vmax) & (vmax > 0), vmax, 1.0)
+    T = max(float(min_time), float(np.max(1.875 * np.abs(dq) / (speed_fraction * vmax))), 1e-3)
+    zero = np.zeros_like(dq)
+    return PiecewiseQuintic(np.array([t0, t0 + T]), np.stack([dq, zero]),
+                            np.stack([dqd, zero]), np.stack([zero, zero]))
 
 
 REFERENCE_KINDS = ('excitation', 'figure_eight', 'hold')

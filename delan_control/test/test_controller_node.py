@@ -170,8 +170,10 @@ class Rig:
 
     # -- waiting on the sim
     def wait_states(self, count: int, timeout: float = 60.0) -> None:
+        """At least ``count`` joint states, and the controller on its reference itself (not
+        rejoining it from where the arm was when states started or came back)."""
         deadline = time.monotonic() + timeout
-        while len(self.states) < count:
+        while len(self.states) < count or self.ctl._rejoin is not None:
             assert time.monotonic() < deadline, f'{len(self.states)} joint states only'
             time.sleep(0.01)
 
@@ -380,6 +382,7 @@ def test_runtime_switch_is_bumpless_and_unusable_switches_are_refused(rig_factor
                       ctl={'model': 'pinocchio', 'switch_blend_time': blend})
     rig.ref_pub.publish(hold_msg(Q_HOLD))
     rig.wait_states(100)
+    rig.wait_sim_time(rig.sim_time() + 0.2)     # the window below starts 0.1 s back
     t_before = rig.sim_time()
     # pinocchio -> pd while holding against gravity: the feed-forward (~gravity) fades out
     res = rig.set_params(model='pd')
@@ -451,12 +454,13 @@ def test_runtime_switch_is_bumpless_and_unusable_switches_are_refused(rig_factor
 
 
 # ------------------------------------------------------------------------------------------ 4
-def _stream(rig: Rig, pub, clock_pub, t_sim: float, seconds: float, rate: float = 250.0):
+def _stream(rig: Rig, pub, clock_pub, t_sim: float, seconds: float, rate: float = 250.0,
+            position=Q0):
     """Publish joint states (and /clock) at ``rate`` for ``seconds`` of wall time."""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         t_sim += 1.0 / rate
-        msg = JointState(name=NAMES, position=list(Q0), velocity=[0.1, -0.1],
+        msg = JointState(name=NAMES, position=list(position), velocity=[0.1, -0.1],
                          effort=[0.0, 0.0])
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(round(t_sim * 1e9)),
                                                                 1_000_000_000)
@@ -507,23 +511,27 @@ def test_watchdog_zero_once_then_silence_then_resume(rig_factory, use_sim_time):
     assert len(resumed) >= 10 and resumed[-1] == pytest.approx([-0.6, 0.6])
 
 
-def test_a_reference_far_from_the_arm_is_dropped_when_states_restart(rig_factory):
-    """After a stale period (or at start-up) the reference has moved on while the arm did not:
-    beyond resume_tolerance it is dropped and the arm held where it is; within, tracking goes
-    on. PD, states at Q0 with velocity (0.1, -0.1): holding commands -kd qd = (-0.6, 0.6)."""
-    rig = rig_factory(ctl={'model': 'pd', 'watchdog_timeout': 1.0, 'resume_tolerance': 0.1})
+def test_states_restart_rejoin_the_reference_smoothly_or_drop_a_far_one(rig_factory):
+    """After a stale period the reference has moved on while the arm did not (or the arm was
+    moved): what the stall added to the deviation is brought back in over resume_time -- the
+    first command is the one before the stall (no step), then tracking goes on; beyond
+    resume_tolerance (and at start-up, with no command on the reference yet: the whole
+    deviation counts) the reference is dropped and the arm held where it is. PD 60 / 6, states
+    with velocity (0.1, -0.1): holding commands -kd qd = (-0.6, 0.6)."""
+    rig = rig_factory(ctl={'model': 'pd', 'watchdog_timeout': 1.0, 'resume_tolerance': 0.1,
+                           'resume_time': 0.2})
     pub = rig.probe.create_publisher(JointState, 'joint_states', 100)
     hold = [-0.6, 0.6]
 
-    def last_commands(seconds: float) -> List[List[float]]:
+    def commands(seconds: float, position=Q0) -> List[List[float]]:
         """Stream states for ``seconds`` (longer if needed for 10 answers); the commands that
-        came after the first 0.1 s."""
+        answered them (the watchdog's zero excluded)."""
         nonlocal t_sim
         t0 = time.monotonic()
         deadline = t0 + 30.0
         while True:
-            t_sim = _stream(rig, pub, None, t_sim, seconds)
-            cmds = [d for w, d in rig.commands if w > t0 + 0.1]
+            t_sim = _stream(rig, pub, None, t_sim, seconds, position=position)
+            cmds = [d for w, d in rig.commands if w > t0 and any(d)]
             if len(cmds) >= 10:
                 return cmds
             assert time.monotonic() < deadline, f'{len(cmds)} commands only'
@@ -546,25 +554,36 @@ def test_a_reference_far_from_the_arm_is_dropped_when_states_restart(rig_factory
     t_sim = 100.0
     # start-up with a (latched, old) reference 0.5 rad away: dropped, the arm held
     set_reference([0.5, -0.5])
-    cmds = last_commands(0.5)
+    cmds = commands(0.5)
     assert cmds and all(d == pytest.approx(hold) for d in cmds), cmds[:3]
     assert rig.ctl.references_dropped == 1 and rig.ctl._reference is None
     # a reference published while states flow is tracked: kp * 0.05 on joint 1
+    tracking = [60.0 * 0.05 - 0.6, 0.6]
     set_reference([0.05, 0.0])
-    assert last_commands(0.3)[-1] == pytest.approx([60.0 * 0.05 - 0.6, 0.6])
-    # states stop and restart: 0.05 rad is within the tolerance, tracking goes on
+    assert commands(0.3)[-1] == pytest.approx(tracking)
+    # states stop and restart with the arm where it was: nothing changes (nothing to rejoin)
     stale()
-    assert last_commands(0.3)[-1] == pytest.approx([60.0 * 0.05 - 0.6, 0.6])
-    assert rig.ctl.references_dropped == 1
-    # ... 0.5 rad is not: dropped on the restart (tracked, and clamped, while states flowed)
+    cmds = commands(0.3)
+    assert all(d == pytest.approx(tracking) for d in cmds), cmds[:3]
+    assert rig.ctl.references_rejoined == 0
+    # ... with the arm moved 0.03 rad towards the reference: the first command is the one before
+    # the stall, after resume_time the feedback sees the smaller error
+    stale()
+    cmds = commands(0.5, position=np.add(Q0, [0.03, 0.0]))
+    assert cmds[0] == pytest.approx(tracking), cmds[:3]
+    assert cmds[-1] == pytest.approx([60.0 * 0.02 - 0.6, 0.6])
+    steps = np.abs(np.diff(np.array(cmds), axis=0)).max()
+    assert steps < 0.2 * 60.0 * 0.03, steps            # a ramp, not a step
+    assert rig.ctl.references_dropped == 1 and rig.ctl.references_rejoined == 1
+    # a reference 0.5 rad away that arrived during the stall: dropped on the restart
+    stale()
     set_reference([0.5, 0.0])
-    assert last_commands(0.3)[-1] == pytest.approx([60.0 * 0.5 - 0.6, 0.6])
-    stale()
-    cmds = last_commands(0.3)
+    cmds = commands(0.3)
     assert cmds and all(d == pytest.approx(hold) for d in cmds), cmds[:3]
     assert rig.ctl.references_dropped == 2
     time.sleep(1.2)                        # one more diagnostics period
     assert rig.diags[-1][3]['references_dropped'] == '2'
+    assert rig.diags[-1][3]['references_rejoined'] == '1'
 
 
 def test_non_finite_model_output_falls_back_to_pd(rig_factory, tmp_path):

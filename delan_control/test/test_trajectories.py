@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from delan_control.trajectories import PiecewiseQuintic, figure_eight, random_fourier_trajectory
+from delan_control.trajectories import (PiecewiseQuintic, figure_eight, random_fourier_trajectory,
+                                        rejoin_offset)
 
 LOWER, UPPER, VMAX = np.array([-3.1, -2.8]), np.array([3.1, 2.8]), np.array([6.0, 8.0])
 
@@ -73,3 +74,22 @@ def test_excitation_of_continuous_joints_is_finite():
     q, qd, qdd = traj.sample(np.linspace(0, traj.period, 500))
     assert np.all(np.isfinite(q)) and np.all(np.isfinite(qdd))
     assert np.all(np.abs(q[:, 0]) <= np.pi) and np.all(np.abs(q[:, 1]) <= 1.0)
+
+
+def test_rejoin_offset_starts_at_the_arm_and_ends_at_zero_within_the_speed_budget():
+    dq, dqd, vmax = np.array([0.4, -0.01]), np.array([0.2, 0.0]), np.array([2.0, np.inf])
+    off = rejoin_offset(10.0, dq, dqd, vmax, min_time=0.5)
+    T = off.end_time - 10.0
+    assert T == pytest.approx(1.875 * 0.4 / (0.25 * 2.0))      # stretched past min_time
+    q, qd, qdd = off.sample(np.array([10.0, off.end_time, off.end_time + 1.0]))
+    assert q[0] == pytest.approx(dq) and qd[0] == pytest.approx(dqd)
+    assert qdd[0] == pytest.approx([0.0, 0.0])
+    assert np.allclose(q[1:], 0.0) and np.allclose(qd[1:], 0.0)
+    t = np.linspace(10.0, off.end_time, 2001)
+    _, qd_all, _ = off.sample(t)
+    # the position offset alone would peak at 0.25 vmax; the initial velocity adds a little
+    assert np.abs(qd_all[:, 0]).max() <= 0.25 * 2.0 + 0.2
+    # a small offset takes min_time; joints without a limit count as 1 rad/s
+    assert rejoin_offset(0.0, [0.01, 0.0], [0.0, 0.0], [np.inf, 0.0], 0.5).end_time == 0.5
+    assert rejoin_offset(0.0, [0.0, 0.5], [0.0, 0.0], [np.inf, 0.0], 0.5).end_time == \
+        pytest.approx(1.875 * 0.5 / 0.25)

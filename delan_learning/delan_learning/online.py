@@ -1,5 +1,5 @@
-"""Streaming pieces of the online learner, free of ROS: a delayed Savitzky-Golay differentiator
-and a fixed-size replay buffer.
+"""Streaming pieces of the online learner, free of ROS: a delayed Savitzky-Golay differentiator,
+a fixed-size replay buffer and the split of the stream into training and validation data.
 
 Accelerations are never measured on a real arm. The differentiator fits a low-order polynomial to the last
 ``window`` samples (by their real timestamps, so jitter is handled) and reports q, qd, qdd of the
@@ -8,11 +8,24 @@ unlike a one-sided derivative, has no lag error. That delay is harmless for lear
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 from typing import Deque, Dict, Optional, Tuple
 
 import numpy as np
+
+
+def held_out(t: float, every: int) -> bool:
+    """Whether the one-second chunk of stamp ``t`` [s] is validation data: a fixed 1 in ``every``
+    of the chunks, spread by a multiplicative (golden-ratio) hash of the chunk number.
+
+    Not ``int(t) % every``: a repeated motion (a cyclic task, a periodic excitation) whose period
+    is a multiple of ``every`` seconds would then hold out the same phases of the motion forever,
+    never trained on; the validation error measured extrapolation to them, varied from run to
+    run with the phase, and could keep the publishing gate shut for good."""
+    chunk = math.floor(t)
+    return ((chunk * 2654435761) & 0xFFFFFFFF) < (1 << 32) // every
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from delan_learning.online import DelayedDifferentiator, ReplayBuffer, Sample
+from delan_learning.online import DelayedDifferentiator, ReplayBuffer, Sample, held_out
 
 
 def stream(diff, t, q, qd, tau):
@@ -55,3 +55,20 @@ def test_replay_buffer_is_bounded_and_keeps_newest():
     assert sorted(buf.all()['q'][:, 0]) == list(range(150, 250))
     b = buf.sample(32, np.random.default_rng(0))
     assert b['tau'].shape == (32, 2) and np.all(b['q'] >= 150)
+
+
+def test_held_out_chunks_are_one_in_k_and_not_locked_to_a_period():
+    for every in (2, 5, 10):
+        start = 1_796_000_000            # wall-clock stamps, as a real driver sends
+        flags = [held_out(start + c + 0.5, every) for c in range(20_000)]
+        assert abs(sum(flags) / len(flags) - 1.0 / every) < 0.01
+        # a whole chunk goes one way
+        assert all(held_out(start + c + f, every) == flags[c] for c in range(50)
+                   for f in (0.0, 0.3, 0.999))
+    # a motion repeated every 10 s (or 5, 20): over a minute or two, every phase second is
+    # trained on and every one is also validated -- never the same ones held out forever
+    for period in (5, 10, 20):
+        phases = {c % period for c in range(1000, 1000 + 12 * period) if held_out(c, 5)}
+        assert phases == set(range(period)) or len(phases) >= period - 1, (period, phases)
+        trained = {c % period for c in range(1000, 1000 + 12 * period) if not held_out(c, 5)}
+        assert trained == set(range(period))

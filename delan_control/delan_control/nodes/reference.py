@@ -22,7 +22,7 @@ from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot
-from delan_learning.ros.spin import run_node
+from delan_learning.ros.spin import run_node, steady_timer
 
 
 
@@ -76,7 +76,7 @@ class ReferenceNode(Node):
         # 1 kHz stream is not deserialised -- that cost ~30 % of a core
         self.create_subscription(JointState, 'joint_states', self._on_joint_state, 10, raw=True)
         self._start_ns = self.get_clock().now().nanoseconds
-        self.create_timer(0.05, self._tick)
+        steady_timer(self, 0.05, self._tick)
 
     def _on_joint_state(self, raw: bytes) -> None:
         self._last_state = raw

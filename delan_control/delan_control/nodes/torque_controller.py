@@ -3,8 +3,9 @@
 One command per received joint state (the ros2_control loop drives the rate). The dynamics model
 (``pd`` | ``pinocchio`` | ``identified`` | ``delan``) and the law are parameters, switchable at
 runtime with ``ros2 param set``; a switch cross-fades the torque (bumpless). Safety: URDF effort
-limits, a watchdog that sends zero torque once when joint states go stale, and a fall-back to PD
-when the model returns non-finite torque.
+limits, a watchdog that sends zero torque once when joint states go stale (when they return, the
+command rejoins the reference smoothly from where the arm is, or holds the arm if the reference is
+beyond ``resume_tolerance``), and a fall-back to PD when the model returns non-finite torque.
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from typing import Dict, Optional
 import numpy as np
 from delan_msgs.msg import ModelUpdate
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -26,12 +26,12 @@ from delan_control.control_laws import LAWS, BumplessBlend, Gains, clamp_torque,
 from delan_control.model_loader import (MODEL_KINDS, LatestLoader, ModelLoadError,
                                          load_dynamics_model)
 from delan_learning.ros.robot_param import declare_robot
-from delan_control.trajectories import PiecewiseQuintic
+from delan_control.trajectories import PiecewiseQuintic, rejoin_offset
 from delan_learning.joint_state import JointStateError, JointStateMapper, StampGate
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.rejections import RejectionCounter
-from delan_learning.ros.spin import run_node
+from delan_learning.ros.spin import run_node, steady_timer
 
 
 
@@ -55,6 +55,10 @@ def _preload_model_libraries() -> None:
 # A control callback waiting for the GIL while another thread (model loading, diagnostics) runs
 # Python code gets it after at most the switch interval: 5 ms by default, 5 control cycles.
 GIL_SWITCH_INTERVAL_S = 2e-4
+
+
+# (position [rad or m], velocity [/s]) offsets too small to rejoin: encoder and velocity noise
+REJOIN_NEGLIGIBLE = np.array([1e-3, 0.05])
 
 
 class TorqueControllerNode(Node):
@@ -105,11 +109,17 @@ class TorqueControllerNode(Node):
                                     'limits to clamp to', min_value=0.01, max_value=1.0,
                                     registry=reg)
         self.resume_tolerance = declare(
-            self, 'resume_tolerance', 0.1, 'When joint states (re)start, a reference farther '
+            self, 'resume_tolerance', 1.0, 'When joint states (re)start, a reference farther '
             'than this from the measured position [rad or m, any joint] is dropped and the arm '
-            'held where it is: after a stale period the reference has moved on while the arm '
-            'did not, and chasing it would saturate the motors', min_value=0.0, max_value=1e3,
+            'held where it is (the arm is elsewhere: a restarted driver, a moved arm); a nearer '
+            'one is rejoined smoothly over resume_time', min_value=0.0, max_value=1e3,
             registry=reg)
+        self.resume_time = declare(
+            self, 'resume_time', 1.0, 'After joint states (re)start, the command goes from the '
+            'arm\'s state back onto the reference over at least this time [s] (longer for a '
+            'larger offset: catching up adds at most 25 % of the velocity limits); a stall '
+            'let the reference move on while the arm did not, and chasing it at once would '
+            'kick the arm', min_value=0.0, max_value=60.0, registry=reg)
         self.limits = self.robot.effort_limits * self.effort_scale
         self.mapper = JointStateMapper(self.joint_names)
         self.stamps = StampGate()
@@ -118,6 +128,7 @@ class TorqueControllerNode(Node):
         self.fallbacks = 0
         self.watchdog_trips = 0
         self.references_dropped = 0
+        self.references_rejoined = 0
         self.commands_sent = 0
         self._lock = threading.RLock()
         self._model = None          # active DynamicsModel (None = PD)
@@ -125,6 +136,10 @@ class TorqueControllerNode(Node):
         self._blend = BumplessBlend(self.blend_time)
         self._latest_update: Optional[ModelUpdate] = None
         self._reference: Optional[PiecewiseQuintic] = None
+        self._rejoin: Optional[PiecewiseQuintic] = None   # offset arm - reference, decaying
+        # arm minus reference (q, qd) at the last command: what the feedback was working on
+        # before a stall (None: no command on the current reference yet)
+        self._deviation: Optional[np.ndarray] = None
         self._ref_index: Optional[np.ndarray] = None
         self._hold: Optional[np.ndarray] = None
         self._last_state_time: Optional[float] = None
@@ -165,10 +180,8 @@ class TorqueControllerNode(Node):
                                  LATCHED)
         # Staleness is wall time (time.monotonic), so the checks run on the steady clock: with
         # use_sim_time a ROS-time timer stops with /clock -- exactly when the sim is gone.
-        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
-        self._watchdog_timer = self.create_timer(self.watchdog_timeout / 2.0, self._watchdog,
-                                                 clock=self._steady)
-        self.create_timer(1.0, self._publish_diagnostics, clock=self._steady)
+        self._watchdog_timer = steady_timer(self, self.watchdog_timeout / 2.0, self._watchdog)
+        steady_timer(self, 1.0, self._publish_diagnostics)
         self.get_logger().info(f'controlling {self.joint_names} with model={self.model_kind} '
                                f'law={self.law}')
 
@@ -236,11 +249,11 @@ class TorqueControllerNode(Node):
             elif p.name == 'watchdog_timeout':
                 self.watchdog_timeout = p.value
                 self.destroy_timer(self._watchdog_timer)
-                self._watchdog_timer = self.create_timer(p.value / 2.0, self._watchdog,
-                                                         clock=self._steady)
+                self._watchdog_timer = steady_timer(self, p.value / 2.0, self._watchdog)
             elif p.name == 'effort_limit_scale':
                 self.limits = self.robot.effort_limits * p.value
-            elif p.name in ('delan_checkpoint', 'identified_params', 'resume_tolerance'):
+            elif p.name in ('delan_checkpoint', 'identified_params', 'resume_tolerance',
+                            'resume_time'):
                 setattr(self, p.name, p.value)
         pending, self._pending = self._pending, None
         if pending is not None:
@@ -306,7 +319,7 @@ class TorqueControllerNode(Node):
             self.rejected_refs.reject('bad_reference', str(err))
             return
         with self._lock:
-            self._reference = ref
+            self._reference, self._rejoin, self._deviation = ref, None, None
 
     # ---------------------------------------------------------------- control
     def _on_joint_state(self, msg: JointState) -> None:
@@ -324,33 +337,67 @@ class TorqueControllerNode(Node):
         if self._stale:
             self._stale = False
             self._hold = js.position.copy()
-            self._check_reference_on_resume(t, js.position)
+            self._check_reference_on_resume(t, js.position, js.velocity)
             self.get_logger().info('joint states fresh: commanding')
         with self._lock:
-            ref, model, old = self._reference, self._model, self._old_model
+            ref, rejoin, model, old = self._reference, self._rejoin, self._model, self._old_model
             w = self._blend.weight(now)
         if ref is not None:
             q_ref, qd_ref, qdd_ref = (a[0] for a in ref.sample(t))
+            if rejoin is not None:
+                dq, dqd, dqdd = (a[0] for a in rejoin.sample(t))
+                q_ref, qd_ref, qdd_ref = q_ref + dq, qd_ref + dqd, qdd_ref + dqdd
+                if t >= rejoin.end_time:
+                    with self._lock:
+                        if self._rejoin is rejoin:
+                            self._rejoin = None
         else:
             q_ref, qd_ref, qdd_ref = self._hold, np.zeros_like(self._hold), np.zeros_like(self._hold)
+        if ref is not None:
+            deviation = np.stack([js.position - q_ref, js.velocity - qd_ref])
+            with self._lock:
+                if self._reference is ref:
+                    self._deviation = deviation
         tau = self._torque(model, js, q_ref, qd_ref, qdd_ref)
         if w is not None:
             tau = w * tau + (1.0 - w) * self._torque(old, js, q_ref, qd_ref, qdd_ref)
         self.cmd_pub.publish(Float64MultiArray(data=clamp_torque(tau, self.limits).tolist()))
         self.commands_sent += 1
 
-    def _check_reference_on_resume(self, t: float, q: np.ndarray) -> None:
+    def _check_reference_on_resume(self, t: float, q: np.ndarray, qd: np.ndarray) -> None:
+        """Rejoin the reference smoothly, or drop it when the arm is too far from it.
+
+        What the stall added to the deviation "arm minus reference" is taken out of the command
+        and brought back in over ``resume_time``: the feedback goes on from where it was before
+        the stall (no torque step), and a frozen driver that resumes where it stopped changes
+        nothing. Without a command on this reference yet (start-up, a reference that came during
+        the stall) the whole deviation counts."""
         with self._lock:
             ref = self._reference
             if ref is None:
                 return
-            error = float(np.max(np.abs(ref.sample(t)[0][0] - q)))
+            q_ref, qd_ref, _ = (a[0] for a in ref.sample(t))
+            grown = np.stack([q - q_ref, qd - qd_ref])
+            if self._deviation is not None:
+                grown = grown - self._deviation
+            error = float(np.max(np.abs(grown[0])))
+            rejoin = None
+            if np.all(np.abs(grown) <= REJOIN_NEGLIGIBLE[:, None]):
+                return      # a frozen driver resumed where it stopped: nothing to catch up
             if error <= self.resume_tolerance:
-                return
-            self._reference = None
+                rejoin = rejoin_offset(t, grown[0], grown[1], self.robot.velocity_limits,
+                                       self.resume_time)
+                self.references_rejoined += 1
+            else:
+                self._reference = None
+            self._rejoin = rejoin
+        if rejoin is not None:
+            self.get_logger().info(f'rejoining the reference (the stall left it {error:.3f} '
+                                   f'farther from the arm) over {rejoin.end_time - t:.2f} s')
+            return
         self.references_dropped += 1
         self.get_logger().warning(
-            f'reference dropped: {error:.3f} from the arm when joint states (re)started '
+            f'reference dropped: {error:.3f} farther from the arm when joint states (re)started '
             f'(resume_tolerance {self.resume_tolerance}); holding the current position until a '
             'new reference arrives')
 
@@ -394,6 +441,7 @@ class TorqueControllerNode(Node):
             ('commands_sent', self.commands_sent), ('fallbacks', self.fallbacks),
             ('watchdog_trips', self.watchdog_trips),
             ('references_dropped', self.references_dropped),
+            ('references_rejoined', self.references_rejoined),
             ('rejected_joint_states', self.rejected.total),
             ('rejected_references', self.rejected_refs.total))]
         arr = DiagnosticArray(status=[st])

@@ -62,7 +62,7 @@ from delan_learning.bag_io import (COMMAND_TYPE, JOINT_STATE_TYPE, STORAGES, Spl
                                    TopicSpec, qos_profile, type_definition)
 from delan_learning.joint_state import JointStateError, JointStateMapper
 from delan_learning.ros.params import declare, validating_callback
-from delan_learning.ros.spin import run_node
+from delan_learning.ros.spin import run_node, steady_timer
 
 _STOP = object()
 _MAPPER_CACHE = 64
@@ -146,7 +146,7 @@ class DataLoggerNode(Node):
             raise RuntimeError(f'cannot write bags to {self.bag_dir}: {self._open_error}')
 
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        self.create_timer(self.diagnostics_period_s, self._publish_diagnostics)
+        steady_timer(self, self.diagnostics_period_s, self._publish_diagnostics)
 
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:

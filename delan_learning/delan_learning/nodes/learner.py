@@ -3,7 +3,7 @@
 The executor thread only validates joint states, estimates accelerations (delayed
 Savitzky-Golay) and appends to a fixed-size replay buffer; a worker thread trains in rounds,
 so a slow training step never delays a callback. After each round the model is checked on a
-held-out buffer (every ``validation_every``-th one-second chunk of data): a non-finite loss or a
+held-out buffer (one in ``validation_every`` one-second chunks of data): a non-finite loss or a
 validation loss ``divergence_factor`` times the best rolls back to the last good weights (or to
 the published ones, when those are ``divergence_factor`` times better on the same data).
 Every ``publish_period`` an improved model is written atomically as a new checkpoint version and
@@ -32,12 +32,12 @@ from std_srvs.srv import Trigger
 from delan_learning.checkpoint import CheckpointError, load_model, save_model
 from delan_learning.joint_state import JointStateError, JointStateMapper, StampGate
 from delan_learning.models import build_model
-from delan_learning.online import DelayedDifferentiator, ReplayBuffer
+from delan_learning.online import DelayedDifferentiator, ReplayBuffer, held_out
 from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot
-from delan_learning.ros.spin import run_node
+from delan_learning.ros.spin import run_node, steady_timer
 from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 
 VERSION_RE = re.compile(r'model_v(\d+)\.pt$')
@@ -70,8 +70,10 @@ class LearnerNode(Node):
                           max_value=50_000_000, read_only=True)
         self.min_samples = p('min_samples', 2000, 'Samples before training starts',
                              min_value=10, max_value=10_000_000)
-        self.validation_every = p('validation_every', 5, 'Every k-th one-second chunk of data '
-                                  'is held out for validation', min_value=2, max_value=100,
+        self.validation_every = p('validation_every', 5, 'One in k one-second chunks of data '
+                                  'is held out for validation (spread by a hash of the stamp, '
+                                  'not every k-th: that would hold out the same phases of a '
+                                  'repeated motion)', min_value=2, max_value=100,
                                   read_only=True)
         self.steps_per_round = p('steps_per_round', 100, 'Optimiser steps per training round',
                                  min_value=1, max_value=100000)
@@ -170,9 +172,9 @@ class LearnerNode(Node):
         self.create_service(SaveModel, '~/save_model', self._srv_save)
         self.create_service(LoadModel, '~/load_model', self._srv_load)
         self.create_service(Trigger, '~/reset', self._srv_reset)
-        self.create_timer(1.0 / status_rate, self._publish_status)
+        steady_timer(self, 1.0 / status_rate, self._publish_status)
         if estimate_rate > 0:
-            self.create_timer(1.0 / estimate_rate, self._publish_estimate)
+            steady_timer(self, 1.0 / estimate_rate, self._publish_estimate)
 
         if self.resume:
             self._resume()
@@ -232,7 +234,7 @@ class LearnerNode(Node):
             return
         self._latest_sample = sample
         with self._lock:
-            if int(sample.t) % self.validation_every == 0:
+            if held_out(sample.t, self.validation_every):
                 self.val_buf.add(sample)
             else:
                 self.train_buf.add(sample)

@@ -16,9 +16,11 @@ from typing import Callable, Optional, Sequence
 
 import rclpy
 from rclpy._rclpy_pybind11 import RCLError
+from rclpy.clock import Clock, ClockType
 from rclpy.executors import (Executor, ExternalShutdownException, MultiThreadedExecutor,
                              SingleThreadedExecutor)
 from rclpy.node import Node
+from rclpy.timer import Timer
 
 EXECUTORS = ('events', 'single', 'multi')
 _SHUTDOWN = (KeyboardInterrupt, ExternalShutdownException)
@@ -35,6 +37,14 @@ def make_executor(kind: Optional[str] = None) -> Executor:
     if kind == 'multi':
         return MultiThreadedExecutor()
     raise ValueError(f'executor {kind!r} is not one of {list(EXECUTORS)} (DELAN_EXECUTOR)')
+
+
+def steady_timer(node: Node, period_s: float, callback: Callable[[], None]) -> Timer:
+    """A timer on the steady clock, for periodic housekeeping (status, diagnostics, polling,
+    watchdogs) that must go on whatever ``/clock`` does. Timers on ROS time stalled for up to 30 s
+    under ``use_sim_time`` with the EventsExecutor (its timers manager does not follow the
+    simulation clock, ros2/rclcpp#2457); callbacks that need sim time read ``get_clock()``."""
+    return node.create_timer(period_s, callback, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
 
 def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
