@@ -666,10 +666,6 @@ def _offline_nmse(checkpoint: str, states: list) -> float:
     return float(np.mean(np.mean(err ** 2, axis=0) / np.var(tau, axis=0)))
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    'known flaky (issue 7): in about half the runs of 2026-12-02 the learner never reached a '
-    'first trained model on this set-up (3000-sample buffers, validation nMSE 1-21, no version '
-    'past the quality gate); cause not found yet'))
 def test_learner_recovers_from_garbage_and_absurd_data(rig_factory):
     rig = rig_factory(relay=True)
     rig.start('sim', 'delan_control', 'sim', SIM)
