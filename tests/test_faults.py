@@ -774,4 +774,8 @@ def test_learner_recovers_from_garbage_and_absurd_data(rig_factory):
     # every rollback is reported in ModelStatus too (state DIVERGED, with the reason; the
     # state lasts one training round, the status comes every 50 ms here)
     assert diverged or not logged, logged
+    # ... and counted (ModelStatus.rollbacks): a monitor that misses the one-round state does not
+    # miss the count
+    rig.wait_for('every logged rollback counted', lambda: rig.latest().rollbacks >= len(logged),
+                 info=rig.learner_info)
     assert after.samples_rejected == expected

@@ -25,6 +25,7 @@ def sample_status() -> ModelStatus:
     m.joint_names = ['shoulder', 'elbow']
     m.state, m.message = ModelStatus.STATE_DIVERGED, 'rolled back'
     m.samples_seen, m.samples_in_buffer, m.samples_rejected, m.training_steps = 2**40, 5000, 3, 99
+    m.rollbacks = 4
     m.train_loss = 0.125
     m.validation_nmse = [1e-3, 2.5e-4]
     m.last_update_stamp.sec = 42

@@ -391,30 +391,32 @@ class LearnerNode(Node):
         model = copy.deepcopy(self.trainer.model)
         model.load_state_dict(self._good_state)
         model = model.double().eval()
-        self.version += 1
-        path = os.path.join(self.checkpoint_dir, f'model_v{self.version:05d}.pt')
-        meta = self._metadata()
-        save_model(model, path, meta)
-        self._prune()
+        # the status announces a version only once its file is complete (a kill mid-save must
+        # not leave a status that names a version no file holds)
+        version = self.version + 1
+        path = os.path.join(self.checkpoint_dir, f'model_v{version:05d}.pt')
+        save_model(model, path, self._metadata(version))
         stamp = self.get_clock().now().to_msg()
         with self._model_lock:
+            self.version = version
             self._snapshot = model
             self.checkpoint_path = path
             self.last_update_stamp = stamp
+        self._prune()
         self._published_val = self.best_val
         self._last_publish = time.monotonic()
-        msg = ModelUpdate(model_id=self.model_id, model_version=self.version,
+        msg = ModelUpdate(model_id=self.model_id, model_version=version,
                           checkpoint_path=path, joint_names=self.robot.joint_names,
                           validation_nmse=self._good_nmse)
         msg.header.stamp = stamp
         self.update_pub.publish(msg)
-        self.get_logger().info(f'model v{self.version}: validation nMSE '
+        self.get_logger().info(f'model v{version}: validation nMSE '
                                f'{np.round(self.val_nmse, 5).tolist()} -> {path}')
 
-    def _metadata(self) -> Dict:
+    def _metadata(self, version: int) -> Dict:
         return {'joint_names': self.robot.joint_names, 'joint_types': self.robot.joint_types,
                 'torque_normalisation': self.trainer.normalizer.to_dict(),
-                'model_id': self.model_id, 'model_version': self.version,
+                'model_id': self.model_id, 'model_version': version,
                 'online': {'samples_seen': self.samples_seen, 'steps': self.training_steps,
                            'validation_nmse': self.val_nmse}}
 
@@ -555,6 +557,7 @@ class LearnerNode(Node):
             msg.samples_in_buffer = self.train_buf.size + self.val_buf.size
         msg.samples_rejected = self.rejected.total
         msg.training_steps = self.training_steps
+        msg.rollbacks = self.divergences
         msg.train_loss = float(self.train_loss)
         msg.validation_nmse = list(self.val_nmse)
         msg.last_update_duration = float(self.last_round_s)
