@@ -434,7 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument('--params', default=DEFAULT_PARAMS, help='node parameter file')
     ap.add_argument('--excitation', type=float, default=45.0,
                     help='sim seconds of excitation / online learning')
-    ap.add_argument('--target-nmse', type=float, default=0.03,
+    ap.add_argument('--target-nmse', type=float, default=0.01,
                     help='after the excitation time, go on until a published model has this '
                          'validation nMSE on every joint ...')
     ap.add_argument('--max-extra', type=float, default=120.0,

@@ -156,3 +156,19 @@ def test_plant_integrates_the_mismatched_robot():
     a_nom = plant.nominal.forward(np.zeros(2), np.zeros(2), tau)
     np.testing.assert_allclose(plant.qd / plant.dt, a_true, rtol=2e-2)
     assert not np.allclose(a_true, a_nom, rtol=0.05)
+
+
+def test_measure_into_writes_what_measure_returns():
+    kw = dict(position_noise=0.01, velocity_noise=0.1, seed=7, q0=[0.1, 0.2], qd0=[0.3, -0.4])
+    a, b = Plant('two_link_arm.urdf', **kw), Plant('two_link_arm.urdf', **kw)
+    q, qd = np.empty(2), np.empty(2)
+    for _ in range(3):                       # the same draws, in the same order
+        qa, qda = a.measure()
+        b.measure_into(q, qd)
+        np.testing.assert_array_equal(q, qa)
+        np.testing.assert_array_equal(qd, qda)
+        assert not np.array_equal(q, b.q)
+    b.position_noise = b.velocity_noise = 0.0
+    b.measure_into(q, qd)
+    np.testing.assert_array_equal(q, b.q)
+    np.testing.assert_array_equal(qd, b.qd)

@@ -14,6 +14,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
+from delan_control.nodes import sim as sim_module
 from delan_control.nodes.sim import SimNode
 from delan_control.plant import Plant
 from delan_control.robot_model import RobotModel
@@ -276,3 +277,51 @@ def test_seven_dof_from_robot_description_and_reset(sim_env):
     def back_at_start():   # (states published before the reset may still be in flight)
         return any(np.abs(np.array(m.position) - q0).max() < 0.01 for _, m in probe.states[n:])
     assert spin_until(ex, back_at_start, 5.0)
+
+
+def test_failing_publishes_are_counted_and_the_physics_goes_on(sim_env):
+    """A publish that raises (RCLError under load, a publisher gone) costs that sample only."""
+    node, probe, ex = sim_env(('publish_rate', 200.0), ('command_timeout', 0.0))
+    assert spin_until(ex, lambda: len(probe.states) >= 3, 10.0)
+    node.destroy_publisher(node.js_pub)     # every publish now raises (invalid handle)
+    steps = node.stats['steps']
+    assert spin_until(ex, lambda: node.stats.get('publish_errors', 0) >= 20, 10.0)
+    assert node._thread.is_alive() and node.stats['steps'] > steps   # still stepping
+    published, n = node.stats['published'], len(probe.states)
+    node.js_pub = node.create_publisher(JointState, 'joint_states', 10)   # a publisher again
+    assert spin_until(ex, lambda: len(probe.states) >= n + 5, 10.0)     # joint states resume
+    assert node.stats['published'] > published and node._thread.is_alive()
+
+
+@pytest.mark.parametrize('serialized', [True, False])
+def test_published_states_are_the_plant_states(serialized, monkeypatch):
+    """Joint states from the pre-serialised bytes (and from the plain message, the fallback
+    when the middleware's layout is not found) carry exactly the state at their stamp."""
+    if not serialized:
+        monkeypatch.setattr(sim_module, 'serialized_layout', lambda msg: None)
+    q0 = [0.2, 0.5, -0.1, -1.0, 0.3, 0.4, 0.1]
+    with ros_context() as ctx:
+        node = SimNode(context=ctx, parameter_overrides=[
+            Parameter('urdf_path', value='seven_dof_arm.urdf'), Parameter('initial_position',
+                                                                          value=q0),
+            Parameter('publish_rate', value=100.0), Parameter('real_time_factor', value=2.0),
+            Parameter('publish_clock', value=True)])
+        probe = Probe(ctx)
+        ex = make_executor(ctx, [node, probe.node])
+        try:
+            assert (node._raw is not None) == serialized
+            assert spin_until(ex, lambda: len(probe.states) >= 30, 20.0)
+        finally:
+            node.close()
+            ex.shutdown()
+            node.destroy_node()
+            probe.node.destroy_node()
+    offline = Plant(RobotModel('seven_dof_arm.urdf'), q0=q0)   # no command: zero torque
+    for _, msg in probe.states[:30]:   # stamped in sim time (publish_clock), from 0
+        assert list(msg.name) == node.joint_names and msg.header.frame_id == ''
+        assert stamp_ns(msg) % 10_000_000 == 0                    # 100 Hz of sim time
+        offline.step(np.zeros(7), stamp_ns(msg) // 1_000_000 - offline.steps)
+        np.testing.assert_array_equal(msg.position, offline.q)
+        np.testing.assert_array_equal(msg.velocity, offline.qd)
+        np.testing.assert_array_equal(msg.effort, np.zeros(7))
+    assert np.abs(np.array(probe.states[29][1].position) - q0).max() > 1e-3   # it moved
