@@ -31,7 +31,8 @@ from std_srvs.srv import Trigger
 
 from delan_learning.excitation import random_fourier_trajectory
 from delan_learning.ros.qos import LATCHED
-from delan_learning.ros.testing import node_process, ros_context, stop_process
+from delan_learning.ros.testing import (malformed_joint_state, node_process, ros_context,
+                                         stop_process)
 from delan_learning.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
@@ -48,32 +49,6 @@ def _truth():
     pytest.importorskip('pinocchio')
     from delan_control.robot_model import RobotModel
     return RobotModel(URDF)
-
-
-def _garbage(i: int, stamp) -> JointState:
-    """The i-th bad message: each kind is rejected by the learner for a different reason."""
-    kind = i % 8
-    m = JointState(name=list(NAMES), position=[0.1, 0.2], velocity=[0.0, 0.0],
-                   effort=[1.0, 1.0])
-    m.header.stamp = stamp
-    if kind == 0:
-        m.position = [float('nan'), 0.2]
-    elif kind == 1:
-        m.effort = [0.0, float('inf')]
-    elif kind == 2:
-        m.velocity = [float('-inf'), 0.0]
-    elif kind == 3:
-        m.name = ['shoulder']                       # a joint missing
-        m.position, m.velocity, m.effort = [0.1], [0.0], [1.0]
-    elif kind == 4:
-        m.position = [0.1, 0.2, 0.3]                # lengths do not match the names
-    elif kind == 5:
-        m.effort = []                               # nothing to learn from
-    elif kind == 6:
-        m.effort = [1e6, 0.0]                       # beyond range_factor x the effort limit
-    else:
-        m.name = ['shoulder', 'shoulder']           # duplicated names
-    return m
 
 
 class Stream:
@@ -159,7 +134,7 @@ class Stream:
                 self.pub.publish(msg)
                 self.valid += 1
                 if self.garbage_sent < self._garbage_target and k % 5 == 0:
-                    self.pub.publish(_garbage(self.garbage_sent, msg.header.stamp))
+                    self.pub.publish(malformed_joint_state(self.garbage_sent, NAMES, msg.header.stamp))
                     self.garbage_sent += 1
                 next_time += period
                 delay = next_time - time.monotonic()

@@ -9,6 +9,8 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, List, Optional, Sequence
 
+from sensor_msgs.msg import JointState
+
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
@@ -68,3 +70,42 @@ def stop_process(proc: subprocess.Popen, timeout: float = 20.0) -> Optional[int]
         except ProcessLookupError:
             proc.wait()
     return proc.returncode
+
+
+MALFORMED_KINDS = 11
+
+
+def malformed_joint_state(i: int, names: Sequence[str], stamp=None) -> JointState:
+    """The ``i``-th of :data:`MALFORMED_KINDS` kinds of bad joint state (cycling) for ``names``
+    (two or more joints): each kind is refused by a learner or controller for another reason --
+    NaN / Inf values, a missing or an unknown joint, lengths that do not match the names, no
+    effort, efforts far beyond the limits, duplicated names, an empty message."""
+    n = len(names)
+    m = JointState(name=list(names), position=[0.1] * n, velocity=[0.0] * n, effort=[1.0] * n)
+    if stamp is not None:
+        m.header.stamp = stamp
+    kind = i % MALFORMED_KINDS
+    if kind == 0:
+        m.position[0] = float('nan')
+    elif kind == 1:
+        m.effort[-1] = float('inf')
+    elif kind == 2:
+        m.velocity[0] = float('-inf')
+    elif kind == 3:                                  # a joint missing
+        m.name, m.position, m.velocity, m.effort = (x[:-1] for x in (
+            m.name, m.position, m.velocity, m.effort))
+    elif kind == 4:                                  # an unknown joint instead of one
+        m.name[-1] = 'no_such_joint'
+    elif kind == 5:                                  # lengths do not match the names
+        m.position = list(m.position) + [0.3]
+    elif kind == 6:                                  # nothing to learn from
+        m.effort = []
+    elif kind == 7:                                  # beyond range_factor x the effort limit
+        m.effort[0] = 1e6
+    elif kind == 8:                                  # finite, absurdly far out of range
+        m.effort = [1e300 * (-1) ** k for k in range(n)]
+    elif kind == 9:                                  # duplicated names
+        m.name[-1] = m.name[0]
+    else:
+        m.name, m.position, m.velocity, m.effort = [], [], [], []
+    return m
