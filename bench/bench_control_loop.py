@@ -11,15 +11,20 @@ node in this process (``loop_probe.py``). ``--urdf`` selects the robot for all o
 the identification below): ``urdf/seven_dof_arm.urdf`` is the 7-DoF arm.
 
 For each model (pd, pinocchio, identified, delan; switched at runtime with a parameter set, as
-``ros2 param set`` does) the probe records the *source* timestamps (DDS, stamped by the writer
-when the sample was published) of every joint state and every effort command for
-``--duration`` seconds. Events are put in time order and each command is matched to the state
-published just before it (arrival order):
+``ros2 param set`` does) the controller's own timing is read for ``--duration`` seconds from
+its diagnostics (``delan_control.loop_stats``: the loop takes each joint state with its DDS
+*source* timestamp, stamped by the sim when it published):
 
-* latency = command published - state published: transport sim -> controller, the callback
-  and the publish; the probe's own speed does not enter (it only reads the stamps).
-* missed cycle = a state followed by the next state with no command in between (the
-  controller answered late or not at all); ``extra`` commands are the late answers.
+* latency = command published - state published: transport sim -> controller, waiting to be
+  scheduled, the cycle and the publish, for the state each command answers.
+* missed cycle = a state published before the command answering the previous one went out
+  (the controller had not kept up with the 1 kHz driver).
+
+``--probe`` adds the external measurement of ``loop_probe.py`` (a node in this process records
+the source stamps of every state and command and matches them; it costs about half a core,
+which on two cores perturbs what it measures). ``--realtime-priority N`` runs the controller and
+the sim (standing for the robot's driver) under SCHED_FIFO (their ``realtime_priority``
+parameter), as on a real arm.
 
 ``identified`` uses parameters identified (``sysid``) from simulated excitation data of the
 same mismatched arm, made at start-up; ``delan`` takes the learner's latest model version and
@@ -115,6 +120,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                          '0.25); 1e9 lets any version through -- the latency of model=delan '
                          'does not depend on how good the model is, and a 7-DoF learner starved '
                          'of CPU may not pass the gate for many minutes')
+    ap.add_argument('--realtime-priority', type=int, default=0,
+                    help="realtime_priority of the controller and of the sim (the robot's "
+                         'driver): SCHED_FIFO; 0 = normal scheduling')
+    ap.add_argument('--probe', action='store_true',
+                    help='also measure externally from DDS source stamps (loop_probe.py)')
     ap.add_argument('--keep', action='store_true', help='keep the temporary folder (logs)')
     args = ap.parse_args(argv)
     models = [m.strip() for m in args.models.split(',') if m.strip()]
@@ -143,9 +153,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     rows, rss = [], {}
     code = 0
     try:
-        nodes.start('delan_control', 'sim', realtime_sim(args.rate))
+        nodes.start('delan_control', 'sim', {**realtime_sim(args.rate),
+                                             'realtime_priority': args.realtime_priority})
         nodes.start('delan_control', 'torque_controller', {
-            'model': 'pd', **pd_gains(urdf),
+            'model': 'pd', **pd_gains(urdf), 'realtime_priority': args.realtime_priority,
             **({'identified_params': ident} if 'identified' in models else {})})
         nodes.start('delan_control', 'reference', {'trajectory': 'excitation', 'repeat': 'true'})
         if not args.no_learner:
@@ -154,9 +165,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 'torch_threads': 1, 'publish_period': 5.0,
                 **({'publish_max_nmse': args.publish_max_nmse}
                    if args.publish_max_nmse is not None else {})})
-        probe = Probe()
-        wait('joint states', lambda: probe.state_count > 100, 60.0)
-        wait('the controller', lambda: bool(probe.diag), 60.0)
+        probe = Probe(stamps=args.probe)
+        wait('the controller commanding', lambda: int(probe.diag.get('commands_sent', 0)) > 100,
+             60.0)
         if not args.no_learner:
             wait('the learner', lambda: probe.status is not None, 90.0)
         log(f'nodes up (ROS_DOMAIN_ID {os.environ["ROS_DOMAIN_ID"]}, logs in {tmp})')
@@ -182,19 +193,25 @@ def main(argv: Optional[List[str]] = None) -> int:
             pids = {name: p.pid for name, p in procs.items()}
             pids['bench'] = os.getpid()
             cpu0 = {name: cpu_s(pid) for name, pid in pids.items()}
+            first = probe.next_diag()
             w0 = time.monotonic()
-            states, commands, t0, t1 = probe.record(args.duration)
+            if args.probe:
+                states, commands, t0, t1 = probe.record(args.duration)
+            else:
+                time.sleep(args.duration)
+            last = probe.next_diag()
             wall = time.monotonic() - w0
             row['cpu'] = {name: 100.0 * (cpu_s(pid) - cpu0[name]) / wall
                           for name, pid in pids.items()}
-            time.sleep(1.1)          # one more diagnostics period
-            if len(states) < 2:
-                raise RuntimeError(f'no joint states recorded with model={model}')
-            row.update(analyse(states, commands, t0, t1))
+            row.update(probe.loop_window(first, last))
+            if row['states'] < 2:
+                raise RuntimeError(f'no joint states reached the controller with model={model}')
+            if args.probe:
+                row['probe'] = analyse(states, commands, t0, t1)
             row['model'] = model
             # CPU time of the controller per command it sent (callback + executor + DDS)
-            row['ctl_us'] = row['cpu']['torque_controller'] * 1e4 * wall / max(
-                row['commands'] * wall / ((t1 - t0) * 1e-9), 1)
+            row['ctl_us'] = row['cpu']['torque_controller'] * 1e4 / max(
+                row['commands'] / (last - first), 1)
             d1 = probe.diag
             row['trips'] = int(d1.get('watchdog_trips', 0)) - int(diag0.get('watchdog_trips', 0))
             row['fallbacks'] = int(d1.get('fallbacks', 0)) - int(diag0.get('fallbacks', 0))
@@ -202,9 +219,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             st1 = probe.status
             if st0 is not None and st1 is not None:
                 row['learner_steps'] = int(st1.training_steps - st0.training_steps)
-                row['learner_hz'] = (st1.samples_seen - st0.samples_seen) / (
-                    (st1.header.stamp.sec + 1e-9 * st1.header.stamp.nanosec)
-                    - (st0.header.stamp.sec + 1e-9 * st0.header.stamp.nanosec))
+                span = ((st1.header.stamp.sec + 1e-9 * st1.header.stamp.nanosec)
+                        - (st0.header.stamp.sec + 1e-9 * st0.header.stamp.nanosec))
+                # NaN: no status in the whole window (a learner starved of CPU)
+                row['learner_hz'] = ((st1.samples_seen - st0.samples_seen) / span if span > 0
+                                     else float('nan'))
             rows.append(row)
             log(f'{model}: p50 {row["p50"]:.0f} us, p99 {row["p99"]:.0f} us, max '
                 f'{row["max"]:.0f} us, missed {row["missed"]} of {row["states"]}')
@@ -228,10 +247,11 @@ def main(argv: Optional[List[str]] = None) -> int:
           f'{"training in parallel" if not args.no_learner else "off"}{gate}; '
           f'{args.duration:g} s per '
           f'model; {load_text()}; {provenance()}')
-    print('latency = command source stamp - source stamp of the state before it; missed = '
-          'states with no command before the next state. While cycles are missed the controller '
-          'answers from a backlog, so a command is matched to a newer state than the one it '
-          'answers: latencies are then lower bounds.\n')
+    print(f'controller and sim realtime_priority {args.realtime_priority} '
+          f'({"SCHED_FIFO" if args.realtime_priority else "normal scheduling"}). The '
+          "controller's own timing: latency = command published - source stamp of the state it "
+          'answers; missed = states published before the answer to the previous one '
+          '(histogram resolution 10 us; Hz = states per diagnostics period).\n')
     hdr = (f'{"model":>10s} {"states":>7s} {"Hz":>7s} {"p50 us":>7s} {"p99 us":>8s} '
            f'{"max us":>8s} {"missed":>7s} {"missed%":>7s} {"extra":>6s} {"trips":>5s} '
            f'{"fallbk":>6s} {"updates":>7s} {"learner steps":>13s} {"learner Hz":>10s}')
@@ -242,6 +262,14 @@ def main(argv: Optional[List[str]] = None) -> int:
               f'{r["p99"]:8.0f} {r["max"]:8.0f} {r["missed"]:7d} {r["missed_pct"]:7.2f} '
               f'{r["extra"]:6d} {r["trips"]:5d} {r["fallbacks"]:6d} {r["updates"]:7d} '
               f'{r.get("learner_steps", 0):13d} {r.get("learner_hz", float("nan")):10.0f}')
+    if args.probe and rows:
+        print('\nexternal probe (DDS source stamps; a command is matched to the state published '
+              'just before it, so with a backlog latencies are lower bounds):')
+        for r in rows:
+            e = r['probe']
+            print(f'{r["model"]:>10s} {e["states"]:7d} {e["rate_hz"]:7.1f} {e["p50"]:7.0f} '
+                  f'{e["p99"]:8.0f} {e["max"]:8.0f} {e["missed"]:7d} {e["missed_pct"]:7.2f} '
+                  f'{e["extra"]:6d}')
     if rows:
         names = list(rows[0]['cpu'])
         print('\nCPU use during each run [% of one core]; controller CPU per command [us]')

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from array import array
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 
@@ -23,7 +23,9 @@ class Probe:
     the data logger; the learner's status and model updates; a parameter client for the
     controller."""
 
-    def __init__(self):
+    def __init__(self, stamps: bool = True):
+        """``stamps``: also subscribe to the 1 kHz joint states and commands (the external
+        measurement; it costs this process ~half a core)."""
         import rclpy
         from delan_msgs.msg import ModelStatus, ModelUpdate
         from diagnostic_msgs.msg import DiagnosticArray
@@ -39,6 +41,8 @@ class Probe:
         self.states = array('q')       # source stamps [ns, system clock] of the joint states
         self.commands = array('q')     # ... and of the commands (since the last discard)
         self.diag: Dict[str, str] = {}          # torque_controller's diagnostics
+        self.diag_log: List[Tuple[int, Dict[str, str]]] = []   # (sequence, values), recent
+        self.diag_seq = 0
         self.logger_diag: Dict[str, str] = {}   # data_logger's
         self.status = None
         self.updates = 0
@@ -51,9 +55,11 @@ class Probe:
         # the probe lags by 10 s (a gap in the states would show as a rate below the sim's)
         qos = QoSProfile(depth=10000, reliability=ReliabilityPolicy.BEST_EFFORT)
         # raw: no deserialisation, the probe only needs the stamps of the samples
-        self.node.create_subscription(JointState, 'joint_states', self._on_state, qos, raw=True)
-        self.node.create_subscription(Float64MultiArray, 'effort_controller/commands',
-                                      self._on_command, qos, raw=True)
+        if stamps:
+            self.node.create_subscription(JointState, 'joint_states', self._on_state, qos,
+                                          raw=True)
+            self.node.create_subscription(Float64MultiArray, 'effort_controller/commands',
+                                          self._on_command, qos, raw=True)
         self.node.create_subscription(DiagnosticArray, 'diagnostics', self._on_diag, 10)
         self.node.create_subscription(ModelStatus, 'learner/status', self._on_status, 10)
         self.node.create_subscription(ModelUpdate, 'learner/model_update', self._on_update,
@@ -78,7 +84,11 @@ class Probe:
         for st in msg.status:
             values = {kv.key: kv.value for kv in st.values}
             if 'torque_controller' in st.name:
-                self.diag = values
+                with self._lock:
+                    self.diag = values
+                    self.diag_seq += 1
+                    self.diag_log.append((self.diag_seq, values))
+                    del self.diag_log[:-600]
             elif 'data_logger' in st.name:
                 self.logger_diag = values
 
@@ -142,6 +152,39 @@ class Probe:
         self.wait_past(t1)
         states, commands = self.stamps()
         return states, commands, t0, t1
+
+    def next_diag(self, timeout: float = 10.0) -> int:
+        """Sequence number of the controller's next diagnostics message (waits for it)."""
+        seq = self.diag_seq
+        deadline = time.monotonic() + timeout
+        while self.diag_seq <= seq:
+            if time.monotonic() > deadline:
+                raise RuntimeError('no diagnostics from torque_controller')
+            time.sleep(0.01)
+        return self.diag_seq
+
+    def loop_window(self, first: int, last: int) -> Dict:
+        """The controller's own timing (``delan_control.loop_stats``) between its diagnostics
+        messages ``first`` and ``last``: the cumulative latency histogram subtracted, the maxima
+        of the periods in between, missed cycles and states counted by the loop."""
+        from delan_control.loop_stats import parse_histogram, percentile_us
+        with self._lock:
+            log = {seq: v for seq, v in self.diag_log if first <= seq <= last}
+        a, b = log[first], log[last]
+        if 'latency_histogram_10us' not in b:
+            raise RuntimeError('torque_controller publishes no loop timing (an older build?)')
+        hist = parse_histogram(b['latency_histogram_10us']) - parse_histogram(
+            a['latency_histogram_10us'])
+
+        def diff(key):
+            return int(b[key]) - int(a[key])
+        states, missed = diff('joint_states_received'), diff('missed_cycles')
+        periods = [v for seq, v in log.items() if seq > first]
+        return {'states': states, 'commands': diff('commands_sent'), 'extra': 0,
+                'rate_hz': states / max(len(periods), 1),
+                'p50': percentile_us(hist, 50), 'p99': percentile_us(hist, 99),
+                'max': max(float(v['loop_latency_max_us']) for v in periods),
+                'missed': missed, 'missed_pct': 100.0 * missed / max(states, 1)}
 
     def close(self) -> None:
         self.ex.shutdown(timeout_sec=5.0)

@@ -106,8 +106,11 @@ def test_fixed_continuous_prismatic_urdf_from_robot_description(tmp_path):
                                  velocity=qd[::-1].tolist(), effort=(tau[::-1] * 0.5).tolist())
                 msg.header.stamp.sec, msg.header.stamp.nanosec = 5, 10_000_000 * (k + 1)
                 pub.publish(msg)
-                n = ctl.commands_sent
-                assert _wait(lambda: ctl.commands_sent > n and learner.samples_seen > k)
+                # the controller's loop thread may have answered already: wait for k + 1
+                assert _wait(lambda: ctl.commands_sent > k and learner.samples_seen > k), (
+                    f'state {k}: controller received {ctl.loop_stats.states}, sent '
+                    f'{ctl.commands_sent}, rejected {dict(ctl.rejected.counts)}; learner saw '
+                    f'{learner.samples_seen}')
             assert _wait(lambda: len(commands) >= 40)
             assert all(len(c) == 3 and np.all(np.isfinite(c)) for c in commands)
             assert learner.rejected.total == 0 and ctl.rejected.total == 0

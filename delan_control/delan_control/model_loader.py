@@ -71,8 +71,8 @@ class LatestLoader:
         self._request: Any = None
         self._has_request = False
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
 
     def submit(self, request: Any) -> None:
         with self._cond:
@@ -83,7 +83,7 @@ class LatestLoader:
         with self._cond:
             self._closed = True
             self._cond.notify()
-        self._thread.join(timeout)
+        self.thread.join(timeout)
 
     def _run(self) -> None:
         while True:

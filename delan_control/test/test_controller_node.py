@@ -31,7 +31,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from delan_control.control_laws import Gains, clamp_torque, control_torque
 from delan_control.nodes.reference import to_msg
 from delan_control.nodes.sim import SimNode
-from delan_control.nodes.torque_controller import TorqueControllerNode
+from delan_control.nodes.torque_controller import STATE_QUEUE_DEPTH, TorqueControllerNode
 from delan_control.plant import Plant
 from delan_control.robot_model import RobotModel
 from delan_control.trajectories import PiecewiseQuintic, make_reference
@@ -669,3 +669,91 @@ def test_first_switch_to_delan_does_not_stall_the_loop(tmp_path):
     finally:
         stop_process(proc)
         log.close()
+
+
+def _fifo_allowed() -> bool:
+    """Whether this machine lets a process use SCHED_FIFO (root / CAP_SYS_NICE / rtprio)."""
+    probe = subprocess.run(
+        ['python3', '-c', 'import os; os.sched_setscheduler(0, os.SCHED_FIFO, '
+         'os.sched_param(1))'], capture_output=True)
+    return probe.returncode == 0
+
+
+def test_loop_times_itself_and_runs_under_realtime_priority(tmp_path):
+    """A controller process with ``realtime_priority`` answers a 500 Hz stream; its diagnostics
+    count every state and time every command (the histogram holds exactly the commands sent;
+    a state not answered is a missed cycle, superseded by a newer one). Its threads run under SCHED_FIFO where
+    the machine allows it (all but the model loader), and it says so -- or says why not."""
+    from delan_control.loop_stats import parse_histogram, percentile_us
+    from delan_learning.ros.testing import node_process
+    log_path = tmp_path / 'controller.log'
+    log = open(log_path, 'w')
+    proc = node_process('delan_control', 'torque_controller', [
+        '-p', f'urdf_path:={URDF}', '-p', 'model:=pinocchio', '-p', 'realtime_priority:=10',
+        '-p', 'watchdog_timeout:=1.0'], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        with ros_context() as ctx:
+            node = rclpy.create_node('loop_probe', context=ctx)
+            commands, diags = [], []
+            node.create_subscription(Float64MultiArray, 'effort_controller/commands',
+                                     lambda m: commands.append(m), 1000)
+            node.create_subscription(DiagnosticArray, 'diagnostics', lambda m: diags.extend(
+                {kv.key: kv.value for kv in s.values} for s in m.status), 100)
+            pub = node.create_publisher(JointState, 'joint_states', 100)
+            ex = SingleThreadedExecutor(context=ctx)
+            ex.add_node(node)
+            spinner = threading.Thread(target=ex.spin, daemon=True)
+            spinner.start()
+            deadline = time.monotonic() + 60.0
+            while not diags:                      # the controller is up
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+            sent, t = 0, 100.0
+            next_send = time.monotonic()
+            while sent < 1500:                    # 3 s at 500 Hz
+                t += 0.002
+                msg = JointState(name=NAMES, position=list(Q0), velocity=[0.0, 0.0])
+                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(
+                    int(round(t * 1e9)), 1_000_000_000)
+                pub.publish(msg)
+                sent += 1
+                next_send += 0.002
+                time.sleep(max(0.0, next_send - time.monotonic()))
+            n_diag = len(diags)
+            while len(diags) < n_diag + 2:        # the counts after the last state
+                assert time.monotonic() < deadline + 30.0
+                time.sleep(0.05)
+            d = diags[-1]
+            received, answered = int(d['joint_states_received']), int(d['commands_sent'])
+            hist = parse_histogram(d['latency_histogram_10us'])
+            print(f'\n{received} states, {answered} commands, missed {d["missed_cycles"]}, '
+                  f'latency p50 {percentile_us(hist, 50):.0f} us p99 '
+                  f'{percentile_us(hist, 99):.0f} us max {d["loop_latency_max_all_us"]} us')
+            missed = int(d['missed_cycles'])
+            # every state taken is counted, and answered unless a newer one superseded it
+            # first; a loop more than STATE_QUEUE_DEPTH states behind never sees the oldest
+            # (the middleware keeps the newest), so a few may not arrive on a loaded machine
+            assert sent - 3 * STATE_QUEUE_DEPTH <= received <= sent
+            assert received - missed <= answered <= received
+            assert len(commands) >= answered - 5
+            assert hist.sum() == answered           # each command timed once
+            assert 0.0 < percentile_us(hist, 50) <= float('inf')
+            # how late it answers depends on the machine's load: that is measured by
+            # bench/bench_control_loop.py, not asserted here
+            assert int(d['loop_errors']) == 0
+            ex.shutdown(timeout_sec=10.0)
+            node.destroy_node()
+        fifo = [tid for tid in os.listdir(f'/proc/{proc.pid}/task')
+                if os.sched_getscheduler(int(tid)) == os.SCHED_FIFO]
+        n_threads = len(os.listdir(f'/proc/{proc.pid}/task'))
+    finally:
+        stop_process(proc)
+        log.close()
+    text = log_path.read_text()
+    if _fifo_allowed():
+        assert 'SCHED_FIFO priority 10' in text, text[-2000:]
+        # the executor, the loop and the middleware's threads; not the model loader
+        assert 3 <= len(fifo) < n_threads
+    else:
+        assert 'real-time priority not set' in text, text[-2000:]
+        assert not fifo

@@ -49,4 +49,4 @@ def test_newest_request_wins_and_failures_do_not_stop_the_loader():
 def test_close_stops_an_idle_loader():
     loader = LatestLoader(lambda r: r, lambda r, m: None, lambda r, e: None)
     loader.close(timeout=5.0)
-    assert not loader._thread.is_alive()
+    assert not loader.thread.is_alive()

@@ -237,6 +237,8 @@ def test_invalid_parameters_are_rejected_at_runtime(sim_env):
     ([('publish_rate', 2000.0)], 'publish_rate'),
     ([('integrator', 'euler')], 'integrator'),
     ([('robot_description', '<robot name="x"><link')], 'XML'),
+    ([('realtime_priority', 10), ('real_time_factor', 0.0)], 'starve'),
+    ([('realtime_priority', 99)], 'realtime_priority'),
 ])
 def test_invalid_parameters_are_rejected_at_start_up(overrides, match):
     with ros_context() as ctx:

@@ -87,8 +87,8 @@ class JointStateMapper:
         q = position[idx]
         qd = velocity[idx] if velocity.size else np.zeros(len(idx))
         tau = effort[idx] if effort.size else None
-        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qd))
-                and (tau is None or np.all(np.isfinite(tau)))):
+        if not (np.isfinite(q).all() and np.isfinite(qd).all()
+                and (tau is None or np.isfinite(tau).all())):
             raise JointStateError('non_finite', 'NaN or Inf in joint state')
         return MappedJointState(q, qd, tau)
 

@@ -86,7 +86,9 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, Header
 from std_srvs.srv import Trigger
 
+from delan_learning.ros.cdr import locate_float64_runs
 from delan_learning.ros.params import declare, validating_callback
+from delan_learning.ros.realtime import set_realtime_priority
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot_params
 from delan_learning.ros.spin import run_node
@@ -153,9 +155,9 @@ def serialized_layout(msg: JointState) -> Optional[Tuple[bytearray, int, Tuple[i
     except Exception:  # noqa: BLE001 -- a middleware without serialisation: publish messages
         return None
     stamp = _STAMP.pack(0x5A5A5A5A, 0x3C3C3C3C)
-    found = [bytes(buf).find(m.tobytes()) for m in markers]
+    found = locate_float64_runs(buf, markers)
     stamp_at = bytes(buf).find(stamp)
-    if min(found + [stamp_at]) < 0:
+    if found is None or stamp_at < 0:
         return None
     # the check: other values written at those offsets must come back out of the middleware
     rng = np.random.default_rng(0)
@@ -245,6 +247,7 @@ class SimNode(Node):
         self._thread = threading.Thread(target=self._physics_loop, name='sim_physics',
                                         daemon=True)
         self._thread.start()
+        set_realtime_priority(self.realtime_priority, self.get_logger())
 
     def _startup_message(self) -> str:
         return (f'simulating {self.model.name} ({self.plant.n} joints: '
@@ -287,6 +290,19 @@ class SimNode(Node):
                                 'each published state (or lockstep_timeout): control results '
                                 'independent of CPU load; real_time_factor is then an upper '
                                 'bound', **ro)
+        self.realtime_priority = declare(
+            self, 'realtime_priority', 0, 'SCHED_FIFO priority of the sim\'s threads (physics, '
+            'publishing, command subscription): the sim stands for a robot\'s real-time driver '
+            'and publishes on time whatever else runs. 0 = normal scheduling; needs '
+            'CAP_SYS_NICE or an rtprio limit; not with real_time_factor 0 (a flat-out '
+            'real-time thread would starve the machine)', min_value=0, max_value=98, **ro)
+        flat_out = ('real_time_factor=0 (as fast as possible) cannot run under '
+                    'realtime_priority: it would starve every other process')
+        if self.realtime_priority and self.real_time_factor == 0:
+            raise ValueError(f'invalid parameter: {flat_out}')
+        rtf_check = v['real_time_factor']
+        v['real_time_factor'] = lambda x: rtf_check(x) or (
+            flat_out if self.realtime_priority and x == 0 else None)
         self.lockstep_timeout = declare(self, 'lockstep_timeout', 0.05, 'Wall time to wait for '
                                         'the answer to a state in lockstep [s]', min_value=1e-4,
                                         max_value=10.0, registry=v)

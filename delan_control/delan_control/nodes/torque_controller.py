@@ -17,22 +17,28 @@ from typing import Dict, Optional
 import numpy as np
 from delan_msgs.msg import ModelUpdate
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from rclpy.serialization import deserialize_message
+from rclpy.type_support import check_is_valid_msg_type
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from delan_control.control_laws import LAWS, BumplessBlend, Gains, clamp_torque, control_torque
+from delan_control.loop_stats import LoopStats, histogram_text
 from delan_control.model_loader import (MODEL_KINDS, LatestLoader, ModelLoadError,
                                          load_dynamics_model)
 from delan_learning.ros.robot_param import declare_robot
 from delan_control.trajectories import PiecewiseQuintic, rejoin_offset
 from delan_learning.joint_state import JointStateError, JointStateMapper, StampGate
+from delan_learning.ros.cdr import CdrError, CommandBytes, JointStateReader
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.params import declare, validating_callback
+from delan_learning.ros.realtime import python_thread_ids, set_realtime_priority
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.spin import run_node, steady_timer
-
 
 
 def _stamp_s(stamp) -> float:
@@ -56,6 +62,9 @@ def _preload_model_libraries() -> None:
 # Python code gets it after at most the switch interval: 5 ms by default, 5 control cycles.
 GIL_SWITCH_INTERVAL_S = 2e-4
 
+
+# joint states the loop's subscription keeps; each wake-up takes them all, answers the newest
+STATE_QUEUE_DEPTH = 10
 
 # (position [rad or m], velocity [/s]) offsets too small to rejoin: encoder and velocity noise
 REJOIN_NEGLIGIBLE = np.array([1e-3, 0.05])
@@ -120,6 +129,12 @@ class TorqueControllerNode(Node):
             'larger offset: catching up adds at most 25 % of the velocity limits); a stall '
             'let the reference move on while the arm did not, and chasing it at once would '
             'kick the arm', min_value=0.0, max_value=60.0, registry=reg)
+        self.realtime_priority = declare(
+            self, 'realtime_priority', 0, 'SCHED_FIFO priority of the control path (executor and '
+            'middleware threads), as ros2_control\'s controller manager uses: joint states are '
+            'answered ahead of every normal process (the learner\'s training). 0 = normal '
+            'scheduling; needs CAP_SYS_NICE or an rtprio limit (a warning says so otherwise). '
+            'Applied at start-up', min_value=0, max_value=98, read_only=True, registry=reg)
         self.limits = self.robot.effort_limits * self.effort_scale
         self.mapper = JointStateMapper(self.joint_names)
         self.stamps = StampGate()
@@ -130,6 +145,8 @@ class TorqueControllerNode(Node):
         self.references_dropped = 0
         self.references_rejoined = 0
         self.commands_sent = 0
+        self.loop_stats = LoopStats()
+        self._reader = JointStateReader()
         self._lock = threading.RLock()
         self._model = None          # active DynamicsModel (None = PD)
         self._old_model = None      # model being faded out
@@ -172,8 +189,11 @@ class TorqueControllerNode(Node):
         self.add_post_set_parameters_callback(self._apply_params)
 
         self.cmd_pub = self.create_publisher(Float64MultiArray, 'effort_controller/commands', 10)
+        # commands go out as pre-serialised bytes, joint states come in as bytes (read with
+        # numpy): ~90 us less per cycle than message objects
+        self._command_bytes = CommandBytes.create(n)
         self.diag_pub = self.create_publisher(DiagnosticArray, 'diagnostics', 10)
-        self.create_subscription(JointState, 'joint_states', self._on_joint_state, 10)
+        self._start_control_loop()
         self.create_subscription(JointTrajectory, 'reference_trajectory', self._on_reference,
                                  LATCHED)
         self.create_subscription(ModelUpdate, 'learner/model_update', self._on_model_update,
@@ -184,6 +204,10 @@ class TorqueControllerNode(Node):
         steady_timer(self, 1.0, self._publish_diagnostics)
         self.get_logger().info(f'controlling {self.joint_names} with model={self.model_kind} '
                                f'law={self.law}')
+        # last: the middleware's and the loop's threads exist now; the model loader stays at
+        # normal priority
+        set_realtime_priority(self.realtime_priority, self.get_logger(),
+                              exclude=python_thread_ids(self._update_loader.thread))
 
     # ---------------------------------------------------------------- models
     def _load(self, kind: str, checkpoint: Optional[str] = None):
@@ -322,8 +346,83 @@ class TorqueControllerNode(Node):
             self._reference, self._rejoin, self._deviation = ref, None, None
 
     # ---------------------------------------------------------------- control
+    def _start_control_loop(self) -> None:
+        """Joint states are taken by a thread of their own, not by the executor: as the real-time
+        loop of ros2_control, it is never queued behind parameter services, model updates or
+        diagnostics, and it reads each sample's source timestamp (the EventsExecutor cannot
+        hand message info to a callback) to time itself."""
+        check_is_valid_msg_type(JointState)     # imports its type support
+        with self.handle:
+            # a subscription of this node (remapping, namespace and the graph as for any
+            # other), but not one the executor waits on
+            self._state_sub = _rclpy.Subscription(
+                self.handle, JointState, 'joint_states',
+                QoSProfile(depth=STATE_QUEUE_DEPTH).get_c_qos_profile(), None)
+        self.loop_errors = 0
+        self._loop_stop = threading.Event()
+        self._loop_thread = threading.Thread(target=self._control_loop, name='control_loop',
+                                             daemon=True)
+        self._loop_thread.start()
+
+    def _control_loop(self) -> None:
+        sub = self._state_sub
+        wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, self.context.handle)
+        # a node never destroyed must not leave this thread in the middleware at exit
+        while not self._loop_stop.is_set() and self.context.ok():
+            try:
+                wait_set.clear_entities()
+                wait_set.add_subscription(sub)
+                wait_set.wait(50_000_000)           # 50 ms: notice close() promptly
+                # everything queued, answering only the newest: a loop that fell behind (a
+                # stall, a loaded machine) catches up at once instead of commanding from a
+                # backlog of old states (as ros2_control, which reads the latest state)
+                batch = []
+                while len(batch) < STATE_QUEUE_DEPTH:
+                    taken = sub.take_message(JointState, True)
+                    if taken is None:
+                        break
+                    batch.append(taken)
+                if batch and not self._loop_stop.is_set():
+                    self.loop_stats.received([info['source_timestamp'] for _, info in batch])
+                    self._on_joint_state_bytes(*batch[-1])
+            except Exception as err:  # noqa: BLE001 -- the loop must outlive one bad cycle
+                if self._loop_stop.is_set() or not self.context.ok():
+                    return
+                self.loop_errors += 1
+                self.get_logger().error(f'control cycle failed: {err!r} ({self.loop_errors} '
+                                        'so far)', throttle_duration_sec=2.0)
+
+    def _on_joint_state_bytes(self, data: bytes, info) -> None:
+        """The subscription: serialised JointState + message info (its source timestamp times
+        the loop)."""
+        source_ns = info['source_timestamp']
+        try:
+            if self._reader.supports(data):
+                msg = self._reader.read(data)
+                stamp = (msg.sec, msg.nanosec)
+            else:       # another encapsulation: the middleware's own deserialisation
+                msg = deserialize_message(data, JointState)
+                stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)
+        except (CdrError, ValueError, TypeError) as err:
+            self.rejected.reject('undecodable', str(err))
+            return
+        if self._control(msg, stamp[0] + 1e-9 * stamp[1]):
+            self.loop_stats.command(source_ns, time.time_ns())
+
     def _on_joint_state(self, msg: JointState) -> None:
-        t = _stamp_s(msg.header.stamp) or self.get_clock().now().nanoseconds * 1e-9
+        """A JointState message (in-process callers, tests)."""
+        self._control(msg, _stamp_s(msg.header.stamp))
+
+    def _publish_command(self, tau: np.ndarray) -> None:
+        """Control loop thread only (the pre-serialised buffer is its own)."""
+        if self._command_bytes is not None:
+            self.cmd_pub.publish(self._command_bytes.pack(tau))
+        else:
+            self.cmd_pub.publish(Float64MultiArray(data=np.asarray(tau, float).tolist()))
+
+    def _control(self, msg, t: float) -> bool:
+        """One cycle: map, gate, command; False when the state was rejected (no command)."""
+        t = t or self.get_clock().now().nanoseconds * 1e-9
         try:
             js = self.mapper.map(msg)
             # the reference is evaluated at the stamp: one far ahead (or behind) must not
@@ -331,11 +430,12 @@ class TorqueControllerNode(Node):
             self.stamps.check(t)
         except JointStateError as err:
             self.rejected.reject(err.reason, err.detail)
-            return
+            return False
         now = time.monotonic()
-        self._last_state_time = now
-        if self._stale:
-            self._stale = False
+        with self._lock:        # against the watchdog (executor thread)
+            self._last_state_time = now
+            resumed, self._stale = self._stale, False
+        if resumed:
             self._hold = js.position.copy()
             self._check_reference_on_resume(t, js.position, js.velocity)
             self.get_logger().info('joint states fresh: commanding')
@@ -361,8 +461,9 @@ class TorqueControllerNode(Node):
         tau = self._torque(model, js, q_ref, qd_ref, qdd_ref)
         if w is not None:
             tau = w * tau + (1.0 - w) * self._torque(old, js, q_ref, qd_ref, qdd_ref)
-        self.cmd_pub.publish(Float64MultiArray(data=clamp_torque(tau, self.limits).tolist()))
+        self._publish_command(clamp_torque(tau, self.limits))
         self.commands_sent += 1
+        return True
 
     def _check_reference_on_resume(self, t: float, q: np.ndarray, qd: np.ndarray) -> None:
         """Rejoin the reference smoothly, or drop it when the arm is too far from it.
@@ -420,9 +521,11 @@ class TorqueControllerNode(Node):
                               qdd_ref)
 
     def _watchdog(self) -> None:
-        if self._stale or self._last_state_time is None:
-            return
-        if time.monotonic() - self._last_state_time > self.watchdog_timeout:
+        with self._lock:
+            if self._stale or self._last_state_time is None:
+                return
+            if time.monotonic() - self._last_state_time <= self.watchdog_timeout:
+                return
             self._stale = True
             self.watchdog_trips += 1
             # a JointGroupEffortController keeps applying the last command: replace it by zero
@@ -443,14 +546,42 @@ class TorqueControllerNode(Node):
             ('references_dropped', self.references_dropped),
             ('references_rejoined', self.references_rejoined),
             ('rejected_joint_states', self.rejected.total),
-            ('rejected_references', self.rejected_refs.total))]
+            ('rejected_references', self.rejected_refs.total),
+            *self._loop_diagnostics())]
         arr = DiagnosticArray(status=[st])
         arr.header.stamp = self.get_clock().now().to_msg()
         self.diag_pub.publish(arr)
 
+    def _loop_diagnostics(self):
+        """Timing of the loop over the last period [us], its missed cycles and the cumulative
+        latency histogram (``loop_stats``: a window's percentiles from two snapshots)."""
+        stats = self.loop_stats
+        w = stats.window()
+        return (('loop_latency_p50_us', f"{w['p50_us']:.0f}"),
+                ('loop_latency_p99_us', f"{w['p99_us']:.0f}"),
+                ('loop_latency_max_us', f"{w['max_us']:.0f}"),
+                ('loop_latency_max_all_us', f'{stats.max_us:.0f}'),
+                ('joint_states_received', stats.states), ('missed_cycles', stats.missed), ('clock_skew_samples', stats.clock_skew),
+                ('loop_errors', self.loop_errors),
+                ('latency_histogram_10us', histogram_text(stats.hist)))
 
     def close(self) -> None:
-        self._update_loader.close()
+        """Stop the control loop and the loader (run_node calls it; idempotent)."""
+        thread = getattr(self, '_loop_thread', None)
+        if thread is not None:
+            self._loop_stop.set()
+            if thread.is_alive() and threading.current_thread() is not thread:
+                thread.join(timeout=2.0)
+            if self._state_sub is not None and not thread.is_alive():
+                self._state_sub.destroy_when_not_in_use()
+                self._state_sub = None
+        loader = getattr(self, '_update_loader', None)
+        if loader is not None:
+            loader.close()
+
+    def destroy_node(self):
+        self.close()
+        return super().destroy_node()
 
 
 def main(args=None) -> int:
