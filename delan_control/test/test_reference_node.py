@@ -50,8 +50,8 @@ class Listener:
         self._thread = threading.Thread(target=self.ex.spin, daemon=True)
         self._thread.start()
 
-    def subscribe(self) -> None:
-        self.node.create_subscription(JointTrajectory, 'reference_trajectory',
+    def subscribe(self, topic: str = 'reference_trajectory') -> None:
+        self.node.create_subscription(JointTrajectory, topic,
                                       lambda m: self.received.append((time.monotonic(), m)),
                                       LATCHED)
 
@@ -197,15 +197,16 @@ def test_starts_from_the_current_joint_state():
     """In-process: with joint states, the reference approaches from where the arm is, at rest."""
     q_now = [0.2, -0.4]
     with ros_context() as ctx:
-        node = ReferenceNode(context=ctx, parameter_overrides=[
+        # a namespace of its own: the module's reference process may still be publishing
+        node = ReferenceNode(context=ctx, namespace='from_state', parameter_overrides=[
             Parameter('urdf_path', value=URDF), Parameter('trajectory', value='figure_eight'),
             Parameter('approach_time', value=1.5), Parameter('duration', value=2.0),
             Parameter('wait_for_joint_states', value=30.0)])
         lis = Listener(ctx)
         try:
             lis.ex.add_node(node)
-            lis.subscribe()
-            pub = lis.node.create_publisher(JointState, 'joint_states', 10)
+            lis.subscribe('/from_state/reference_trajectory')
+            pub = lis.node.create_publisher(JointState, '/from_state/joint_states', 10)
             deadline = time.monotonic() + 30.0
             while not lis.received:
                 assert time.monotonic() < deadline

@@ -224,7 +224,10 @@ def test_sigkill_keeps_what_was_flushed(tmp_path):
     assert any('no metadata.yaml' in n for n in notes) and any('truncated' in n for n in notes)
     assert sorted(js) == list(range(N)) and sorted(cmd) == list(range(N))
     with pytest.warns(BagWarning):
-        assert len(read_bag_arrays(bags[0], ['j1', 'j2'], complete=False)['q']) >= N
+        # no splitting at gaps: a stall of the publisher on a loaded machine would cut out a
+        # fragment too short to be a trajectory (the indices above prove every message is there)
+        arrays = read_bag_arrays(bags[0], ['j1', 'j2'], complete=False, gap_factor=1e9)
+        assert len(arrays['q']) >= N
     assert sorted(js) == list(range(N)) and sorted(cmd) == list(range(N))
     recover_bag(bags[0])
     js, cmd = data_indices(read_bag_dir(bags[0]))

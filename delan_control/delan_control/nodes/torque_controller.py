@@ -561,8 +561,8 @@ class TorqueControllerNode(Node):
                 ('loop_latency_p99_us', f"{w['p99_us']:.0f}"),
                 ('loop_latency_max_us', f"{w['max_us']:.0f}"),
                 ('loop_latency_max_all_us', f'{stats.max_us:.0f}'),
-                ('joint_states_received', stats.states), ('missed_cycles', stats.missed), ('clock_skew_samples', stats.clock_skew),
-                ('loop_errors', self.loop_errors),
+                ('joint_states_received', stats.states), ('missed_cycles', stats.missed),
+                ('clock_skew_samples', stats.clock_skew), ('loop_errors', self.loop_errors),
                 ('latency_histogram_10us', histogram_text(stats.hist)))
 
     def close(self) -> None:
