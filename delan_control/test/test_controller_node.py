@@ -744,7 +744,7 @@ def test_loop_times_itself_and_runs_under_realtime_priority(tmp_path):
             ex.shutdown(timeout_sec=10.0)
             node.destroy_node()
         fifo = [tid for tid in os.listdir(f'/proc/{proc.pid}/task')
-                if os.sched_getscheduler(int(tid)) == os.SCHED_FIFO]
+                if os.sched_getscheduler(int(tid)) & ~os.SCHED_RESET_ON_FORK == os.SCHED_FIFO]
         n_threads = len(os.listdir(f'/proc/{proc.pid}/task'))
     finally:
         stop_process(proc)

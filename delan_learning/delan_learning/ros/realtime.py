@@ -16,7 +16,9 @@ def set_realtime_priority(priority: int, logger=None,
     """Put every thread of this process (the executor, the middleware's receive threads) under
     SCHED_FIFO at ``priority`` (1-98), except the Python threads in ``exclude`` (their
     ``native_id``: e.g. a model loader, which must not compete with the loop). Threads started
-    later inherit the policy of the thread that starts them.
+    later inherit the policy of the thread that starts them; child processes do not
+    (SCHED_RESET_ON_FORK). It is process-wide: a node built in someone else's process (a test,
+    a container) makes that whole process real-time.
 
     Returns None on success, else why not (no privilege: run as root, with CAP_SYS_NICE, or with
     an ``rtprio`` limit in /etc/security/limits.conf); the reason is also logged as a warning.
@@ -29,11 +31,12 @@ def set_realtime_priority(priority: int, logger=None,
         exclude = set(exclude or ())
         reason = None
         param = os.sched_param(priority)
+        policy = os.SCHED_FIFO | getattr(os, 'SCHED_RESET_ON_FORK', 0)
         for tid in sorted(int(t) for t in os.listdir('/proc/self/task')):
             if tid in exclude:
                 continue
             try:
-                os.sched_setscheduler(tid, os.SCHED_FIFO, param)
+                os.sched_setscheduler(tid, policy, param)
             except ProcessLookupError:
                 continue            # a thread that ended meanwhile
             except PermissionError as err:
