@@ -651,9 +651,12 @@ def _offline_nmse(checkpoint: str, states: list) -> float:
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    'issue 7: failed once in 9 runs on 2026-12-02 (a full fresh-clone suite): no learnable '
-    'data reached the learner (validation nMSE 2.1 / 0.85 after 12,000 steps, as for a still '
-    'arm), cause not found; the wait now reports the arm\'s motion'))
+    'issue 7, two failures in 13 runs: (1) 2026-12-02, no learnable data reached the learner '
+    '(validation nMSE 2.1 / 0.85 after 12,000 steps, as for a still arm), cause not found, the '
+    'waits now report the arm\'s motion; (2) 2026-12-03, a version published while the absurd '
+    'efforts were entering the buffers, before any rollback, predicted the true torque 50x '
+    'worse than the version before it (nMSE 0.069 vs 0.0013; the learner recovered, later '
+    'versions 0.001): the publish gate cannot yet tell such a burst from a lasting change'))
 def test_learner_recovers_from_garbage_and_absurd_data(rig_factory):
     rig = rig_factory(relay=True)
     rig.start('sim', 'delan_control', 'sim', SIM)
