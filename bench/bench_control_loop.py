@@ -210,8 +210,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 row['probe'] = analyse(states, commands, t0, t1)
             row['model'] = model
             # CPU time of the controller per command it sent (callback + executor + DDS)
-            row['ctl_us'] = row['cpu']['torque_controller'] * 1e4 / max(
-                row['commands'] / (last - first), 1)
+            row['ctl_us'] = row['cpu']['torque_controller'] * 1e4 * wall / max(
+                row['commands'], 1)
             d1 = probe.diag
             row['trips'] = int(d1.get('watchdog_trips', 0)) - int(diag0.get('watchdog_trips', 0))
             row['fallbacks'] = int(d1.get('fallbacks', 0)) - int(diag0.get('fallbacks', 0))

@@ -92,8 +92,3 @@ class LoopStats:
         self._window = self.hist.copy()
         self._window_max = 0.0
         return out
-
-    def summary(self, since: Optional[np.ndarray] = None,
-                quantiles: Sequence[float] = (50, 99)) -> Dict[str, float]:
-        hist = self.hist if since is None else self.hist - since
-        return {f'p{q:g}_us': percentile_us(hist, q) for q in quantiles}

@@ -601,6 +601,22 @@ def test_non_finite_model_output_falls_back_to_pd(rig_factory, tmp_path):
     assert int(values['fallbacks']) >= len(cmds) and int(values['commands_sent']) == len(cmds)
 
 
+def _process_probe(ctx, name: str, on_command):
+    """A node of this test, spun in a thread, that feeds a controller *process* joint states
+    (``pub``) and watches its commands (``on_command``) and diagnostics (``diags``: one dict of
+    values per status)."""
+    node = rclpy.create_node(name, context=ctx)
+    diags: List[Dict[str, str]] = []
+    node.create_subscription(Float64MultiArray, 'effort_controller/commands', on_command, 1000)
+    node.create_subscription(DiagnosticArray, 'diagnostics', lambda m: diags.extend(
+        {kv.key: kv.value for kv in s.values} for s in m.status), 100)
+    pub = node.create_publisher(JointState, 'joint_states', 100)
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    threading.Thread(target=ex.spin, daemon=True).start()
+    return node, diags, pub, ex
+
+
 def test_first_switch_to_delan_does_not_stall_the_loop(tmp_path):
     """A fresh controller process (nothing imported yet) on pd, joint states at ~250 Hz of
     wall time; a runtime switch to delan must not hold the control callback up (loading torch
@@ -613,18 +629,10 @@ def test_first_switch_to_delan_does_not_stall_the_loop(tmp_path):
         '-p', 'watchdog_timeout:=1.0'], stdout=log, stderr=subprocess.STDOUT)
     try:
         with ros_context() as ctx:
-            node = rclpy.create_node('stall_probe', context=ctx)
-            commands, diags = [], []
-            node.create_subscription(Float64MultiArray, 'effort_controller/commands',
-                                     lambda m: commands.append(time.monotonic()), 1000)
-            node.create_subscription(DiagnosticArray, 'diagnostics', lambda m: diags.extend(
-                {kv.key: kv.value for kv in s.values} for s in m.status), 100)
-            pub = node.create_publisher(JointState, 'joint_states', 100)
+            commands = []
+            node, diags, pub, ex = _process_probe(
+                ctx, 'stall_probe', lambda m: commands.append(time.monotonic()))
             params = AsyncParameterClient(node, 'torque_controller')
-            ex = SingleThreadedExecutor(context=ctx)
-            ex.add_node(node)
-            spinner = threading.Thread(target=ex.spin, daemon=True)
-            spinner.start()
             stop = threading.Event()
 
             def stream():
@@ -682,8 +690,9 @@ def _fifo_allowed() -> bool:
 def test_loop_times_itself_and_runs_under_realtime_priority(tmp_path):
     """A controller process with ``realtime_priority`` answers a 500 Hz stream; its diagnostics
     count every state and time every command (the histogram holds exactly the commands sent;
-    a state not answered is a missed cycle, superseded by a newer one). Its threads run under SCHED_FIFO where
-    the machine allows it (all but the model loader), and it says so -- or says why not."""
+    a state not answered is a missed cycle, superseded by a newer one). Its threads run under
+    SCHED_FIFO where the machine allows it (all but the model loader), and it says so -- or
+    says why not."""
     from delan_control.loop_stats import parse_histogram, percentile_us
     from delan_learning.ros.testing import node_process
     log_path = tmp_path / 'controller.log'
@@ -693,17 +702,8 @@ def test_loop_times_itself_and_runs_under_realtime_priority(tmp_path):
         '-p', 'watchdog_timeout:=1.0'], stdout=log, stderr=subprocess.STDOUT)
     try:
         with ros_context() as ctx:
-            node = rclpy.create_node('loop_probe', context=ctx)
-            commands, diags = [], []
-            node.create_subscription(Float64MultiArray, 'effort_controller/commands',
-                                     lambda m: commands.append(m), 1000)
-            node.create_subscription(DiagnosticArray, 'diagnostics', lambda m: diags.extend(
-                {kv.key: kv.value for kv in s.values} for s in m.status), 100)
-            pub = node.create_publisher(JointState, 'joint_states', 100)
-            ex = SingleThreadedExecutor(context=ctx)
-            ex.add_node(node)
-            spinner = threading.Thread(target=ex.spin, daemon=True)
-            spinner.start()
+            commands = []
+            node, diags, pub, ex = _process_probe(ctx, 'loop_probe', commands.append)
             deadline = time.monotonic() + 60.0
             while not diags:                      # the controller is up
                 assert proc.poll() is None and time.monotonic() < deadline

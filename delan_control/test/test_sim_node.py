@@ -300,7 +300,7 @@ def test_published_states_are_the_plant_states(serialized, monkeypatch):
     """Joint states from the pre-serialised bytes (and from the plain message, the fallback
     when the middleware's layout is not found) carry exactly the state at their stamp."""
     if not serialized:
-        monkeypatch.setattr(sim_module, 'serialized_layout', lambda msg: None)
+        monkeypatch.setattr(sim_module, 'joint_state_layout', lambda msg: None)
     q0 = [0.2, 0.5, -0.1, -1.0, 0.3, 0.4, 0.1]
     with ros_context() as ctx:
         node = SimNode(context=ctx, parameter_overrides=[

@@ -71,22 +71,20 @@ position_limits     True (ro)               URDF limits act as inelastic end sto
 from __future__ import annotations
 
 import math
-import struct
 import threading
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import numpy as np
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
-from rclpy.serialization import deserialize_message, serialize_message
 from rclpy.type_support import check_for_type_support
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray, Header
+from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
-from delan_learning.ros.cdr import locate_float64_runs
+from delan_learning.ros.cdr import STAMP, joint_state_layout
 from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.realtime import set_realtime_priority
 from delan_learning.ros.rejections import RejectionCounter
@@ -131,50 +129,6 @@ def _array_validator(n: int, name: str, nonnegative: bool = False, positive: boo
             return f'{name} must be >= 0, got {vals}'
         return None
     return check
-
-
-_STAMP = struct.Struct('<iI')   # builtin_interfaces/Time in little-endian CDR
-
-
-def serialized_layout(msg: JointState) -> Optional[Tuple[bytearray, int, Tuple[int, int, int]]]:
-    """``(buffer, stamp offset, (position, velocity, effort) offsets)`` of ``msg`` serialised by
-    the middleware, or None if the layout cannot be found.
-
-    Names and frame id never change, so the stamp and the three arrays sit at fixed byte offsets:
-    they are found by serialising the message with marker values, and checked by writing other
-    values there and deserialising. Publishing these bytes costs about half of publishing the
-    message (rclpy then skips converting the Python message, ~3 us per joint state).
-    """
-    n = len(msg.position)
-    probe = JointState(name=list(msg.name), header=Header(frame_id=msg.header.frame_id))
-    markers = [np.arange(n) + 1000.25 * (k + 1) + 0.123456789 for k in range(3)]
-    probe.position, probe.velocity, probe.effort = (m.tolist() for m in markers)
-    probe.header.stamp.sec, probe.header.stamp.nanosec = 0x5A5A5A5A, 0x3C3C3C3C
-    try:
-        buf = bytearray(serialize_message(probe))
-    except Exception:  # noqa: BLE001 -- a middleware without serialisation: publish messages
-        return None
-    stamp = _STAMP.pack(0x5A5A5A5A, 0x3C3C3C3C)
-    found = locate_float64_runs(buf, markers)
-    stamp_at = bytes(buf).find(stamp)
-    if found is None or stamp_at < 0:
-        return None
-    # the check: other values written at those offsets must come back out of the middleware
-    rng = np.random.default_rng(0)
-    values = [rng.normal(size=n) for _ in range(3)]
-    for off, v in zip(found, values):
-        np.frombuffer(buf, np.float64, n, off)[:] = v
-    _STAMP.pack_into(buf, stamp_at, 12345, 678)
-    try:
-        back = deserialize_message(bytes(buf), JointState)
-    except Exception:  # noqa: BLE001
-        return None
-    if not (list(back.name) == list(msg.name) and back.header.frame_id == msg.header.frame_id
-            and (back.header.stamp.sec, back.header.stamp.nanosec) == (12345, 678)
-            and all(np.array_equal(np.asarray(a), v) for a, v in
-                    zip((back.position, back.velocity, back.effort), values))):
-        return None
-    return buf, stamp_at, tuple(found)
 
 
 def _finite(name: str):
@@ -227,14 +181,14 @@ class SimNode(Node):
         self.create_service(Trigger, '~/reset', self._on_reset)
         self._epoch_ns = 0 if self.publish_clock else self.get_clock().now().nanoseconds
         # One joint state, reused: each publish writes the state in place through numpy views
-        # -- of its serialised bytes (see serialized_layout), or of the message's own arrays if
+        # -- of its serialised bytes (see joint_state_layout), or of the message's own arrays if
         # the middleware's layout is not found -- with no per-publish lists or field checks.
         # publish() serialises or copies at once, so the next write cannot touch one in flight.
         self._msg = msg = JointState()
         msg.name = list(self.model.joint_names)
         msg.position, msg.velocity, msg.effort = [0.0] * n, [0.0] * n, [0.0] * n
         self._stamp = msg.header.stamp
-        layout = serialized_layout(msg)
+        layout = joint_state_layout(msg)
         if layout is None:
             self._raw: Optional[bytearray] = None
             arrays = [np.frombuffer(a, np.float64) for a in (msg.position, msg.velocity,
@@ -436,7 +390,7 @@ class SimNode(Node):
         if raw is None:
             self._stamp.sec, self._stamp.nanosec = sec, nanosec
         else:
-            _STAMP.pack_into(raw, self._raw_stamp_at, sec, nanosec)
+            STAMP.pack_into(raw, self._raw_stamp_at, sec, nanosec)
         if self._send(self.js_pub, self._msg if raw is None else bytes(raw), 'joint_states'):
             self.stats['published'] += 1
 

@@ -2,7 +2,8 @@
 
 A control loop taking ``sensor_msgs/JointState`` as a Python message and publishing a
 ``std_msgs/Float64MultiArray`` pays ~90 us of conversion per cycle in rclpy; reading the CDR
-bytes of a raw subscription with numpy and publishing a pre-serialised command buffer does not.
+bytes of a raw subscription with numpy and publishing a pre-serialised command buffer does not
+(and a driver -- the sim -- publishes its joint states the same way).
 Both sides are checked against the middleware's own (de)serialisation: anything the reader does
 not recognise (another encapsulation, a layout it cannot verify) goes the slow, safe way.
 """
@@ -12,10 +13,13 @@ import struct
 from typing import NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
+from rclpy.serialization import deserialize_message, serialize_message
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, Header
 
 _CDR_LE = b'\x00\x01'        # encapsulation: plain CDR (XCDR1), little endian
 _U32 = struct.Struct('<I')
-_STAMP = struct.Struct('<iI')
+STAMP = struct.Struct('<iI')     # builtin_interfaces/Time in little-endian CDR
 
 
 class CdrError(ValueError):
@@ -52,7 +56,7 @@ class JointStateReader:
             raise CdrError(f'encapsulation {data[:2].hex()} is not plain little-endian CDR')
         size = len(data)
         try:
-            sec, nanosec = _STAMP.unpack_from(data, 4)
+            sec, nanosec = STAMP.unpack_from(data, 4)
             pos = 12
             (n,) = _U32.unpack_from(data, pos)           # frame_id, with its NUL
             pos += 4 + n
@@ -118,6 +122,47 @@ def locate_float64_runs(buf: bytes, runs: Sequence[np.ndarray]) -> Optional[Tupl
     return tuple(offsets)
 
 
+def joint_state_layout(msg: JointState) -> Optional[Tuple[bytearray, int, Tuple[int, int, int]]]:
+    """``(buffer, stamp offset, (position, velocity, effort) offsets)`` of ``msg`` serialised by
+    the middleware, or None if the layout cannot be found (publish messages there).
+
+    Names and frame id never change, so the stamp and the three arrays sit at fixed byte offsets:
+    they are found by serialising the message with marker values, and checked by writing other
+    values there and deserialising. Publishing these bytes costs about half of publishing the
+    message (rclpy then skips converting the Python message, ~3 us per joint state).
+    """
+    n = len(msg.position)
+    probe = JointState(name=list(msg.name), header=Header(frame_id=msg.header.frame_id))
+    markers = [np.arange(n) + 1000.25 * (k + 1) + 0.123456789 for k in range(3)]
+    probe.position, probe.velocity, probe.effort = (m.tolist() for m in markers)
+    probe.header.stamp.sec, probe.header.stamp.nanosec = 0x5A5A5A5A, 0x3C3C3C3C
+    try:
+        buf = bytearray(serialize_message(probe))
+    except Exception:  # noqa: BLE001 -- a middleware without serialisation: publish messages
+        return None
+    stamp = STAMP.pack(0x5A5A5A5A, 0x3C3C3C3C)
+    found = locate_float64_runs(buf, markers)
+    stamp_at = bytes(buf).find(stamp)
+    if found is None or stamp_at < 0:
+        return None
+    # the check: other values written at those offsets must come back out of the middleware
+    rng = np.random.default_rng(0)
+    values = [rng.normal(size=n) for _ in range(3)]
+    for off, v in zip(found, values):
+        np.frombuffer(buf, np.float64, n, off)[:] = v
+    STAMP.pack_into(buf, stamp_at, 12345, 678)
+    try:
+        back = deserialize_message(bytes(buf), JointState)
+    except Exception:  # noqa: BLE001
+        return None
+    if not (list(back.name) == list(msg.name) and back.header.frame_id == msg.header.frame_id
+            and (back.header.stamp.sec, back.header.stamp.nanosec) == (12345, 678)
+            and all(np.array_equal(np.asarray(a), v) for a, v in
+                    zip((back.position, back.velocity, back.effort), values))):
+        return None
+    return buf, stamp_at, tuple(found)
+
+
 class CommandBytes:
     """A pre-serialised ``std_msgs/Float64MultiArray`` of ``n`` values (the ros2_control
     JointGroupEffortController command): :meth:`pack` writes the values in place and returns the
@@ -130,8 +175,6 @@ class CommandBytes:
 
     @classmethod
     def create(cls, n: int) -> Optional['CommandBytes']:
-        from rclpy.serialization import deserialize_message, serialize_message
-        from std_msgs.msg import Float64MultiArray
         marker = np.arange(n) + 7777.125 + 0.987654321
         try:
             buf = bytearray(serialize_message(Float64MultiArray(data=marker.tolist())))
