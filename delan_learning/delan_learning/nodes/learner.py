@@ -30,7 +30,8 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from delan_learning.checkpoint import CheckpointError, load_model, save_model
-from delan_learning.joint_state import JointStateError, JointStateMapper, StampGate
+from delan_learning.joint_state import (JointStateError, JointStateMapper, MappedJointState,
+                                        StampGate)
 from delan_learning.models import build_model
 from delan_learning.online import DelayedDifferentiator, ReplayBuffer, held_out
 from delan_learning.ros.params import declare, validating_callback
@@ -216,7 +217,13 @@ class LearnerNode(Node):
         except JointStateError as err:
             self.rejected.reject(err.reason, err.detail)
             return
-        self.samples_seen += 1
+        try:
+            self._ingest(t, js)
+        finally:
+            # counted once the sample is in the buffers: the count is a barrier for readers
+            self.samples_seen += 1
+
+    def _ingest(self, t: float, js: MappedJointState) -> None:
         if self.diff is None:
             self._first_stamps.append(t)
             if len(self._first_stamps) < 21:
