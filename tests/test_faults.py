@@ -650,13 +650,6 @@ def _offline_nmse(checkpoint: str, states: list) -> float:
     return float(np.mean(np.mean(err ** 2, axis=0) / np.var(tau, axis=0)))
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    'issue 7, two failures in 13 runs: (1) 2026-12-02, no learnable data reached the learner '
-    '(validation nMSE 2.1 / 0.85 after 12,000 steps, as for a still arm), cause not found, the '
-    'waits now report the arm\'s motion; (2) 2026-12-03, a version published while the absurd '
-    'efforts were entering the buffers, before any rollback, predicted the true torque 50x '
-    'worse than the version before it (nMSE 0.069 vs 0.0013; the learner recovered, later '
-    'versions 0.001): the publish gate cannot yet tell such a burst from a lasting change'))
 def test_learner_recovers_from_garbage_and_absurd_data(rig_factory):
     rig = rig_factory(relay=True)
     rig.start('sim', 'delan_control', 'sim', SIM)

@@ -95,8 +95,9 @@ class DelayedDifferentiator:
 
 
 class ReplayBuffer:
-    """Fixed-capacity ring of (q, qd, qdd, tau) rows, preallocated so memory is bounded by
-    ``capacity * 4 * n * 8`` bytes whatever the stream rate; the oldest rows are overwritten."""
+    """Fixed-capacity ring of (q, qd, qdd, tau) rows and their stamps, preallocated so memory is
+    bounded by ``capacity * (4 * n + 1) * 8`` bytes whatever the stream rate; the oldest rows are
+    overwritten."""
 
     FIELDS = ('q', 'qd', 'qdd', 'tau')
 
@@ -106,13 +107,14 @@ class ReplayBuffer:
         self.capacity = int(capacity)
         self.n = int(n_joints)
         self._data = {f: np.zeros((self.capacity, self.n)) for f in self.FIELDS}
+        self._t = np.zeros(self.capacity)
         self._next = 0
         self.size = 0
         self.total_added = 0
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in self._data.values())
+        return sum(a.nbytes for a in self._data.values()) + self._t.nbytes
 
     def add(self, s: Sample) -> None:
         i = self._next
@@ -120,9 +122,15 @@ class ReplayBuffer:
         self._data['qd'][i] = s.qd
         self._data['qdd'][i] = s.qdd
         self._data['tau'][i] = s.tau
+        self._t[i] = s.t
         self._next = (i + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
         self.total_added += 1
+
+    @property
+    def newest_t(self) -> float:
+        """Stamp of the row added last (-inf when empty)."""
+        return float(self._t[(self._next - 1) % self.capacity]) if self.size else -math.inf
 
     def clear(self) -> None:
         self._next = 0
@@ -134,3 +142,12 @@ class ReplayBuffer:
 
     def all(self) -> Dict[str, np.ndarray]:
         return {f: a[:self.size].copy() for f, a in self._data.items()}
+
+    def since(self, t0: float, limit: int = 0) -> Dict[str, np.ndarray]:
+        """Rows stamped after ``t0`` [s] (the newest ``limit`` of them when ``limit`` > 0)."""
+        idx = np.flatnonzero(self._t[:self.size] > t0)
+        if 0 < limit < len(idx):
+            # ring order: rows at and after _next are older than those before it
+            age = (idx - self._next) % self.capacity
+            idx = idx[np.argsort(age)[-limit:]]
+        return {f: a[idx].copy() for f, a in self._data.items()}

@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 
@@ -55,6 +57,13 @@ def test_replay_buffer_is_bounded_and_keeps_newest():
     assert sorted(buf.all()['q'][:, 0]) == list(range(150, 250))
     b = buf.sample(32, np.random.default_rng(0))
     assert b['tau'].shape == (32, 2) and np.all(b['q'] >= 150)
+    # rows by stamp, across the ring's wrap; limit keeps the newest
+    assert sorted(buf.since(199.5)['q'][:, 0]) == list(range(200, 250))
+    assert sorted(buf.since(199.5, limit=10)['tau'][:, 1]) == list(range(240, 250))
+    assert sorted(buf.since(100.0, limit=60)['q'][:, 0]) == list(range(190, 250))
+    assert len(buf.since(1e9)['q']) == 0 and buf.newest_t == 249.0
+    buf.clear()
+    assert buf.newest_t == -math.inf
 
 
 def test_held_out_chunks_are_one_in_k_and_not_locked_to_a_period():

@@ -7,7 +7,9 @@ held-out buffer (one in ``validation_every`` one-second chunks of data): a non-f
 validation loss ``divergence_factor`` times the best rolls back to the last good weights (or to
 the published ones, when those are ``divergence_factor`` times better on the same data).
 Every ``publish_period`` an improved model is written atomically as a new checkpoint version and
-announced on the latched ``~/model_update`` topic, where controllers pick it up without restart.
+announced on the latched ``~/model_update`` topic, where controllers pick it up without restart,
+unless the data changed under the published version: then a new one must also beat it on data
+from ``publish_hold_s`` after the change, so a short burst of bad data never goes out.
 """
 from __future__ import annotations
 
@@ -59,6 +61,10 @@ def lower_thread_priority(niceness: int, logger=None) -> None:
             logger.warning(f'could not lower the training thread priority: {err}')
 
 
+# validation samples after the hold that a new version is judged on (at least)
+MIN_SETTLED_SAMPLES = 100
+
+
 class LearnerNode(Node):
     def __init__(self, **kwargs):
         super().__init__('learner', **kwargs)
@@ -67,7 +73,7 @@ class LearnerNode(Node):
         names = self.robot.joint_names
         p = lambda *a, **k: declare(self, *a, registry=reg, **k)  # noqa: E731
         self.capacity = p('buffer_capacity', 200000, 'Replay buffer size [samples]; bounds '
-                          'memory to 32 * n_joints bytes per sample', min_value=100,
+                          'memory to 32 * n_joints + 8 bytes per sample', min_value=100,
                           max_value=50_000_000, read_only=True)
         self.min_samples = p('min_samples', 2000, 'Samples before training starts',
                              min_value=10, max_value=10_000_000)
@@ -103,6 +109,16 @@ class LearnerNode(Node):
         self.divergence_factor = p('divergence_factor', 20.0, 'Validation loss this many times '
                                    'the best counts as divergence', min_value=1.5,
                                    max_value=1e6)
+        self.shift_factor = p('shift_factor', 5.0, 'The published version\'s validation loss '
+                              'this many times its loss when it was published means the data '
+                              'changed (a burst of bad data, or a lasting change of the robot): '
+                              'publication is then held, see publish_hold_s', min_value=1.1,
+                              max_value=1e6)
+        self.publish_hold_s = p('publish_hold_s', 10.0, 'After the data changed, a new version '
+                                'goes out only once it beats the published one on validation '
+                                'data stamped more than this long after the change was seen: a '
+                                'burst of bad data shorter than this never reaches a controller '
+                                '[s of joint-state stamps]', min_value=0.0, max_value=3600.0)
         status_rate = p('status_rate', 1.0, 'ModelStatus rate [Hz]', min_value=0.01,
                         max_value=100.0, read_only=True)
         estimate_rate = p('estimate_rate', 2.0, 'DynamicsEstimate rate [Hz]; 0 = off',
@@ -152,6 +168,7 @@ class LearnerNode(Node):
         self._published_val = math.inf
         self._last_publish = 0.0
         self._last_recheck = 0.0
+        self._shift_t: Optional[float] = None   # stamp at which changed data were seen
         self.divergences = 0
         self.state = ModelStatus.STATE_IDLE
         self.message = 'waiting for joint states'
@@ -343,11 +360,56 @@ class LearnerNode(Node):
             better = self._recheck_published(val)
         if better:
             worst = max(self._good_nmse, default=math.inf)
-            if worst <= self.publish_max_nmse:
-                self._publish_version()
-            else:
+            if worst > self.publish_max_nmse:
                 self.message = (f'training; not published yet: validation nMSE {worst:.3g} > '
                                 f'publish_max_nmse {self.publish_max_nmse:.3g}')
+                return
+            held = self._publication_held(val)
+            if held:
+                self.message = f'training; not published yet: {held}'
+                return
+            self._publish_version()
+
+    def _publication_held(self, val) -> Optional[str]:
+        """Why better weights must not go out yet after the data changed (None: they may).
+
+        A burst of bad but plausible data (a push against the arm, a glitching sensor) and a
+        lasting change (a payload) look the same while they are in the buffers: the published
+        version's loss rises, and weights trained on the new data beat it on them. Only later
+        data tell them apart, so once the published version's loss exceeds ``shift_factor`` times
+        its loss at publication, a new version must also beat it on the validation data stamped
+        more than ``publish_hold_s`` after the change was seen: after a burst those are good data
+        again, on which the published version is the better one until training has recovered."""
+        with self._model_lock:
+            published = self._snapshot
+        if published is None:
+            return None
+        pub_loss = self._good_loss(val, published.state_dict())
+        if pub_loss <= self.shift_factor * self._published_val:
+            if self._shift_t is not None:
+                self.get_logger().info(f'validation data back in line with v{self.version}: '
+                                       'publication no longer held')
+            self._shift_t = None
+            return None
+        with self._lock:
+            newest = max(self.train_buf.newest_t, self.val_buf.newest_t)
+        if self._shift_t is None or newest < self._shift_t:   # (a clock restart: from now)
+            self._shift_t = newest
+            self.get_logger().warning(
+                f'validation data changed: v{self.version} has loss {pub_loss:.3g} on them, '
+                f'{self._published_val:.3g} when published; a new version must beat it on '
+                f'data stamped after {newest + self.publish_hold_s:.2f}')
+        settled = self._shift_t + self.publish_hold_s
+        with self._lock:
+            recent = self.val_buf.since(settled, limit=20000)
+        if len(recent['tau']) < MIN_SETTLED_SAMPLES:
+            return (f'the data changed at stamp {self._shift_t:.2f}: waiting for validation '
+                    f'data after {settled:.2f}')
+        mine, theirs = self._good_loss(recent), self._good_loss(recent, published.state_dict())
+        if not mine < theirs:
+            return (f'v{self.version} is better on the data since the change (loss '
+                    f'{theirs:.3g} vs {mine:.3g})')
+        return None
 
     def _recheck_published(self, val) -> bool:
         """Whether the last good weights beat the published ones on the *same* (current)
@@ -411,6 +473,7 @@ class LearnerNode(Node):
             self.last_update_stamp = stamp
         self._prune()
         self._published_val = self.best_val
+        self._shift_t = None     # the new version is the yardstick of changed data from now on
         self._last_publish = time.monotonic()
         msg = ModelUpdate(model_id=self.model_id, model_version=version,
                           checkpoint_path=path, joint_names=self.robot.joint_names,
@@ -500,6 +563,7 @@ class LearnerNode(Node):
         self.diff, self._first_stamps = None, []
         self.trainer, self._good_state, self._good_nmse = None, None, []
         self.best_val = self._published_val = math.inf
+        self._shift_t = None
         self.training_steps, self.train_loss, self.val_nmse = 0, math.nan, []
         with self._model_lock:
             self._snapshot, self.checkpoint_path = None, ''
