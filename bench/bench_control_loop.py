@@ -123,6 +123,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument('--realtime-priority', type=int, default=0,
                     help="realtime_priority of the controller and of the sim (the robot's "
                          'driver): SCHED_FIFO; 0 = normal scheduling')
+    ap.add_argument('--learner-param', action='append', default=[], metavar='NAME=VALUE',
+                    help='a learner parameter (repeatable), e.g. training_sched_idle=false')
     ap.add_argument('--probe', action='store_true',
                     help='also measure externally from DDS source stamps (loop_probe.py)')
     ap.add_argument('--keep', action='store_true', help='keep the temporary folder (logs)')
@@ -164,7 +166,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 'checkpoint_dir': os.path.join(tmp, 'ckpt'), 'resume': 'false',
                 'torch_threads': 1, 'publish_period': 5.0,
                 **({'publish_max_nmse': args.publish_max_nmse}
-                   if args.publish_max_nmse is not None else {})})
+                   if args.publish_max_nmse is not None else {}),
+                **dict(kv.split('=', 1) for kv in args.learner_param)})
         probe = Probe(stamps=args.probe)
         wait('the controller commanding', lambda: int(probe.diag.get('commands_sent', 0)) > 100,
              60.0)

@@ -9,9 +9,8 @@ unlike a one-sided derivative, has no lag error. That delay is harmless for lear
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass
-from typing import Deque, Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -64,34 +63,53 @@ class DelayedDifferentiator:
         self.order = order
         self.max_gap = max_gap
         self.smooth_velocity = smooth_velocity
-        self._buf: Deque[Tuple[float, np.ndarray, np.ndarray, np.ndarray]] = deque(maxlen=window)
+        # rings in arrival order, allocated at the first sample (its joint count); the fit does
+        # not depend on row order, so nothing is shifted or stacked per sample (this runs at the
+        # joint-state rate, 1 kHz on an arm)
+        self._t = np.zeros(window)
+        self._rows: Optional[np.ndarray] = None   # (window, 3, n): q, qd, tau
+        self._next = 0
+        self._count = 0
+        self._last_t = -math.inf
+        self._V = np.ones((window, order + 1))      # Vandermonde matrix, column 0 stays 1
         self.restarts = 0
 
     def reset(self) -> None:
-        self._buf.clear()
+        self._count = 0
+        self._next = 0
 
     def push(self, t: float, q: np.ndarray, qd: np.ndarray, tau: np.ndarray) -> Optional[Sample]:
-        if self._buf and not (0.0 < t - self._buf[-1][0] <= self.max_gap):
-            self._buf.clear()
+        if self._count and not (0.0 < t - self._last_t <= self.max_gap):
+            self.reset()
             self.restarts += 1
-        self._buf.append((t, q, qd, tau))
-        if len(self._buf) < self.window:
+        if self._rows is None or self._rows.shape[2] != len(q):
+            self._rows = np.zeros((self.window, 3, len(q)))
+        i = self._next
+        self._t[i] = t
+        row = self._rows[i]
+        row[0], row[1], row[2] = q, qd, tau
+        self._next = (i + 1) % self.window
+        self._count = min(self._count + 1, self.window)
+        self._last_t = t
+        if self._count < self.window:
             return None
-        c = self.window // 2
-        ts = np.array([b[0] for b in self._buf])
-        qs = np.stack([b[1] for b in self._buf])
-        tc = ts[c]
-        scale = max(ts[-1] - ts[0], 1e-12)
-        xs = (ts - tc) / scale
-        # least-squares polynomial in scaled time, evaluated at the centre sample (x = 0)
-        V = np.vander(xs, self.order + 1, increasing=True)
-        coef, *_ = np.linalg.lstsq(V, qs, rcond=None)
-        q_c = coef[0]
-        qd_fit = coef[1] / scale
+        # the centre sample: window // 2 older than the newest (ring index, arrival order)
+        c = (i - self.window // 2) % self.window
+        tc = self._t[c]
+        scale = max(t - self._t[self._next], 1e-12)   # newest - oldest
+        # least-squares polynomial in scaled time, evaluated at the centre sample (x = 0):
+        # normal equations (x in [-1/2, 1/2], order 3: well conditioned)
+        V = self._V
+        np.subtract(self._t, tc, out=V[:, 1])
+        V[:, 1] /= scale
+        for k in range(2, self.order + 1):
+            np.multiply(V[:, k - 1], V[:, 1], out=V[:, k])
+        coef = np.linalg.solve(V.T @ V, V.T @ self._rows[:, 0, :])
         qdd = 2.0 * coef[2] / scale ** 2
-        _, q_raw, qd_raw, tau = self._buf[c]
-        return Sample(tc, q_raw if not self.smooth_velocity else q_c,
-                      qd_fit if self.smooth_velocity else qd_raw, qdd, tau)
+        q_raw, qd_raw, tau_c = self._rows[c].copy()
+        if self.smooth_velocity:
+            return Sample(tc, coef[0], coef[1] / scale, qdd, tau_c)
+        return Sample(tc, q_raw, qd_raw, qdd, tau_c)
 
 
 class ReplayBuffer:

@@ -34,6 +34,23 @@ def test_delayed_differentiator_is_accurate_with_jittered_stamps():
                                atol=1e-4)
 
 
+def test_delayed_differentiator_equals_a_least_squares_fit_of_each_window():
+    rng = np.random.default_rng(1)
+    t = np.cumsum(0.001 + 0.0003 * rng.uniform(-1, 1, 300))
+    q = rng.normal(size=(300, 3)).cumsum(axis=0) * 1e-3
+    qd, tau = rng.normal(size=(300, 3)), rng.normal(size=(300, 3))
+    out = stream(DelayedDifferentiator(window=21, smooth_velocity=True), t, q, qd, tau)
+    for k in (0, 57, len(out) - 1):
+        win = slice(k, k + 21)
+        tc = t[k + 10]
+        c = np.polynomial.polynomial.polyfit(t[win] - tc, q[win], 3)   # (4, 3)
+        np.testing.assert_allclose(out[k].qdd, 2.0 * c[2], rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(out[k].qd, c[1], rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(out[k].q, c[0], rtol=1e-6, atol=1e-12)
+        np.testing.assert_array_equal(out[k].tau, tau[k + 10])   # the centre sample's, as is
+        assert out[k].t == tc
+
+
 def test_gaps_and_backwards_stamps_restart_the_window():
     d = DelayedDifferentiator(window=5, max_gap=0.05)
     z = np.zeros(1)

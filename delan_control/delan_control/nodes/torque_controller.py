@@ -12,16 +12,12 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 from delan_msgs.msg import ModelUpdate
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
-from rclpy.serialization import deserialize_message
-from rclpy.type_support import check_is_valid_msg_type
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -33,12 +29,14 @@ from delan_control.model_loader import (MODEL_KINDS, LatestLoader, ModelLoadErro
 from delan_learning.ros.robot_param import declare_robot
 from delan_control.trajectories import PiecewiseQuintic, rejoin_offset
 from delan_learning.joint_state import JointStateError, JointStateMapper, StampGate
-from delan_learning.ros.cdr import CdrError, CommandBytes, JointStateReader
+from delan_learning.ros.cdr import CommandBytes, JointStateReader
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.realtime import python_thread_ids, set_realtime_priority
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.spin import run_node, steady_timer
+from delan_learning.ros.state_taker import (DECODE_ERRORS, JointStateTaker, Taken,
+                                             decode_joint_state)
 
 
 def _stamp_s(stamp) -> float:
@@ -349,64 +347,25 @@ class TorqueControllerNode(Node):
     def _start_control_loop(self) -> None:
         """Joint states are taken by a thread of their own, not by the executor: as the real-time
         loop of ros2_control, it is never queued behind parameter services, model updates or
-        diagnostics, and it reads each sample's source timestamp (the EventsExecutor cannot
-        hand message info to a callback) to time itself."""
-        check_is_valid_msg_type(JointState)     # imports its type support
-        with self.handle:
-            # a subscription of this node (remapping, namespace and the graph as for any
-            # other), but not one the executor waits on
-            self._state_sub = _rclpy.Subscription(
-                self.handle, JointState, 'joint_states',
-                QoSProfile(depth=STATE_QUEUE_DEPTH).get_c_qos_profile(), None)
-        self.loop_errors = 0
-        self._loop_stop = threading.Event()
-        self._loop_thread = threading.Thread(target=self._control_loop, name='control_loop',
-                                             daemon=True)
-        self._loop_thread.start()
+        diagnostics, and it reads each sample's source timestamp to time itself."""
+        self._taker = JointStateTaker(self, self._on_states, STATE_QUEUE_DEPTH, 'control_loop')
 
-    def _control_loop(self) -> None:
-        sub = self._state_sub
-        wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, self.context.handle)
-        # a node never destroyed must not leave this thread in the middleware at exit
-        while not self._loop_stop.is_set() and self.context.ok():
-            try:
-                wait_set.clear_entities()
-                wait_set.add_subscription(sub)
-                wait_set.wait(50_000_000)           # 50 ms: notice close() promptly
-                # everything queued, answering only the newest: a loop that fell behind (a
-                # stall, a loaded machine) catches up at once instead of commanding from a
-                # backlog of old states (as ros2_control, which reads the latest state)
-                batch = []
-                while len(batch) < STATE_QUEUE_DEPTH:
-                    taken = sub.take_message(JointState, True)
-                    if taken is None:
-                        break
-                    batch.append(taken)
-                if batch and not self._loop_stop.is_set():
-                    self.loop_stats.received([info['source_timestamp'] for _, info in batch])
-                    self._on_joint_state_bytes(*batch[-1])
-            except Exception as err:  # noqa: BLE001 -- the loop must outlive one bad cycle
-                if self._loop_stop.is_set() or not self.context.ok():
-                    return
-                self.loop_errors += 1
-                self.get_logger().error(f'control cycle failed: {err!r} ({self.loop_errors} '
-                                        'so far)', throttle_duration_sec=2.0)
+    def _on_states(self, batch: List[Taken]) -> None:
+        """Everything queued, answering only the newest: a loop that fell behind (a stall, a
+        loaded machine) catches up at once instead of commanding from a backlog of old states
+        (as ros2_control, which reads the latest state)."""
+        self.loop_stats.received([info['source_timestamp'] for _, info in batch])
+        self._on_joint_state_bytes(*batch[-1])
 
     def _on_joint_state_bytes(self, data: bytes, info) -> None:
-        """The subscription: serialised JointState + message info (its source timestamp times
-        the loop)."""
+        """One serialised JointState + its message info (the source timestamp times the loop)."""
         source_ns = info['source_timestamp']
         try:
-            if self._reader.supports(data):
-                msg = self._reader.read(data)
-                stamp = (msg.sec, msg.nanosec)
-            else:       # another encapsulation: the middleware's own deserialisation
-                msg = deserialize_message(data, JointState)
-                stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)
-        except (CdrError, ValueError, TypeError) as err:
+            msg, t = decode_joint_state(self._reader, data)
+        except DECODE_ERRORS as err:
             self.rejected.reject('undecodable', str(err))
             return
-        if self._control(msg, stamp[0] + 1e-9 * stamp[1]):
+        if self._control(msg, t):
             self.loop_stats.command(source_ns, time.time_ns())
 
     def _on_joint_state(self, msg: JointState) -> None:
@@ -562,19 +521,14 @@ class TorqueControllerNode(Node):
                 ('loop_latency_max_us', f"{w['max_us']:.0f}"),
                 ('loop_latency_max_all_us', f'{stats.max_us:.0f}'),
                 ('joint_states_received', stats.states), ('missed_cycles', stats.missed),
-                ('clock_skew_samples', stats.clock_skew), ('loop_errors', self.loop_errors),
+                ('clock_skew_samples', stats.clock_skew), ('loop_errors', self._taker.errors),
                 ('latency_histogram_10us', histogram_text(stats.hist)))
 
     def close(self) -> None:
         """Stop the control loop and the loader (run_node calls it; idempotent)."""
-        thread = getattr(self, '_loop_thread', None)
-        if thread is not None:
-            self._loop_stop.set()
-            if thread.is_alive() and threading.current_thread() is not thread:
-                thread.join(timeout=2.0)
-            if self._state_sub is not None and not thread.is_alive():
-                self._state_sub.destroy_when_not_in_use()
-                self._state_sub = None
+        taker = getattr(self, '_taker', None)
+        if taker is not None:
+            taker.close()
         loader = getattr(self, '_update_loader', None)
         if loader is not None:
             loader.close()

@@ -36,11 +36,14 @@ from delan_learning.joint_state import (JointStateError, JointStateMapper, Mappe
                                         StampGate)
 from delan_learning.models import build_model
 from delan_learning.online import DelayedDifferentiator, ReplayBuffer, held_out
+from delan_learning.ros.cdr import JointStateReader
 from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot
 from delan_learning.ros.spin import run_node, steady_timer
+from delan_learning.ros.state_taker import (DECODE_ERRORS, JointStateTaker, Taken,
+                                            decode_joint_state)
 from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 
 VERSION_RE = re.compile(r'model_v(\d+)\.pt$')
@@ -49,7 +52,9 @@ VERSION_RE = re.compile(r'model_v(\d+)\.pt$')
 def lower_thread_priority(niceness: int, logger=None) -> None:
     """Raise the calling thread's nice value by ``niceness`` (Linux: per thread; unprivileged).
     Training is throughput work: a 1 kHz control loop on the same cores must win every
-    contended time slice, or its commands come late."""
+    contended time slice, or its commands come late. (Not SCHED_IDLE: a thread that holds the
+    GIL and is then kept off the CPU would stall the intake thread and the executor for as
+    long as the machine is busy.)"""
     if niceness <= 0 or not hasattr(os, 'setpriority'):
         return
     tid = threading.get_native_id()
@@ -61,6 +66,9 @@ def lower_thread_priority(niceness: int, logger=None) -> None:
             logger.warning(f'could not lower the training thread priority: {err}')
 
 
+# joint states queued for the intake thread (1 s at 1 kHz), taken every INTAKE_PERIOD_S
+STATE_QUEUE_DEPTH = 1000
+INTAKE_PERIOD_S = 0.02
 # validation samples after the hold that a new version is judged on (at least)
 MIN_SETTLED_SAMPLES = 100
 
@@ -186,7 +194,10 @@ class LearnerNode(Node):
         self.status_pub = self.create_publisher(ModelStatus, '~/status', 10)
         self.update_pub = self.create_publisher(ModelUpdate, '~/model_update', LATCHED)
         self.estimate_pub = self.create_publisher(DynamicsEstimate, '~/dynamics_estimate', 10)
-        self.create_subscription(JointState, 'joint_states', self._on_joint_state, 1000)
+        # taken by a thread of their own, as bytes, in batches (ros/state_taker.py)
+        self._reader = JointStateReader()
+        self._taker = JointStateTaker(self, self._on_states, STATE_QUEUE_DEPTH, 'joint_states',
+                                      period_s=INTAKE_PERIOD_S)
         self.create_service(SaveModel, '~/save_model', self._srv_save)
         self.create_service(LoadModel, '~/load_model', self._srv_load)
         self.create_service(Trigger, '~/reset', self._srv_reset)
@@ -212,7 +223,21 @@ class LearnerNode(Node):
                 setattr(self, prm.name, prm.value)
 
     # ------------------------------------------------------------------ data in
+    def _on_states(self, batch: List[Taken]) -> None:
+        for data, _ in batch:
+            try:
+                msg, t = decode_joint_state(self._reader, data)
+            except DECODE_ERRORS as err:
+                self.rejected.reject('undecodable', str(err))
+                continue
+            self._take(msg, t)
+
     def _on_joint_state(self, msg: JointState) -> None:
+        """A JointState message (in-process callers, tests)."""
+        self._take(msg, msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
+
+    def _take(self, msg, t: float) -> None:
+        """``msg``: a JointState or a :class:`~delan_learning.ros.cdr.RawJointState`."""
         try:
             js = self.mapper.map(msg)
         except JointStateError as err:
@@ -226,7 +251,6 @@ class LearnerNode(Node):
             self.rejected.reject('out_of_range', 'torque or velocity beyond '
                                  f'{self.range_factor} x the URDF limits')
             return
-        t = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         if t == 0.0:
             t = self.get_clock().now().nanoseconds * 1e-9
         try:
@@ -661,6 +685,7 @@ class LearnerNode(Node):
         self.estimate_pub.publish(msg)
 
     def close(self) -> None:
+        self._taker.close()
         self._stop.set()
         self._worker.join(timeout=10.0)
 
