@@ -1,8 +1,8 @@
 """Online DeLaN learner: joint states in, a continually trained model out.
 
-The executor thread only validates joint states, estimates accelerations (delayed
-Savitzky-Golay) and appends to a fixed-size replay buffer; a worker thread trains in rounds,
-so a slow training step never delays a callback. After each round the model is checked on a
+An intake thread (``ros/state_taker.py``, batches every 20 ms) only validates joint states,
+estimates accelerations (delayed Savitzky-Golay) and appends to a fixed-size replay buffer; a
+worker thread trains in rounds, so a slow training step never delays the intake. After each round the model is checked on a
 held-out buffer (one in ``validation_every`` one-second chunks of data): a non-finite loss or a
 validation loss ``divergence_factor`` times the best rolls back to the last good weights (or to
 the published ones, when those are ``divergence_factor`` times better on the same data).
