@@ -12,6 +12,7 @@ percentiles follow from two snapshots: the node's diagnostics publish it, a benc
 """
 from __future__ import annotations
 
+import threading
 from typing import Dict, Optional, Sequence
 
 import numpy as np
@@ -46,9 +47,12 @@ def parse_histogram(text: str) -> np.ndarray:
 
 
 class LoopStats:
-    """Latency histogram, maximum and missed cycles of one control loop."""
+    """Latency histogram, maximum and missed cycles of one control loop. The loop thread
+    records, another (diagnostics) reads: :meth:`snapshot` is consistent, and the arrays are
+    never read while the loop writes them."""
 
     def __init__(self):
+        self._lock = threading.Lock()
         self.hist = np.zeros(N_BINS + 1, dtype=np.int64)
         self.max_us = 0.0
         self.states = 0
@@ -63,6 +67,10 @@ class LoopStats:
         be answered."""
         if not stamps_ns:
             return
+        with self._lock:
+            self._received(stamps_ns)
+
+    def _received(self, stamps_ns: Sequence[int]) -> None:
         self.states += len(stamps_ns)
         # the previous answer went out after this state was published: it came late
         if self._last_command_ns is not None and stamps_ns[0] < self._last_command_ns:
@@ -73,6 +81,10 @@ class LoopStats:
     def command(self, state_ns: int, command_ns: int) -> None:
         """The command answering the state published at ``state_ns`` went out at
         ``command_ns``."""
+        with self._lock:
+            self._command(state_ns, command_ns)
+
+    def _command(self, state_ns: int, command_ns: int) -> None:
         self._last_command_ns = command_ns
         us = (command_ns - state_ns) * 1e-3
         if us < 0.0:
@@ -84,8 +96,20 @@ class LoopStats:
         if us > self._window_max:
             self._window_max = us
 
+    def snapshot(self) -> Dict:
+        """Everything at one instant: ``window`` (as :meth:`window`), and copies of the
+        cumulative ``hist``, ``max_us``, ``states``, ``missed``, ``clock_skew``."""
+        with self._lock:
+            return {'window': self._take_window(), 'hist': self.hist.copy(),
+                    'max_us': self.max_us, 'states': self.states, 'missed': self.missed,
+                    'clock_skew': self.clock_skew}
+
     def window(self) -> Dict[str, float]:
         """p50 / p99 / max [us] and count of the commands since the previous call."""
+        with self._lock:
+            return self._take_window()
+
+    def _take_window(self) -> Dict[str, float]:
         w = self.hist - self._window
         out = {'p50_us': percentile_us(w, 50), 'p99_us': percentile_us(w, 99),
                'max_us': self._window_max, 'count': int(w.sum())}

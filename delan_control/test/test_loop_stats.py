@@ -63,3 +63,30 @@ def test_superseded_states_are_missed():
     stats.received([1 * MS, 2 * MS, 3 * MS])      # a backlog: only the newest is answered
     stats.command(3 * MS, 3 * MS + 300_000)
     assert stats.states == 4 and stats.missed == 2
+
+
+def test_snapshots_while_the_loop_writes():
+    """The diagnostics timer reads while the loop thread writes (a controller once died of
+    'number of non-zero array elements changed during function execution')."""
+    import threading
+    stats, n = LoopStats(), 200_000
+    done = threading.Event()
+
+    def loop():
+        for k in range(n):
+            stats.received([k * 1000])
+            stats.command(k * 1000, k * 1000 + (k % 3000) * 1000)
+        done.set()
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    counted = 0
+    while not done.is_set():
+        s = stats.snapshot()
+        histogram_text(s['hist'])
+        counted += s['window']['count']
+        # consistent: at most the state being answered right now lacks its command
+        assert 0 <= s['states'] - int(s['hist'].sum()) - s['clock_skew'] <= 1
+    thread.join()
+    counted += stats.snapshot()['window']['count']
+    assert counted == n and stats.states == n

@@ -493,6 +493,12 @@ class TorqueControllerNode(Node):
                                     'zero torque sent, commanding stopped')
 
     def _publish_diagnostics(self) -> None:
+        try:
+            self._publish_diagnostics_once()
+        except Exception as err:  # noqa: BLE001 -- a report must never stop the controller
+            self.get_logger().error(f'diagnostics failed: {err!r}', throttle_duration_sec=10.0)
+
+    def _publish_diagnostics_once(self) -> None:
         level = DiagnosticStatus.OK
         msg = 'ok'
         if self._stale:
@@ -514,15 +520,15 @@ class TorqueControllerNode(Node):
     def _loop_diagnostics(self):
         """Timing of the loop over the last period [us], its missed cycles and the cumulative
         latency histogram (``loop_stats``: a window's percentiles from two snapshots)."""
-        stats = self.loop_stats
-        w = stats.window()
+        s = self.loop_stats.snapshot()     # the loop thread goes on writing meanwhile
+        w = s['window']
         return (('loop_latency_p50_us', f"{w['p50_us']:.0f}"),
                 ('loop_latency_p99_us', f"{w['p99_us']:.0f}"),
                 ('loop_latency_max_us', f"{w['max_us']:.0f}"),
-                ('loop_latency_max_all_us', f'{stats.max_us:.0f}'),
-                ('joint_states_received', stats.states), ('missed_cycles', stats.missed),
-                ('clock_skew_samples', stats.clock_skew), ('loop_errors', self._taker.errors),
-                ('latency_histogram_10us', histogram_text(stats.hist)))
+                ('loop_latency_max_all_us', f"{s['max_us']:.0f}"),
+                ('joint_states_received', s['states']), ('missed_cycles', s['missed']),
+                ('clock_skew_samples', s['clock_skew']), ('loop_errors', self._taker.errors),
+                ('latency_histogram_10us', histogram_text(s['hist'])))
 
     def close(self) -> None:
         """Stop the control loop and the loader (run_node calls it; idempotent)."""
