@@ -2,10 +2,11 @@
 
 An intake thread (``ros/state_taker.py``, batches every 20 ms) only validates joint states,
 estimates accelerations (delayed Savitzky-Golay) and appends to a fixed-size replay buffer; a
-worker thread trains in rounds, so a slow training step never delays the intake. After each round the model is checked on a
-held-out buffer (one in ``validation_every`` one-second chunks of data): a non-finite loss or a
-validation loss ``divergence_factor`` times the best rolls back to the last good weights (or to
-the published ones, when those are ``divergence_factor`` times better on the same data).
+worker thread trains in rounds, so a slow training step never delays the intake. After each
+round the model is checked on a held-out buffer (one in ``validation_every`` one-second chunks
+of data): a non-finite loss or a validation loss ``divergence_factor`` times the best rolls back
+to the last good weights (or to the published ones, when those are ``divergence_factor`` times
+better on the same data).
 Every ``publish_period`` an improved model is written atomically as a new checkpoint version and
 announced on the latched ``~/model_update`` topic, where controllers pick it up without restart,
 unless the data changed under the published version: then a new one must also beat it on data
@@ -417,15 +418,17 @@ class LearnerNode(Node):
             return None
         with self._lock:
             newest = max(self.train_buf.newest_t, self.val_buf.newest_t)
-        if self._shift_t is None or newest < self._shift_t:   # (a clock restart: from now)
-            self._shift_t = newest
+            if self._shift_t is None or newest < self._shift_t:  # (a clock restart: from now)
+                self._shift_t, seen = newest, True
+            else:
+                seen = False
+            settled = self._shift_t + self.publish_hold_s
+            recent = self.val_buf.since(settled, limit=20000)
+        if seen:
             self.get_logger().warning(
                 f'validation data changed: v{self.version} has loss {pub_loss:.3g} on them, '
                 f'{self._published_val:.3g} when published; a new version must beat it on '
-                f'data stamped after {newest + self.publish_hold_s:.2f}')
-        settled = self._shift_t + self.publish_hold_s
-        with self._lock:
-            recent = self.val_buf.since(settled, limit=20000)
+                f'data stamped after {settled:.2f}')
         if len(recent['tau']) < MIN_SETTLED_SAMPLES:
             return (f'the data changed at stamp {self._shift_t:.2f}: waiting for validation '
                     f'data after {settled:.2f}')
