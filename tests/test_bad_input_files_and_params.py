@@ -4,7 +4,6 @@ a robot_description string) work end to end over DDS."""
 import math
 import os
 import pickle
-import threading
 import time
 
 import numpy as np
@@ -23,7 +22,7 @@ from delan_control.robot_model import RobotModel
 from delan_learning.checkpoint import FORMAT_VERSION, save_model
 from delan_learning.models import build_model
 from delan_learning.nodes.learner import LearnerNode
-from delan_learning.ros.testing import ros_context
+from delan_learning.ros.testing import ros_context, spin_in_thread
 from delan_learning.urdf_joints import RobotDescription, actuated_joints
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,7 +59,7 @@ def _spin(ctx, nodes):
     ex = MultiThreadedExecutor(num_threads=2, context=ctx)
     for n in nodes:
         ex.add_node(n)
-    threading.Thread(target=ex.spin, daemon=True).start()
+    spin_in_thread(ex)
     return ex
 
 

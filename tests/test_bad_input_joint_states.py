@@ -3,7 +3,6 @@ each one is rejected and counted (ModelStatus.samples_rejected, the controller's
 reordered names are accepted and mapped, and both nodes keep working on good messages after."""
 import math
 import os
-import threading
 import time
 
 import numpy as np
@@ -21,7 +20,7 @@ from delan_control.nodes.torque_controller import TorqueControllerNode
 from delan_learning.joint_state import JointStateError, StampGate
 from delan_learning.nodes.learner import LearnerNode
 from delan_learning.ros.qos import LATCHED
-from delan_learning.ros.testing import ros_context
+from delan_learning.ros.testing import ros_context, spin_in_thread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 URDF = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
@@ -64,8 +63,7 @@ class Bench:
         self.ex = MultiThreadedExecutor(num_threads=2, context=ctx)
         for n in (self.learner, self.ctl, self.probe):
             self.ex.add_node(n)
-        self._thread = threading.Thread(target=self.ex.spin, daemon=True)
-        self._thread.start()
+        self._thread = spin_in_thread(self.ex)
         self.t = 1000.0
         assert _wait(lambda: self.pub.get_subscription_count() >= 2
                      and self.probe.count_publishers('effort_controller/commands') >= 1)

@@ -43,7 +43,7 @@ from std_msgs.msg import Float64MultiArray
 from delan_learning.online import held_out as held_out_chunk
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.testing import (malformed_joint_state, node_process, ros_context,
-                                         stop_process)
+                                         spin_in_thread, stop_process)
 from delan_learning.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
@@ -116,8 +116,7 @@ class Rig:
         self.relay = Relay(self.node) if relay else None
         self.ex = SingleThreadedExecutor(context=ctx)
         self.ex.add_node(self.node)
-        self._spin = threading.Thread(target=self.ex.spin, daemon=True)
-        self._spin.start()
+        self._spin = spin_in_thread(self.ex)
 
     # ---- recording
     def _on_state(self, msg: JointState, info) -> None:

@@ -32,7 +32,7 @@ from std_srvs.srv import Trigger
 from delan_learning.excitation import random_fourier_trajectory
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.testing import (malformed_joint_state, node_process, ros_context,
-                                         stop_process)
+                                         spin_in_thread, stop_process)
 from delan_learning.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
@@ -187,8 +187,7 @@ class Harness:
         self.ex = SingleThreadedExecutor(context=ctx)
         self.ex.add_node(self.node)
         self.ex.add_node(self.ctl)
-        self._spin = threading.Thread(target=self.ex.spin, daemon=True)
-        self._spin.start()
+        self._spin = spin_in_thread(self.ex)
         # the controller's torque at rest on its hold point before any model exists: plain PD
         self.hold_q = np.array([0.4, 0.5])
         self.command_before_model = self.ctl_command()

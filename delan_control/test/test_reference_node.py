@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import os
 import subprocess
-import threading
 import time
 from typing import List
 
@@ -22,7 +21,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from delan_control.nodes.reference import ReferenceNode
 from delan_learning.ros.qos import LATCHED
-from delan_learning.ros.testing import node_process, ros_context
+from delan_learning.ros.testing import node_process, ros_context, spin_in_thread
 from delan_learning.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
@@ -47,8 +46,7 @@ class Listener:
         self.ex = SingleThreadedExecutor(context=ctx)
         self.ex.add_node(self.node)
         self.params = AsyncParameterClient(self.node, 'reference')
-        self._thread = threading.Thread(target=self.ex.spin, daemon=True)
-        self._thread.start()
+        self._thread = spin_in_thread(self.ex)
 
     def subscribe(self, topic: str = 'reference_trajectory') -> None:
         self.node.create_subscription(JointTrajectory, topic,

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, List, Optional, Sequence
@@ -13,7 +14,8 @@ from sensor_msgs.msg import JointState
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
+from rclpy._rclpy_pybind11 import InvalidHandle, RCLError
+from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 
 from delan_learning.ros.processes import node_process  # noqa: F401 (re-exported)
@@ -39,6 +41,21 @@ def spin_until(executor, predicate: Callable[[], bool], timeout_s: float,
             return True
         executor.spin_once(timeout_sec=step_s)
     return predicate()
+
+
+def spin_in_thread(executor: Executor) -> threading.Thread:
+    """Spin ``executor`` in a daemon thread until its context shuts down. A test that leaves its
+    ``ros_context`` while the thread is inside ``spin`` ends it quietly: the executor then raises
+    on the context or on entities being destroyed, which is the shutdown, not a failure."""
+    def spin() -> None:
+        try:
+            executor.spin()
+        except (ExternalShutdownException, InvalidHandle, RCLError):
+            if executor.context.ok() and not executor._is_shutdown:
+                raise
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    return thread
 
 
 def make_executor(ctx: Context, nodes: Sequence[Node], threads: int = 2) -> MultiThreadedExecutor:
