@@ -175,7 +175,7 @@ def test_controller_refuses_bad_checkpoints_and_keeps_its_model(tmp_path):
     payload = torch.load(good, weights_only=True)
     payload['format_version'] = FORMAT_VERSION + 1
     torch.save(payload, tmp_path / 'newer.pt')
-    other = _delan_ckpt(tmp_path / 'other.pt', SEVEN)
+    _delan_ckpt(tmp_path / 'other.pt', SEVEN)
     marker = tmp_path / 'PWNED'
     evil = {'format_version': FORMAT_VERSION, 'metadata_json': '{}',
             'state_dict': _Payload(str(marker))}

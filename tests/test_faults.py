@@ -704,7 +704,6 @@ def test_learner_recovers_from_garbage_and_absurd_data(rig_factory):
     relay.corrupt('absurd', ABSURD_S, align=VALIDATION_EVERY)
     rig.wait_for('the absurd states', lambda: relay.done.is_set(), info=rig.learner_info)
     n_absurd = relay.corrupted
-    t_clean = time.time_ns()
     rig.wait_for('the absurd states taken', lambda: rig.latest().samples_seen
                  >= seen + n_absurd, info=rig.learner_info)
     assert rejected() == expected, 'plausible efforts were rejected'

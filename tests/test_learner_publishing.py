@@ -125,7 +125,7 @@ def test_publishing_goes_on_after_a_lasting_change_raises_the_error_floor(tmp_pa
             path_before = node.checkpoint_path
             # the robot picks up a payload, its sensors get noisier: a higher error floor
             stream.play(after, seconds_per_round=0.5)
-            new = stream.rounds(lambda: node.version > v_before, 60)
+            stream.rounds(lambda: node.version > v_before, 60)
             print(f'\nbefore: v{v_before} (validation loss {published_loss:.3g}); after the '
                   f'change: validation loss {node.best_val:.3g}, nMSE '
                   f'{np.round(node.val_nmse, 4).tolist()}, versions '

@@ -21,7 +21,6 @@ Exit status: 0 on success, 1 when a phase fails (a node dies, no model is learne
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -46,6 +45,7 @@ from trajectory_msgs.msg import JointTrajectory
 from delan_control.trajectories import PiecewiseQuintic
 from delan_learning.ros.processes import node_process
 from delan_learning.ros.qos import LATCHED
+from delan_learning.ros.stamps import seconds
 from delan_learning.urdf_joints import RobotDescription
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
@@ -60,10 +60,6 @@ class DemoError(RuntimeError):
 
 def log(msg: str) -> None:
     print(f'[demo {time.strftime("%H:%M:%S")}] {msg}', flush=True)
-
-
-def _stamp(s) -> float:
-    return s.sec + 1e-9 * s.nanosec
 
 
 @dataclass
@@ -114,14 +110,14 @@ class Monitor(Node):
         row = np.concatenate([np.asarray(msg.position)[idx], np.asarray(msg.velocity)[idx],
                               np.asarray(msg.effort)[idx]])
         with self._lock:
-            self._t.append(_stamp(msg.header.stamp))
+            self._t.append(seconds(msg.header.stamp))
             self._rows.append(row)
 
     def _on_ref(self, msg: JointTrajectory) -> None:
         names = list(msg.joint_names)
         idx = [names.index(j) for j in self.joint_names]
-        t0 = _stamp(msg.header.stamp)
-        t = np.array([t0 + _stamp(p.time_from_start) for p in msg.points])
+        t0 = seconds(msg.header.stamp)
+        t = np.array([t0 + seconds(p.time_from_start) for p in msg.points])
         pick = lambda f: np.asarray([getattr(p, f) for p in msg.points])[:, idx]  # noqa: E731
         with self._lock:
             self._ref_count += 1

@@ -179,7 +179,6 @@ def regressor(robot: RobotModel, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
 
 def parameter_scales(robot: RobotModel) -> np.ndarray:
     """Prior scale ``rho`` of each parameter (see the module docstring)."""
-    n = robot.n
     masses = np.array([robot.model.inertias[j].mass for j in robot._jids])
     m_floor = 0.05 * max(float(masses.mean()), 1e-3)
     rho = []

@@ -90,6 +90,7 @@ from delan_learning.ros.realtime import set_realtime_priority
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot_params
 from delan_learning.ros.spin import run_node
+from delan_learning.ros.stamps import set_seconds
 from ..plant import INTEGRATORS, Plant
 from ..robot_model import Mismatch, RobotModel
 
@@ -396,7 +397,7 @@ class SimNode(Node):
 
     def _publish_clock(self) -> None:
         clock = self._clock_msg.clock
-        clock.sec, clock.nanosec = divmod(int(round(self.plant.t * 1e9)), 1_000_000_000)
+        set_seconds(clock, self.plant.t)
         self._send(self.clock_pub, self._clock_msg, '/clock')
 
     def _send(self, publisher, msg, topic: str) -> bool:

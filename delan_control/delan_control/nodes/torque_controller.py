@@ -35,12 +35,9 @@ from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.realtime import python_thread_ids, set_realtime_priority
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.spin import run_node, steady_timer
+from delan_learning.ros.stamps import seconds
 from delan_learning.ros.state_taker import (DECODE_ERRORS, JointStateTaker, Taken,
                                              decode_joint_state)
-
-
-def _stamp_s(stamp) -> float:
-    return stamp.sec + 1e-9 * stamp.nanosec
 
 
 def _preload_model_libraries() -> None:
@@ -320,11 +317,10 @@ class TorqueControllerNode(Node):
             idx = np.array([names.index(j) for j in self.joint_names])
             if not msg.points:
                 raise ValueError('reference has no points')
-            t0 = _stamp_s(msg.header.stamp)
+            t0 = seconds(msg.header.stamp)
             if t0 == 0.0:
                 t0 = self.get_clock().now().nanoseconds * 1e-9
-            t = np.array([t0 + p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec
-                          for p in msg.points])
+            t = np.array([t0 + seconds(p.time_from_start) for p in msg.points])
 
             def arr(field):
                 rows = [getattr(p, field) for p in msg.points]
@@ -370,7 +366,7 @@ class TorqueControllerNode(Node):
 
     def _on_joint_state(self, msg: JointState) -> None:
         """A JointState message (in-process callers, tests)."""
-        self._control(msg, _stamp_s(msg.header.stamp))
+        self._control(msg, seconds(msg.header.stamp))
 
     def _publish_command(self, tau: np.ndarray) -> None:
         """Control loop thread only (the pre-serialised buffer is its own)."""

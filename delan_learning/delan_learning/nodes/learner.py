@@ -43,6 +43,7 @@ from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot
 from delan_learning.ros.spin import run_node, steady_timer
+from delan_learning.ros.stamps import seconds, set_seconds
 from delan_learning.ros.state_taker import (DECODE_ERRORS, JointStateTaker, Taken,
                                             decode_joint_state)
 from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
@@ -235,7 +236,7 @@ class LearnerNode(Node):
 
     def _on_joint_state(self, msg: JointState) -> None:
         """A JointState message (in-process callers, tests)."""
-        self._take(msg, msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
+        self._take(msg, seconds(msg.header.stamp))
 
     def _take(self, msg, t: float) -> None:
         """``msg``: a JointState or a :class:`~delan_learning.ros.cdr.RawJointState`."""
@@ -676,8 +677,7 @@ class LearnerNode(Node):
             T, V = model.energy(args[0], args[1])
         msg = DynamicsEstimate(model_id=mid, model_version=ver,
                                joint_names=self.robot.joint_names)
-        sec = math.floor(s.t)
-        msg.header.stamp.sec, msg.header.stamp.nanosec = int(sec), int((s.t - sec) * 1e9)
+        set_seconds(msg.header.stamp, s.t)
         msg.position, msg.velocity, msg.acceleration = s.q.tolist(), s.qd.tolist(), s.qdd.tolist()
         msg.mass_matrix = H.reshape(-1).tolist()
         msg.coriolis_torque, msg.gravity_torque = c.tolist(), g.tolist()

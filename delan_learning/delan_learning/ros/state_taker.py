@@ -19,6 +19,7 @@ from rclpy.type_support import check_is_valid_msg_type
 from sensor_msgs.msg import JointState
 
 from delan_learning.ros.cdr import CdrError, JointStateReader
+from delan_learning.ros.stamps import seconds
 
 Taken = Tuple[bytes, dict]   # serialised JointState, message info (source_timestamp, ...)
 
@@ -89,9 +90,9 @@ def decode_joint_state(reader: JointStateReader, data: bytes):
     both of which :class:`delan_learning.joint_state.JointStateMapper` maps."""
     if reader.supports(data):
         msg = reader.read(data)
-        return msg, msg.sec + 1e-9 * msg.nanosec
+        return msg, seconds(msg)
     msg = deserialize_message(data, JointState)
-    return msg, msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+    return msg, seconds(msg.header.stamp)
 
 
 DECODE_ERRORS = (CdrError, ValueError, TypeError)
