@@ -124,7 +124,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="realtime_priority of the controller and of the sim (the robot's "
                          'driver): SCHED_FIFO; 0 = normal scheduling')
     ap.add_argument('--learner-param', action='append', default=[], metavar='NAME=VALUE',
-                    help='a learner parameter (repeatable), e.g. training_sched_idle=false')
+                    help='a learner parameter (repeatable), e.g. shift_factor=10')
     ap.add_argument('--probe', action='store_true',
                     help='also measure externally from DDS source stamps (loop_probe.py)')
     ap.add_argument('--keep', action='store_true', help='keep the temporary folder (logs)')

@@ -97,17 +97,13 @@ class LoopStats:
             self._window_max = us
 
     def snapshot(self) -> Dict:
-        """Everything at one instant: ``window`` (as :meth:`window`), and copies of the
-        cumulative ``hist``, ``max_us``, ``states``, ``missed``, ``clock_skew``."""
+        """Everything at one instant: ``window`` (p50 / p99 / max [us] and count of the
+        commands since the previous snapshot), and copies of the cumulative ``hist``,
+        ``max_us``, ``states``, ``missed``, ``clock_skew``."""
         with self._lock:
             return {'window': self._take_window(), 'hist': self.hist.copy(),
                     'max_us': self.max_us, 'states': self.states, 'missed': self.missed,
                     'clock_skew': self.clock_skew}
-
-    def window(self) -> Dict[str, float]:
-        """p50 / p99 / max [us] and count of the commands since the previous call."""
-        with self._lock:
-            return self._take_window()
 
     def _take_window(self) -> Dict[str, float]:
         w = self.hist - self._window

@@ -38,12 +38,12 @@ def test_missed_cycles_are_states_published_before_the_previous_answer():
 def test_windows_reset_and_the_cumulative_histogram_round_trips():
     stats = LoopStats()
     _run(stats, [100] * 50)
-    w = stats.window()
+    w = stats.snapshot()['window']
     assert w['count'] == 50 and w['p50_us'] == 110 and w['max_us'] == 100
     _run(stats, [30000] * 5, t0=2 * 10**12)           # beyond the histogram: overflow bin
-    w = stats.window()
+    w = stats.snapshot()['window']
     assert w['count'] == 5 and w['p99_us'] == float('inf') and w['max_us'] == 30000
-    assert stats.window()['count'] == 0
+    assert stats.snapshot()['window']['count'] == 0
     hist = parse_histogram(histogram_text(stats.hist))
     np.testing.assert_array_equal(hist, stats.hist)
     assert hist[N_BINS] == 5 and percentile_us(hist, 50) == 110

@@ -36,8 +36,7 @@ from delan_learning.ros.realtime import python_thread_ids, set_realtime_priority
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.spin import run_node, steady_timer
 from delan_learning.ros.stamps import seconds
-from delan_learning.ros.state_taker import (DECODE_ERRORS, JointStateTaker, Taken,
-                                             decode_joint_state)
+from delan_learning.ros.state_taker import JointStateTaker, Taken, decode_joint_state
 
 
 def _preload_model_libraries() -> None:
@@ -355,14 +354,9 @@ class TorqueControllerNode(Node):
 
     def _on_joint_state_bytes(self, data: bytes, info) -> None:
         """One serialised JointState + its message info (the source timestamp times the loop)."""
-        source_ns = info['source_timestamp']
-        try:
-            msg, t = decode_joint_state(self._reader, data)
-        except DECODE_ERRORS as err:
-            self.rejected.reject('undecodable', str(err))
-            return
-        if self._control(msg, t):
-            self.loop_stats.command(source_ns, time.time_ns())
+        decoded = decode_joint_state(self._reader, data, self.rejected)
+        if decoded is not None and self._control(*decoded):
+            self.loop_stats.command(info['source_timestamp'], time.time_ns())
 
     def _on_joint_state(self, msg: JointState) -> None:
         """A JointState message (in-process callers, tests)."""

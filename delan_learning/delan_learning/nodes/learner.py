@@ -44,8 +44,7 @@ from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot
 from delan_learning.ros.spin import run_node, steady_timer
 from delan_learning.ros.stamps import seconds, set_seconds
-from delan_learning.ros.state_taker import (DECODE_ERRORS, JointStateTaker, Taken,
-                                            decode_joint_state)
+from delan_learning.ros.state_taker import JointStateTaker, Taken, decode_joint_state
 from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 
 VERSION_RE = re.compile(r'model_v(\d+)\.pt$')
@@ -227,12 +226,9 @@ class LearnerNode(Node):
     # ------------------------------------------------------------------ data in
     def _on_states(self, batch: List[Taken]) -> None:
         for data, _ in batch:
-            try:
-                msg, t = decode_joint_state(self._reader, data)
-            except DECODE_ERRORS as err:
-                self.rejected.reject('undecodable', str(err))
-                continue
-            self._take(msg, t)
+            decoded = decode_joint_state(self._reader, data, self.rejected)
+            if decoded is not None:
+                self._take(*decoded)
 
     def _on_joint_state(self, msg: JointState) -> None:
         """A JointState message (in-process callers, tests)."""

@@ -10,7 +10,7 @@ belongs to the node (remapping, namespace and the graph as for any other)."""
 from __future__ import annotations
 
 import threading
-from typing import Callable, List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.qos import QoSProfile
@@ -19,6 +19,7 @@ from rclpy.type_support import check_is_valid_msg_type
 from sensor_msgs.msg import JointState
 
 from delan_learning.ros.cdr import CdrError, JointStateReader
+from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.stamps import seconds
 
 Taken = Tuple[bytes, dict]   # serialised JointState, message info (source_timestamp, ...)
@@ -83,16 +84,18 @@ class JointStateTaker:
             self._sub = None
 
 
-def decode_joint_state(reader: JointStateReader, data: bytes):
+def decode_joint_state(reader: JointStateReader, data: bytes,
+                       rejected: RejectionCounter) -> Optional[Tuple[object, float]]:
     """``(message, stamp [s])`` of serialised JointState bytes: read with numpy for plain CDR,
-    else by the middleware; raises ``CdrError`` / ``ValueError`` / ``TypeError`` for bytes
-    that are not a JointState. The message is a :class:`cdr.RawJointState` or a JointState,
-    both of which :class:`delan_learning.joint_state.JointStateMapper` maps."""
-    if reader.supports(data):
-        msg = reader.read(data)
-        return msg, seconds(msg)
-    msg = deserialize_message(data, JointState)
-    return msg, seconds(msg.header.stamp)
-
-
-DECODE_ERRORS = (CdrError, ValueError, TypeError)
+    else by the middleware. Bytes that are not a JointState give None, counted and logged in
+    ``rejected`` as ``undecodable``. The message is a :class:`cdr.RawJointState` or a
+    JointState, both of which :class:`delan_learning.joint_state.JointStateMapper` maps."""
+    try:
+        if reader.supports(data):
+            msg = reader.read(data)
+            return msg, seconds(msg)
+        msg = deserialize_message(data, JointState)
+        return msg, seconds(msg.header.stamp)
+    except (CdrError, ValueError, TypeError) as err:
+        rejected.reject('undecodable', str(err))
+        return None
