@@ -36,6 +36,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from delan_learning.torque_kernel import matched_torque_uniform
+
 #: Joint types accepted in data; the same as ``features.JOINT_TYPES``, repeated here so that
 #: loading and checking data never imports torch (fast CLI errors, light bag tools).
 JOINT_TYPES = ('revolute', 'continuous', 'prismatic')
@@ -150,6 +152,30 @@ def savgol_window(dt: float, window_s: float = 0.05, polyorder: int = 3) -> int:
     return w + 1 if w % 2 == 0 else w
 
 
+def _uniform(x: np.ndarray, t: np.ndarray):
+    """``(grid, x on the grid, dt, uniform)``: ``x`` resampled to the median step if jittered."""
+    dts = np.diff(t)
+    if np.any(dts <= 0):
+        raise DataError('t must increase strictly within each trajectory')
+    dt = float(np.median(dts))
+    uniform = np.allclose(dts, dt, rtol=1e-6, atol=0.0)
+    grid = t if uniform else t[0] + dt * np.arange(int(np.floor((t[-1] - t[0]) / dt)) + 1)
+    xg = x if uniform else np.stack([np.interp(grid, t, x[:, j]) for j in range(x.shape[1])], 1)
+    return grid, xg, dt, uniform
+
+
+def _savgol_size(M: int, dt: float, window_s: float, polyorder: int, deriv: int,
+                 T: int) -> tuple:
+    window = savgol_window(dt, window_s, polyorder)
+    order = polyorder
+    if window > M:  # short trajectory: shrink the window, then the order
+        window = M if M % 2 else M - 1
+        order = min(polyorder, window - 1)
+    if window < deriv + 1 or window < 2:
+        raise DataError(f'a trajectory of {T} samples is too short for derivative {deriv}')
+    return window, order
+
+
 def savgol_derivative(x: np.ndarray, t: np.ndarray, deriv: int, window_s: float = 0.05,
                       polyorder: int = 3) -> np.ndarray:
     """``d^deriv x / dt^deriv`` of ONE trajectory ``x (T, n)`` at times ``t (T,)``."""
@@ -158,35 +184,48 @@ def savgol_derivative(x: np.ndarray, t: np.ndarray, deriv: int, window_s: float 
     T = len(t)
     if T < 2:
         raise DataError('a trajectory needs at least 2 samples to estimate derivatives')
-    dts = np.diff(t)
-    if np.any(dts <= 0):
-        raise DataError('t must increase strictly within each trajectory')
-    dt = float(np.median(dts))
-    uniform = np.allclose(dts, dt, rtol=1e-6, atol=0.0)
-    grid = t if uniform else t[0] + dt * np.arange(int(np.floor((t[-1] - t[0]) / dt)) + 1)
-    xg = x if uniform else np.stack([np.interp(grid, t, x[:, j]) for j in range(x.shape[1])], 1)
-    M = len(grid)
-    window = savgol_window(dt, window_s, polyorder)
-    order = polyorder
-    if window > M:  # short trajectory: shrink the window, then the order
-        window = M if M % 2 else M - 1
-        order = min(polyorder, window - 1)
-    if window < deriv + 1 or window < 2:
-        raise DataError(f'a trajectory of {T} samples is too short for derivative {deriv}')
+    grid, xg, dt, uniform = _uniform(x, t)
+    window, order = _savgol_size(len(grid), dt, window_s, polyorder, deriv, T)
     d = savgol_filter(xg, window, order, deriv=deriv, delta=dt, axis=0, mode='interp')
     if uniform:
         return d
     return np.stack([np.interp(t, grid, d[:, j]) for j in range(x.shape[1])], 1)
 
 
+def savgol_matched_torque(tau: np.ndarray, t: np.ndarray, deriv: int, window_s: float = 0.05,
+                          polyorder: int = 3) -> np.ndarray:
+    """The torque of ONE trajectory that matches ``savgol_derivative(x, t, deriv, ...)`` used
+    as the acceleration (``deriv`` 2 from positions, 1 from velocities): ``tau`` averaged with
+    that filter's kernel (:mod:`delan_learning.torque_kernel`)."""
+    from scipy.signal import savgol_coeffs
+
+    T = len(t)
+    if T < 2:
+        return np.asarray(tau, dtype=np.float64).copy()
+    grid, taug, dt, uniform = _uniform(np.asarray(tau, dtype=np.float64), t)
+    window, order = _savgol_size(len(grid), dt, window_s, polyorder, deriv, T)
+    if order < deriv:
+        return np.asarray(tau, dtype=np.float64).copy()
+    coef = savgol_coeffs(window, order, deriv=deriv, delta=dt, use='dot')
+    m = matched_torque_uniform(taug, dt, coef, deriv)
+    if uniform:
+        return m
+    return np.stack([np.interp(t, grid, m[:, j]) for j in range(m.shape[1])], 1)
+
+
 def complete_derivatives(arrays: Mapping[str, object], window_s: float = 0.05,
-                         polyorder: int = 3) -> Dict[str, np.ndarray]:
+                         polyorder: int = 3, match_torque: bool = True) -> Dict[str, np.ndarray]:
     """A copy of ``arrays`` with ``qd`` and ``qdd`` filled in where missing.
+
+    When ``qdd`` is estimated and ``match_torque``, ``tau`` comes back averaged with the kernel
+    of that estimate (:func:`savgol_matched_torque`), so that the pair is what the dynamics
+    relate; given ``qdd`` leaves ``tau`` as it is.
 
     Estimation is per trajectory (``traj``, else a new trajectory wherever ``t`` steps back) with
     the Savitzky-Golay differentiator of the module docstring; ``t`` is required then. Given
     ``qd``/``qdd`` are kept. The known keys come back validated (motion arrays float64 ``(N, n)``,
-    ``traj`` int64), other keys unchanged; no key is added but ``qd``/``qdd``. Raises
+    ``traj`` int64), other keys unchanged but ``tau`` (see below); no key is added but
+    ``qd``/``qdd``. Raises
     :class:`DataError` on bad input.
     """
     checked = validate_arrays(arrays)
@@ -202,15 +241,19 @@ def complete_derivatives(arrays: Mapping[str, object], window_s: float = 0.05,
     q, t = checked['q'], checked['t']
     qd = checked.get('qd')
     new = {k: np.empty_like(q) for k in missing}
+    tau = checked.get('tau')
+    if 'qdd' in new and match_torque and tau is not None:
+        new['tau'] = tau.copy()
     for idx in trajectory_slices(traj):
         tt = t[idx]
         if 'qd' in new:
             new['qd'][idx] = savgol_derivative(q[idx], tt, 1, window_s, polyorder)
         if 'qdd' in new:
-            if qd is not None:
-                new['qdd'][idx] = savgol_derivative(qd[idx], tt, 1, window_s, polyorder)
-            else:
-                new['qdd'][idx] = savgol_derivative(q[idx], tt, 2, window_s, polyorder)
+            src, deriv = (qd, 1) if qd is not None else (q, 2)
+            new['qdd'][idx] = savgol_derivative(src[idx], tt, deriv, window_s, polyorder)
+            if 'tau' in new:
+                new['tau'][idx] = savgol_matched_torque(tau[idx], tt, deriv, window_s,
+                                                        polyorder)
     out.update(new)
     return out
 

@@ -14,6 +14,8 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from delan_learning.torque_kernel import interval_weights
+
 
 def held_out(t: float, every: int) -> bool:
     """Whether the one-second chunk of stamp ``t`` [s] is validation data: a fixed 1 in ``every``
@@ -40,7 +42,9 @@ class DelayedDifferentiator:
     """Feeds (t, q, qd, tau); emits smoothed samples with estimated qdd, ``window // 2`` late.
 
     A cubic (default) keeps qdd unbiased when stamps jitter; for evenly spaced samples it equals
-    the quadratic Savitzky-Golay estimate.
+    the quadratic Savitzky-Golay estimate. With ``match_torque`` (default) the torque of the
+    sample is the window's torques averaged with the kernel of that estimate
+    (:mod:`delan_learning.torque_kernel`), not the centre sample's raw torque.
 
     qd is re-estimated from q as well when ``smooth_velocity`` (encoders' q is usually far cleaner
     than the drive's velocity). A time gap above ``max_gap`` or a non-increasing stamp restarts the
@@ -56,13 +60,14 @@ class DelayedDifferentiator:
         return max(n, smallest)
 
     def __init__(self, window: int = 11, max_gap: float = 0.1, smooth_velocity: bool = False,
-                 order: int = 3):
+                 order: int = 3, match_torque: bool = True):
         if window < order + 1 or window % 2 == 0:
             raise ValueError(f'window must be odd and > order (got {window})')
         self.window = window
         self.order = order
         self.max_gap = max_gap
         self.smooth_velocity = smooth_velocity
+        self.match_torque = match_torque
         # rings in arrival order, allocated at the first sample (its joint count); the fit does
         # not depend on row order, so nothing is shifted or stacked per sample (this runs at the
         # joint-state rate, 1 kHz on an arm)
@@ -72,6 +77,8 @@ class DelayedDifferentiator:
         self._count = 0
         self._last_t = -math.inf
         self._V = np.ones((window, order + 1))      # Vandermonde matrix, column 0 stays 1
+        # ring indices oldest-first, for each position of the write index
+        self._order = [(np.arange(window) + k) % window for k in range(window)]
         self.restarts = 0
 
     def reset(self) -> None:
@@ -93,23 +100,29 @@ class DelayedDifferentiator:
         self._last_t = t
         if self._count < self.window:
             return None
-        # the centre sample: window // 2 older than the newest (ring index, arrival order)
-        c = (i - self.window // 2) % self.window
-        tc = self._t[c]
-        scale = max(t - self._t[self._next], 1e-12)   # newest - oldest
+        # oldest first; the centre sample is window // 2 older than the newest
+        order = self._order[self._next]
+        ts = self._t[order]
+        rows = self._rows[order]
+        c = self.window // 2
+        tc = ts[c]
+        scale = max(ts[-1] - ts[0], 1e-12)
         # least-squares polynomial in scaled time, evaluated at the centre sample (x = 0):
         # normal equations (x in [-1/2, 1/2], order 3: well conditioned)
         V = self._V
-        np.subtract(self._t, tc, out=V[:, 1])
+        np.subtract(ts, tc, out=V[:, 1])
         V[:, 1] /= scale
         for k in range(2, self.order + 1):
             np.multiply(V[:, k - 1], V[:, 1], out=V[:, k])
-        coef = np.linalg.solve(V.T @ V, V.T @ self._rows[:, 0, :])
-        qdd = 2.0 * coef[2] / scale ** 2
-        q_raw, qd_raw, tau_c = self._rows[c].copy()
+        P = np.linalg.solve(V.T @ V, V.T)           # coefficients = P @ q
+        c2 = P[2] * (2.0 / scale ** 2)                # qdd = c2 @ q
+        qdd = c2 @ rows[:, 0, :]
+        tau_c = interval_weights(ts, c2, tc, 2) @ rows[:, 2, :] if self.match_torque \
+            else rows[c, 2].copy()
         if self.smooth_velocity:
+            coef = P[:2] @ rows[:, 0, :]
             return Sample(tc, coef[0], coef[1] / scale, qdd, tau_c)
-        return Sample(tc, q_raw, qd_raw, qdd, tau_c)
+        return Sample(tc, rows[c, 0].copy(), rows[c, 1].copy(), qdd, tau_c)
 
 
 class ReplayBuffer:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from delan_learning.online import DelayedDifferentiator, ReplayBuffer, Sample, held_out
+from delan_learning.torque_kernel import interval_weights
 
 
 def stream(diff, t, q, qd, tau):
@@ -47,8 +48,13 @@ def test_delayed_differentiator_equals_a_least_squares_fit_of_each_window():
         np.testing.assert_allclose(out[k].qdd, 2.0 * c[2], rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(out[k].qd, c[1], rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(out[k].q, c[0], rtol=1e-6, atol=1e-12)
-        np.testing.assert_array_equal(out[k].tau, tau[k + 10])   # the centre sample's, as is
+        # the torque averaged with the kernel of that qdd estimate (test_torque_kernel.py)
+        W = interval_weights(t[win], 2.0 * np.linalg.pinv(
+            np.vander(t[win] - tc, 4, increasing=True))[2], tc, 2)
+        np.testing.assert_allclose(out[k].tau, W @ tau[win], rtol=1e-6, atol=1e-9)
         assert out[k].t == tc
+    raw = stream(DelayedDifferentiator(window=21, match_torque=False), t, q, qd, tau)
+    np.testing.assert_array_equal(raw[57].tau, tau[57 + 10])   # the centre sample's, as is
 
 
 def test_gaps_and_backwards_stamps_restart_the_window():
