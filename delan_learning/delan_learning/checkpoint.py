@@ -140,6 +140,8 @@ def load_model(path: str, expected_joint_names: Optional[Sequence[str]] = None,
                               f'{list(expected_joint_names)} were expected')
     try:
         model = build_model(meta['model_kind'], meta['joint_types'], **meta['hyperparameters'])
+        for key, value in getattr(model, 'STATE_DEFAULTS', {}).items():
+            state.setdefault(key, value(model))   # buffers older checkpoints lack
         model.load_state_dict(state, strict=True)
     except (TypeError, ValueError, RuntimeError) as err:
         raise CheckpointError(f'{path}: weights do not fit the model described by its '

@@ -54,7 +54,8 @@ typedef struct {
     const double *head;       /* (K, W, P), masked */
     const double *head_b;     /* (P,) */
     const double *viscous, *coulomb;  /* (n,) */
-    double root, v_scale, eps, diag_offset, inv_smooth;
+    const double *root;       /* (n_l,) scale of each L entry: sqrt(h_scale h_rel[row]) */
+    double v_scale, eps, diag_offset, inv_smooth;
 } delan_t;
 
 static inline void act(int kind, double a, double *h, double *d) {
@@ -121,8 +122,8 @@ int delan_inverse(const delan_t *M, const double *q, const double *qd, const dou
     /* L's entries, their slopes and rates */
     for (int e = 0; e < nl; e++) {
         if (e < n) { double sp, sg; act(0, out[e], &sp, &sg);
-            l[e] = (sp + M->diag_offset) * M->root; slope[e] = sg * M->root; }
-        else { l[e] = out[e] * M->root; slope[e] = M->root; }
+            l[e] = (sp + M->diag_offset) * M->root[e]; slope[e] = sg * M->root[e]; }
+        else { l[e] = out[e] * M->root[e]; slope[e] = M->root[e]; }
         ldot[e] *= slope[e];
     }
     /* u = L^T qd, x = L^T qdd + Ldot^T qd, lin = L x + Ldot u */
@@ -172,9 +173,9 @@ class _CModel(ctypes.Structure):
                 ('n', 'm', 'n_ang', 'K', 'W', 'depth', 'P', 'n_l', 'act', 'use_friction')] + \
         [(name, ctypes.c_void_p) for name in
          ('feat', 'is_ang', 'rows', 'cols', 'w_in', 'w_hid', 'bias', 'head', 'head_b',
-          'viscous', 'coulomb')] + \
+          'viscous', 'coulomb', 'root')] + \
         [(name, ctypes.c_double) for name in
-         ('root', 'v_scale', 'eps', 'diag_offset', 'inv_smooth')]
+         ('v_scale', 'eps', 'diag_offset', 'inv_smooth')]
 
 
 def c_kernel():
@@ -296,7 +297,7 @@ class NumpyDelan:
         self.w_in_t = np.ascontiguousarray(self.w_in.T)
         self.w_hidden_t = [np.ascontiguousarray(w.T) for w in self.w_hidden]
         self.head_t = np.ascontiguousarray(self.head.T)
-        self.root = float(np.sqrt(float(model.h_scale)))
+        self.root = f64(model.entry_root())   # (P,): L entries by row, 1 on the V column
         self.v_scale = float(model.v_scale)
         self.eps = model.eps
         self.diag_offset = model.diag_offset
@@ -319,8 +320,8 @@ class NumpyDelan:
                            and len(self.w_hidden) == 1)
         self.w_in_flip = self.w_in.copy()
         self.w_in_flip[n:] *= -1.0  # tangent of cos(q) is -sin(q) qd
-        self.root_vec = np.full(self.head.shape[1], self.root)
-        self.offset_root = self.diag_offset * self.root
+        self.root_vec = self.root.copy()
+        self.offset_root = self.diag_offset * self.root[:n]
         self.v_out = self.v_col * self.v_scale
         #: 'c' when one-state inverse() runs the compiled kernel, else 'numpy'
         self.backend = 'numpy'
@@ -354,11 +355,12 @@ class NumpyDelan:
             'head': f64(model.head_weight * model.head_mask), 'head_b': f64(model.head_bias),
             'viscous': np.ascontiguousarray(self.viscous),
             'coulomb': np.ascontiguousarray(self.coulomb),
+            'root': np.ascontiguousarray(self.root[:self.n_l]),
         }
         st = _CModel(n=n, m=model.features.n_features, n_ang=len(self.ang), K=K, W=W,
                      depth=model.depth, P=self.head.shape[1], n_l=self.n_l,
                      act=1 if self.activation == 'tanh' else 0,
-                     use_friction=int(self.use_friction), root=self.root,
+                     use_friction=int(self.use_friction),
                      v_scale=self.v_scale, eps=self.eps, diag_offset=self.diag_offset,
                      inv_smooth=1.0 / COULOMB_SMOOTHING,
                      **{k: v.ctypes.data for k, v in keep.items()})
@@ -493,9 +495,9 @@ class NumpyDelan:
         slope = self.root_vec.copy()
         e = np.exp(out[:n])
         ed = e / (1.0 + e)
-        slope[:n] = ed * self.root
+        slope[:n] = ed * self.root[:n]
         l = out * self.root
-        l[:n] = np.log1p(e) * self.root + self.offset_root
+        l[:n] = np.log1p(e) * self.root[:n] + self.offset_root
         ldot = (t @ self.head) * slope
         qdR = qd @ self.R
         u = (l * qdR) @ self.C

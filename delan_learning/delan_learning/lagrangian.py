@@ -6,7 +6,8 @@ The Lagrangian ``L = 1/2 qd^T H(q) qd - V(q)`` is learned, not the torque: Euler
     c   = dH/dt qd - 1/2 d/dq (qd^T H qd),      g = dV/dq,
     tau_f = viscous * qd + coulomb * tanh(qd / COULOMB_SMOOTHING)
 
-with ``H = L L^T + eps I`` and ``L(q) = sqrt(h_scale) * Lnet(q)`` lower triangular with a strictly
+with ``H = L L^T + eps I`` and ``L(q) = sqrt(h_scale D) Lnet(q)`` (``D`` a diagonal of per-joint
+inertia scales from the data, ``h_rel``) lower triangular with a strictly
 positive diagonal (softplus + offset), so ``H`` is symmetric positive definite for every weight
 and the model conserves energy up to the (non-negative) friction it learns. ``h_scale`` and
 ``v_scale`` (``V = v_scale * Vnet``) are fixed typical magnitudes from the data
@@ -195,11 +196,20 @@ class DelanModel(DynamicsModule):
         self.register_buffer('eye', torch.eye(n), persistent=False)
         # fixed scales set from data (data_scales), saved with the weights
         self.register_buffer('h_scale', torch.ones(()))
+        # per-joint inertia scale relative to h_scale: L's row i is scaled by sqrt(h_rel_i), so
+        # H = D^1/2 Lnet Lnet^T D^1/2 (still positive definite). An arm's shoulder and last
+        # wrist joint differ by 1e4 in inertia; one scalar scale would start the wrist's H at
+        # 1e3 times its value and leave the network to unlearn that.
+        self.register_buffer('h_rel', torch.ones(n))
         self.register_buffer('v_scale', torch.ones(()))
         self.register_buffer('tau_scale', torch.ones(n))
         if self.use_friction:
             start = _softplus_inverse(0.02)  # 2 % of the joint's torque spread
             self.friction_raw = nn.Parameter(torch.full((2, n), start))  # (viscous, coulomb)
+
+    #: buffers a checkpoint written before they existed lacks, with the value that reproduces
+    #: that checkpoint's model (a single inertia scale: h_rel = 1)
+    STATE_DEFAULTS = {'h_rel': lambda model: torch.ones_like(model.h_rel)}
 
     def config(self) -> Dict[str, Any]:
         return {'width': self.width, 'depth': self.depth, 'activation': self.activation,
@@ -211,6 +221,7 @@ class DelanModel(DynamicsModule):
         s = data_scales(*(np.asarray(torch.as_tensor(x).detach().cpu(), dtype=np.float64)
                           for x in (q, qd, qdd, tau)))
         self.h_scale.fill_(s['h_scale'])
+        self.h_rel.copy_(torch.as_tensor(s['h_joint'] / s['h_scale']))
         self.v_scale.fill_(s['v_scale'])
         self.tau_scale.copy_(torch.as_tensor(s['tau_std']))
         self.scales_initialised.fill_(True)
@@ -227,7 +238,7 @@ class DelanModel(DynamicsModule):
             slopes.append(d)
         head = self.head_weight * self.head_mask
         out = torch.matmul(h, head).sum(0) + self.head_bias
-        root = torch.sqrt(self.h_scale)
+        root = self.entry_root()
         l = torch.where(self.diag_mask, F.softplus(out, 1.0, 40.0) + self.diag_offset, out) * root
         slope = torch.where(self.diag_mask, torch.sigmoid(out), torch.ones_like(out)) * root
         ldot = None
@@ -238,6 +249,11 @@ class DelanModel(DynamicsModule):
                 t = torch.matmul(t, w[0]) * d[0]
             ldot = torch.matmul(t, head[0]) * slope
         return _Pass(s, c, slopes, out, l, slope, ldot)
+
+    def entry_root(self) -> torch.Tensor:
+        """``(P,)`` factor of each head output: sqrt(h_scale h_rel_row) on L entries, 1 on V."""
+        per_entry = torch.matmul(self.h_rel.to(self.sel_r.dtype), self.sel_r) + self.v_col
+        return torch.sqrt(self.h_scale * per_entry)
 
     def _grad_q(self, p: _Pass, g_out: torch.Tensor) -> torch.Tensor:
         """Reverse pass: ``d/dq`` of ``<g_out, out>`` for a head cotangent ``g_out (B, P)``."""

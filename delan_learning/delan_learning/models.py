@@ -92,9 +92,11 @@ def data_scales(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
                 tau: np.ndarray) -> Dict[str, np.ndarray]:
     """Order-of-magnitude scales of a data set, used to condition the networks' outputs.
 
-    ``tau_std`` / ``qd_std`` / ``qdd_std`` are per joint ``(n,)``; ``h_scale`` (a typical inertia,
-    torque / acceleration) and ``v_scale`` (a typical potential-energy change, torque * 1 rad) are
-    scalars. Tiny or zero spreads are floored so a constant column cannot divide by zero.
+    ``tau_std`` / ``qd_std`` / ``qdd_std`` are per joint ``(n,)``; ``h_scale`` (a typical inertia:
+    the median of torque / acceleration spreads) and ``v_scale`` (a typical potential-energy
+    change, torque * 1 rad) are scalars; ``h_joint (n,)`` is each joint's inertia estimate
+    (:func:`joint_inertia_estimates`). Tiny or zero spreads are floored so a constant column
+    cannot divide by zero.
     """
     def std(x):
         s = np.std(np.asarray(x, dtype=np.float64), axis=0)
@@ -103,11 +105,39 @@ def data_scales(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
 
     tau_std, qd_std, qdd_std = std(tau), std(qd), std(qdd)
     tau_rms = float(np.sqrt(np.mean(np.asarray(tau, dtype=np.float64) ** 2)))
-    h_scale = float(np.median(tau_std / qdd_std))
-    return {'tau_std': tau_std, 'qd_std': qd_std, 'qdd_std': qdd_std,
+    ratio = np.clip(tau_std / qdd_std, 1e-6, 1e6)
+    return {'h_joint': joint_inertia_estimates(q, qd, qdd, tau, ratio),
+            'tau_std': tau_std, 'qd_std': qd_std, 'qdd_std': qdd_std,
             'tau_mean': np.mean(np.asarray(tau, dtype=np.float64), axis=0),
-            'h_scale': float(np.clip(h_scale, 1e-6, 1e6)),
+            'h_scale': float(np.clip(np.median(ratio), 1e-6, 1e6)),
             'v_scale': float(max(tau_rms, 1e-6))}
+
+
+def joint_inertia_estimates(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, tau: np.ndarray,
+                            upper: np.ndarray) -> np.ndarray:
+    """Each joint's inertia ``(n,)``: the coefficient of ``qdd_j`` in a least-squares fit of
+    ``tau_j`` by every joint's ``qdd`` (a constant row of ``H``), its own friction features
+    ``qd_j, tanh(qd_j / eps)``, gravity-like ``sin q, cos q`` and a constant, kept within
+    ``[1e-4, 1] * upper`` (``upper`` = torque spread / acceleration spread).
+
+    The spread ratio alone is far too large on a joint whose torque is mostly friction (a light
+    roll joint: 3 orders of magnitude on the 7-DoF arm's wrist); a model started there keeps an
+    inertia several times too large, which a computed-torque loop turns into several times its
+    gains -- unstable at the control rate."""
+    from delan_learning.dynamics import COULOMB_SMOOTHING
+    q, qd, qdd, tau = (np.asarray(x, dtype=np.float64) for x in (q, qd, qdd, tau))
+    out = np.array(upper, dtype=np.float64)
+    shared = np.concatenate([qdd, np.sin(q), np.cos(q), np.ones((len(tau), 1))], axis=1)
+    for j in range(tau.shape[1]):
+        A = np.concatenate([shared, qd[:, j:j + 1], np.tanh(qd[:, j:j + 1] / COULOMB_SMOOTHING)],
+                           axis=1)
+        try:
+            coef = np.linalg.lstsq(A, tau[:, j], rcond=None)[0][j]
+        except np.linalg.LinAlgError:
+            continue
+        if np.isfinite(coef):
+            out[j] = np.clip(coef, 1e-4 * upper[j], upper[j])
+    return out
 
 
 def build_model(kind: str, joint_types: Sequence[str], **config: Any) -> DynamicsModule:

@@ -159,3 +159,21 @@ def test_save_is_atomic(tmp_path):
     save_model(m2, path, {'joint_names': NAMES})
     assert load_model(path)[1]['model_kind'] == 'mlp'
     assert sorted(os.listdir(tmp_path)) == ['m.pt']
+
+
+def test_checkpoint_without_per_joint_inertia_scales_loads_as_written(tmp_path):
+    """A checkpoint from before ``h_rel`` existed: the model it describes had one inertia
+    scale, which ``h_rel = 1`` reproduces."""
+    m = trained_like()
+    with torch.no_grad():
+        m.h_rel.copy_(torch.tensor([3.0, 0.01]))   # per-joint scales in use
+    path = str(tmp_path / 'old.pt')
+    save_model(m, path, {'joint_names': NAMES})
+    payload = torch.load(path, weights_only=True)
+    del payload['state_dict']['h_rel']
+    torch.save(payload, path)
+    loaded, _ = load_model(path, expected_joint_names=NAMES)
+    with torch.no_grad():
+        m.h_rel.fill_(1.0)
+        q, qd, qdd = states()
+        assert torch.equal(loaded.inverse(q, qd, qdd), m.inverse(q, qd, qdd))

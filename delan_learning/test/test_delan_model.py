@@ -224,3 +224,21 @@ def test_training_gradients_equal_finite_differences():
             return torch.func.functional_call(m, params, (q, qd, qdd))
 
         assert torch.autograd.gradcheck(f, (p.detach().clone().requires_grad_(),)), name
+
+
+def test_initial_mass_matrix_follows_each_joints_inertia_scale():
+    """A shoulder and a light wrist differ by orders of magnitude in torque per acceleration;
+    the initial H starts near each joint's own scale (h_rel), not at one shared value."""
+    torch.manual_seed(0)
+    m = DelanModel(['revolute', 'revolute'], width=16).double()
+    g = torch.Generator().manual_seed(1)
+    q, qd, qdd = (torch.randn(500, 2, generator=g, dtype=torch.float64) for _ in range(3))
+    tau = qdd * torch.tensor([4.0, 1e-2], dtype=torch.float64)
+    m.init_scales(q, qd, qdd, tau)
+    assert torch.allclose(m.h_rel[0] / m.h_rel[1], torch.tensor(4e2, dtype=m.h_rel.dtype),
+                          rtol=0.05)
+    with torch.no_grad():
+        H = m.mass_matrix(q[:20])
+    ratio = H[:, 0, 0] / H[:, 1, 1]
+    assert torch.all(ratio > 4e1) and torch.all(ratio < 4e3)
+    assert torch.all(torch.linalg.eigvalsh(H)[:, 0] > 0)
