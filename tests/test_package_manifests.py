@@ -19,7 +19,7 @@ ROSDEP_KEYS = {
     'launch': 'launch', 'launch_ros': 'launch_ros', 'ament_index_python': 'ament_index_python',
 }
 # ROS packages imported by their own name
-ROS_PACKAGES = {'rclpy', 'std_msgs', 'std_srvs', 'sensor_msgs', 'trajectory_msgs',
+ROS_PACKAGES = {'xacro', 'rclpy', 'std_msgs', 'std_srvs', 'sensor_msgs', 'trajectory_msgs',
                 'builtin_interfaces', 'rosgraph_msgs', 'rcl_interfaces', 'diagnostic_msgs',
                 'delan_msgs', 'delan_learning', 'delan_control'}
 

@@ -23,7 +23,7 @@ def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = ''
     if kind == 'pinocchio':
         from delan_control.robot_model import RobotModel
         try:
-            return RobotModel.from_xml(robot.xml)
+            return RobotModel.from_xml(robot.xml, **robot.selection_kwargs())
         except ValueError as err:
             raise ModelLoadError(str(err)) from None
     if kind == 'identified':
@@ -40,6 +40,8 @@ def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = ''
         if list(model.joint_names) != robot.joint_names:
             raise ModelLoadError(f'{identified_params} is for joints {model.joint_names}, '
                                  f'not {robot.joint_names}')
+        if model.robot.locked != robot.locked:
+            model = _relocked(model, robot)
         return model
     if kind == 'delan':
         from delan_learning.checkpoint import CheckpointError, load_model
@@ -53,6 +55,18 @@ def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = ''
         except (CheckpointError, OSError) as err:
             raise ModelLoadError(str(err)) from None
     raise ModelLoadError(f'unknown model {kind!r}; expected one of {MODEL_KINDS}')
+
+
+def _relocked(model, robot: RobotDescription):
+    """``model`` (identified, its joints locked as by default) with the robot's locked joints
+    where the robot locks them: the kinematics change, the identified parameters stay."""
+    from delan_control.robot_model import RobotModel
+    from delan_control.sysid import IdentifiedModel
+    try:
+        kinematics = RobotModel(model.robot.xml, joints=robot.joint_names, locked=robot.locked)
+    except ValueError as err:
+        raise ModelLoadError(str(err)) from None
+    return IdentifiedModel(kinematics, model.theta, model.info)
 
 
 class LatestLoader:

@@ -17,6 +17,15 @@ The public API always uses **one coordinate per actuated joint** in model order
 :class:`Mismatch` builds the "true" robot that differs from the nominal URDF (scaled link
 masses/inertias, a payload on the last link, other friction) -- the plant uses it.
 
+Vendors' descriptions load as their users mean them: the joints to learn are selected and the
+others locked (``joints`` / ``locked``; by default the main chain, gripper fingers and other
+branches locked), limits a description leaves at 0 or out count as not given (``RobotSpec``'s
+``*_given``; :meth:`RobotModel.default_effort_limit` / :meth:`RobotModel.default_velocity_limit`
+stand in) and ``.xacro`` files are expanded -- the rules are those of
+:mod:`delan_learning.urdf_joints`, which the learner reads the same description with, so both
+select the same joints in the same order. What was read other than written is listed once in
+:attr:`RobotModel.warnings`.
+
 One :class:`RobotModel` owns one ``pinocchio.Data`` and is not thread-safe; give each thread its
 own :meth:`RobotModel.copy`.
 """
@@ -27,20 +36,26 @@ import os
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pinocchio as pin
 
 from delan_learning.dynamics import friction_torque
 from delan_learning.joint_state import JointStateError, JointStateMapper, MappedJointState
+from delan_learning.urdf_joints import (ACTUATED_TYPES, DEFAULT_VELOCITY, JointSelectionError,
+                                        UrdfError, is_xml, read_description, select_joints)
 
 ArrayLike = Union[float, Sequence[float], np.ndarray]
 
-JOINT_TYPES = ('revolute', 'continuous', 'prismatic')
+JOINT_TYPES = ACTUATED_TYPES
+#: Nominal acceleration [rad/s^2, m/s^2] and safety factor of
+#: :meth:`RobotModel.default_effort_limit`.
+NOMINAL_ACCELERATION = 10.0
+EFFORT_SAFETY = 2.0
 
 
-class RobotDescriptionError(ValueError):
+class RobotDescriptionError(UrdfError):
     """A URDF that cannot serve as a dynamics model (no parse, unsupported joints, no mass)."""
 
 
@@ -50,7 +65,8 @@ def find_urdf(name: str) -> str:
     ``name`` may be a path (absolute or relative to the working directory), or a bare file name
     of this workspace's ``urdf/`` folder (e.g. ``'seven_dof_arm.urdf'``), looked up in
     ``$DELAN_URDF_DIR``, then in ``urdf/`` of every folder above this module (the source checkout
-    behind a --symlink-install build) and of the working directory.
+    behind a --symlink-install build) and of the working directory, then among the robots of the
+    ``example-robot-data`` package when it is installed (e.g. ``'panda.urdf'``).
     """
     if os.path.isfile(name):
         return os.path.abspath(name)
@@ -70,8 +86,26 @@ def find_urdf(name: str) -> str:
     for c in candidates:
         if os.path.isfile(c):
             return c
+    shipped = example_robot_data_files().get(base)
+    if shipped:
+        return shipped
     raise FileNotFoundError(f'URDF {name!r} not found (looked at {name!r} and urdf/{base} in '
-                            f'$DELAN_URDF_DIR, above {__file__} and above {os.getcwd()})')
+                            f'$DELAN_URDF_DIR, above {__file__}, above {os.getcwd()} and in '
+                            'example-robot-data)')
+
+
+def example_robot_data_files() -> Dict[str, str]:
+    """File name -> path of the URDF/xacro files ``example-robot-data`` ships ({} when it is
+    not installed; the first of equal names in sorted path order)."""
+    import sysconfig
+    root = os.path.join(sysconfig.get_paths()['purelib'], 'cmeel.prefix', 'share',
+                        'example-robot-data', 'robots')
+    found: Dict[str, str] = {}
+    for dirpath, _, files in sorted(os.walk(root)):
+        for f in sorted(files):
+            if f.endswith(('.urdf', '.xacro')):
+                found.setdefault(f, os.path.join(dirpath, f))
+    return found
 
 
 def package_share_directory(package: str) -> str:
@@ -99,9 +133,11 @@ def resolve_package_paths(xml: str) -> str:
 class RobotSpec:
     """What a controller or planner needs to know of the actuated joints, in model order.
 
-    ``lower``/``upper`` are -inf/+inf for continuous joints; ``velocity_limit`` and
-    ``effort_limit`` are +inf where the URDF gives none. ``damping`` (viscous, N m s/rad) and
-    ``friction`` (Coulomb, N m) are the URDF's ``<dynamics>`` after any mismatch.
+    ``lower``/``upper`` are -inf/+inf for continuous joints and revolute ones without limits;
+    ``velocity_limit`` and ``effort_limit`` are +inf where the URDF gives none. ``damping``
+    (viscous, N m s/rad) and ``friction`` (Coulomb, N m) are the URDF's ``<dynamics>`` after any
+    mismatch. ``position_given`` / ``velocity_given`` / ``effort_given`` say which limits the
+    description (or an override) gave; by default, where the limit is finite.
     """
 
     name: str
@@ -116,6 +152,17 @@ class RobotSpec:
     link_names: List[str]          # child link of each joint
     total_mass: float              # all links, fixed ones included [kg]
     moving_mass: float             # links that move with some joint [kg]
+    position_given: Optional[np.ndarray] = None
+    velocity_given: Optional[np.ndarray] = None
+    effort_given: Optional[np.ndarray] = None
+
+    def __post_init__(self) -> None:
+        finite = {'position_given': np.isfinite(self.lower) & np.isfinite(self.upper),
+                  'velocity_given': np.isfinite(self.velocity_limit),
+                  'effort_given': np.isfinite(self.effort_limit)}
+        for name, default in finite.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, default)
 
     @property
     def n(self) -> int:
@@ -130,7 +177,10 @@ class RobotSpec:
                 'upper': arr(self.upper), 'velocity_limit': arr(self.velocity_limit),
                 'effort_limit': arr(self.effort_limit), 'damping': arr(self.damping),
                 'friction': arr(self.friction), 'link_names': list(self.link_names),
-                'total_mass': self.total_mass, 'moving_mass': self.moving_mass}
+                'total_mass': self.total_mass, 'moving_mass': self.moving_mass,
+                'position_given': [bool(v) for v in self.position_given],
+                'velocity_given': [bool(v) for v in self.velocity_given],
+                'effort_given': [bool(v) for v in self.effort_given]}
 
 
 @dataclass(frozen=True)
@@ -183,50 +233,62 @@ def _per_joint(value: ArrayLike, n: int, what: str, positive: bool = False,
     return arr
 
 
-def _is_xml(text: str) -> bool:
-    return text.lstrip().startswith('<')
-
-
 class RobotModel:
     """Rigid-body dynamics of a fixed-base robot with revolute/continuous/prismatic joints.
 
-    ``RobotModel(urdf, mismatch=None)``: ``urdf`` is a file path, a file name of the workspace's
-    ``urdf/`` folder, or the XML text of a ``robot_description``. Raises
-    :class:`RobotDescriptionError` (a ``ValueError``) naming the source when the URDF does not
-    parse, has floating/planar/mimic joints, or a moving link chain without mass (a singular
-    mass matrix: every moving link needs an ``<inertial>``); ``FileNotFoundError`` for a
-    missing file.
+    ``RobotModel(urdf, mismatch=None, joints=None, locked=None, *, effort_limits=None,
+    velocity_limits=None)``: ``urdf`` is a file path (``.urdf`` or ``.xacro``), a file name of
+    the workspace's ``urdf/`` folder, or the XML text of a ``robot_description``. ``joints`` /
+    ``locked`` / ``effort_limits`` / ``velocity_limits`` select the joints and override limits
+    as :func:`delan_learning.urdf_joints.select_joints` says; the other movable joints are locked
+    (``pin.buildReducedModel``). Raises :class:`~delan_learning.urdf_joints.JointSelectionError`
+    for joints that cannot be selected or locked, :class:`RobotDescriptionError` (a
+    ``ValueError``) naming the source when the URDF does not parse, has floating/planar joints,
+    or a moving link chain without mass (a singular mass matrix: every moving link needs an
+    ``<inertial>``); ``FileNotFoundError`` for a missing file.
     """
 
-    def __init__(self, urdf: str, mismatch: Optional[Mismatch] = None):
+    def __init__(self, urdf: str, mismatch: Optional[Mismatch] = None,
+                 joints: Optional[Sequence[str]] = None,
+                 locked: Optional[Mapping[str, float]] = None, *,
+                 effort_limits: Optional[Sequence[float]] = None,
+                 velocity_limits: Optional[Sequence[float]] = None):
         if not isinstance(urdf, str) or not urdf.strip():
             raise RobotDescriptionError('empty robot description')
-        if _is_xml(urdf):
+        if is_xml(urdf):
             self.xml = urdf
             self.source = '<robot_description string>'
         else:
             path = find_urdf(urdf)
-            with open(path, 'r', encoding='utf-8') as fh:
-                self.xml = fh.read()
+            try:
+                self.xml, _ = read_description(path)
+            except UrdfError as err:
+                raise RobotDescriptionError(str(err)) from None
             self.source = path
         self.mismatch = mismatch if mismatch is not None else Mismatch()
+        self._selection_args = (list(joints or []), dict(locked or {}), effort_limits,
+                                velocity_limits)
         self._build()
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_urdf_file(cls, path: str, mismatch: Optional[Mismatch] = None) -> 'RobotModel':
-        return cls(path, mismatch)
+    def from_urdf_file(cls, path: str, mismatch: Optional[Mismatch] = None,
+                       **selection) -> 'RobotModel':
+        return cls(path, mismatch, **selection)
 
     @classmethod
-    def from_xml(cls, xml: str, mismatch: Optional[Mismatch] = None) -> 'RobotModel':
-        if not _is_xml(xml):
+    def from_xml(cls, xml: str, mismatch: Optional[Mismatch] = None,
+                 **selection) -> 'RobotModel':
+        if not is_xml(xml):
             raise RobotDescriptionError('robot_description does not look like XML')
-        return cls(xml, mismatch)
+        return cls(xml, mismatch, **selection)
 
     def mismatched(self, mismatch: Mismatch) -> 'RobotModel':
-        """The same robot with ``mismatch`` applied to the nominal URDF (not compounded)."""
+        """The same robot and joint selection with ``mismatch`` applied to the nominal URDF
+        (not compounded)."""
         other = RobotModel.__new__(RobotModel)
         other.xml, other.source, other.mismatch = self.xml, self.source, mismatch
+        other._selection_args = self._selection_args
         other._build()
         return other
 
@@ -234,8 +296,56 @@ class RobotModel:
         """An independent instance (own Pinocchio data) for another thread."""
         return self.mismatched(self.mismatch)
 
+    def selection_kwargs(self) -> Dict:
+        """What ``RobotModel(xml, **kwargs)`` needs for the same joints, locks and limits (of
+        this or an edited XML of the same robot)."""
+        return {'joints': list(self.joint_names), 'locked': dict(self.locked),
+                'effort_limits': self.spec.effort_limit.tolist(),
+                'velocity_limits': self.spec.velocity_limit.tolist()}
+
     def _fail(self, msg: str) -> RobotDescriptionError:
         return RobotDescriptionError(f'{self.source}: {msg}')
+
+    def _full_model(self, root: ET.Element) -> 'pin.Model':
+        """Pinocchio's model of the whole URDF (every movable joint free)."""
+        for j in root.findall('joint'):
+            if j.get('type') in ('floating', 'planar'):
+                raise self._fail(f'joint {j.get("name")!r} is {j.get("type")} (only fixed-base '
+                                 f'robots with revolute/continuous/prismatic joints are '
+                                 f'supported)')
+        try:
+            return pin.buildModelFromXML(self.xml)
+        except (ValueError, RuntimeError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise self._fail(f'Pinocchio cannot parse the URDF ({first})') from None
+
+    def _select(self, root: ET.Element):
+        joints, locked, effort_limits, velocity_limits = self._selection_args
+        try:
+            return select_joints(root, joints, locked, effort_limits=effort_limits,
+                                 velocity_limits=velocity_limits)
+        except JointSelectionError:
+            raise
+        except UrdfError as exc:
+            raise self._fail(str(exc)) from None
+
+    def _reduced(self, full: 'pin.Model', locked: Dict[str, float]) -> 'pin.Model':
+        """``full`` with the ``locked`` joints fixed at their positions."""
+        if not locked:
+            return full
+        q_ref = pin.neutral(full)
+        ids = []
+        for name, value in locked.items():
+            jid = full.getJointId(name)
+            if jid >= full.njoints:
+                raise self._fail(f'Pinocchio has no joint {name!r}')
+            jm = full.joints[jid]
+            if jm.nq == 2:           # continuous: (cos, sin)
+                q_ref[jm.idx_q:jm.idx_q + 2] = math.cos(value), math.sin(value)
+            else:
+                q_ref[jm.idx_q] = value
+            ids.append(jid)
+        return pin.buildReducedModel(full, sorted(ids), q_ref)
 
     def _build(self) -> None:
         try:
@@ -244,37 +354,26 @@ class RobotModel:
             raise self._fail(f'not valid XML ({exc})') from None
         if root.tag != 'robot':
             raise self._fail(f'root element is <{root.tag}>, not <robot>')
-        xml_joints = {j.get('name'): j for j in root.findall('joint')}
-        for jn, j in xml_joints.items():
-            if j.find('mimic') is not None:
-                raise self._fail(f'joint {jn!r} is a mimic joint (not supported)')
-            if j.get('type') in ('floating', 'planar'):
-                raise self._fail(f'joint {jn!r} is {j.get("type")} (only fixed-base robots '
-                                 f'with revolute/continuous/prismatic joints are supported)')
-        try:
-            model = pin.buildModelFromXML(self.xml)
-        except (ValueError, RuntimeError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise self._fail(f'Pinocchio cannot parse the URDF ({first})') from None
-        if model.nv == 0:
-            raise self._fail('no actuated (revolute/continuous/prismatic) joint')
+        full = self._full_model(root)
+        selection = self._select(root)
+        model = self._reduced(full, selection.locked)
+        self.locked: Dict[str, float] = dict(selection.locked)
+        self.warnings: List[str] = list(selection.warnings)
+        xml_links = {j.get('name'): j.find('child') for j in root.findall('joint')}
 
         # joints in velocity order (= Pinocchio's depth-first order)
         jids = sorted(range(1, model.njoints), key=lambda j: model.joints[j].idx_v)
-        names, types, links = [], [], []
-        for jid in jids:
-            jm = model.joints[jid]
-            name = model.names[jid]
-            if jm.nv != 1:
-                raise self._fail(f'joint {name!r} has {jm.nv} degrees of freedom (unsupported)')
-            xj = xml_joints.get(name)
-            jtype = xj.get('type') if xj is not None else None
-            if jtype not in JOINT_TYPES:
-                raise self._fail(f'joint {name!r}: unsupported type {jtype!r}')
-            names.append(name)
-            types.append(jtype)
-            child = xj.find('child')
-            links.append(child.get('link') if child is not None else '')
+        names = [model.names[j] for j in jids]
+        selected = list(selection.joints)
+        if names != [j.name for j in selected]:
+            raise self._fail(f'Pinocchio orders the joints {names}, the URDF reader '
+                             f'{[j.name for j in selected]}')
+        for jid, name in zip(jids, names):
+            if model.joints[jid].nv != 1:
+                raise self._fail(f'joint {name!r} has {model.joints[jid].nv} degrees of freedom '
+                                 f'(unsupported)')
+        types = [j.type for j in selected]
+        links = [xml_links[nm].get('link') if xml_links[nm] is not None else '' for nm in names]
         n = len(names)
         self.name = root.get('name', '')
         self.joint_names: List[str] = names
@@ -292,31 +391,12 @@ class RobotModel:
         if not np.array_equal(self._idx_v, np.arange(n)):
             raise self._fail('unexpected Pinocchio velocity layout')
 
-        # limits and friction from the URDF (Pinocchio parses the same fields)
-        lower = np.full(n, -np.inf)
-        upper = np.full(n, np.inf)
-        vel = np.full(n, np.inf)
-        eff = np.full(n, np.inf)
-        damping = np.zeros(n)
-        friction = np.zeros(n)
-        for i, name in enumerate(names):
-            xj = xml_joints[name]
-            lim = xj.find('limit')
-            if lim is not None:
-                if types[i] != 'continuous':
-                    lower[i] = float(lim.get('lower', '0'))
-                    upper[i] = float(lim.get('upper', '0'))
-                    if lower[i] >= upper[i]:
-                        raise self._fail(f'joint {name!r}: lower limit {lower[i]} >= upper '
-                                         f'{upper[i]}')
-                if lim.get('velocity') is not None and float(lim.get('velocity')) > 0:
-                    vel[i] = float(lim.get('velocity'))
-                if lim.get('effort') is not None and float(lim.get('effort')) > 0:
-                    eff[i] = float(lim.get('effort'))
-            dyn = xj.find('dynamics')
-            if dyn is not None:
-                damping[i] = float(dyn.get('damping', '0') or 0)
-                friction[i] = float(dyn.get('friction', '0') or 0)
+        # limits and friction as the URDF reader reads them (not given: see urdf_joints)
+        def arr(key: str, dtype=np.float64) -> np.ndarray:
+            return np.array([getattr(j, key) for j in selected], dtype=dtype)
+        lower, upper, vel, eff = arr('lower'), arr('upper'), arr('velocity'), arr('effort')
+        damping, friction = arr('damping'), arr('friction')
+        given = {k: arr(k, bool) for k in ('position_given', 'velocity_given', 'effort_given')}
         if np.any(damping < 0) or np.any(friction < 0):
             raise self._fail('negative <dynamics> damping/friction')
 
@@ -376,7 +456,8 @@ class RobotModel:
             upper=upper, velocity_limit=vel, effort_limit=eff, damping=damping.copy(),
             friction=friction.copy(), link_names=links,
             total_mass=float(sum(model.inertias[j].mass for j in range(model.njoints))),
-            moving_mass=float(sum(model.inertias[j].mass for j in range(1, model.njoints))))
+            moving_mass=float(sum(model.inertias[j].mass for j in range(1, model.njoints))),
+            **given)
         self._config_fn = self._make_config_fn()
         self._mapper = JointStateMapper(names, allow_extra=False)
         self._mapper_extra = JointStateMapper(names, allow_extra=True)
@@ -384,8 +465,7 @@ class RobotModel:
 
     def _check_mass_matrix(self, root) -> None:
         rng = np.random.default_rng(0)
-        lo = np.where(np.isfinite(self.spec.lower), self.spec.lower, -np.pi)
-        hi = np.where(np.isfinite(self.spec.upper), self.spec.upper, np.pi)
+        lo, hi = self.sample_bounds()
         worst = np.inf
         for q in [0.5 * (lo + hi)] + [rng.uniform(lo, hi) for _ in range(3)]:
             H = self.mass_matrix(q)
@@ -397,6 +477,42 @@ class RobotModel:
             raise self._fail(
                 f'singular mass matrix (smallest eigenvalue {worst:.3g}): a moving link chain '
                 f'has no mass/inertia; links without <inertial>: {no_inertial or "none"}')
+
+    # ------------------------------------------------------------------ defaults
+    def sample_bounds(self) -> Tuple[np.ndarray, np.ndarray]:
+        """Where to sample configurations: the position limits, +-pi where there are none."""
+        lo = np.where(np.isfinite(self.spec.lower), self.spec.lower, -np.pi)
+        hi = np.where(np.isfinite(self.spec.upper), self.spec.upper, np.pi)
+        return lo, hi
+
+    def default_effort_limit(self, samples: int = 64) -> np.ndarray:
+        """A conservative effort limit (n,) for joints whose URDF gives none.
+
+        ``EFFORT_SAFETY * max_q (|g(q)| + diag H(q) * NOMINAL_ACCELERATION)`` over the middle of
+        the limits and ``samples`` seeded random configurations within them: enough to hold
+        the robot anywhere and accelerate each joint alone at ~10 rad/s^2. Use it where
+        ``spec.effort_given`` is False: ``np.where(spec.effort_given, spec.effort_limit,
+        model.default_effort_limit())``.
+        """
+        lo, hi = self.sample_bounds()
+        rng = np.random.default_rng(0)
+        q = np.vstack([0.5 * (lo + hi), rng.uniform(lo, hi, (samples, self.n))])
+        load = np.abs(self.gravity(q)) + (np.diagonal(self.mass_matrix(q), axis1=1, axis2=2)
+                                          * NOMINAL_ACCELERATION)
+        return EFFORT_SAFETY * load.max(axis=0)
+
+    def default_velocity_limit(self) -> np.ndarray:
+        """The velocity limit (n,) for joints whose URDF gives none (where
+        ``spec.velocity_given`` is False): 2 rad/s, 0.5 m/s for prismatic joints."""
+        return np.array([DEFAULT_VELOCITY[t] for t in self.joint_types])
+
+    def operating_effort_limit(self) -> np.ndarray:
+        """Effort limits (n,) to command with: the URDF's where given, the derived default
+        (:meth:`default_effort_limit`) where not."""
+        if np.all(self.spec.effort_given):
+            return self.spec.effort_limit.copy()
+        return np.where(self.spec.effort_given, self.spec.effort_limit,
+                        self.default_effort_limit())
 
     # ------------------------------------------------------------------ spec helpers
     @property

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from delan_control.model_loader import LatestLoader, ModelLoadError
 
 
@@ -50,3 +52,27 @@ def test_close_stops_an_idle_loader():
     loader = LatestLoader(lambda r: r, lambda r, m: None, lambda r, e: None)
     loader.close(timeout=5.0)
     assert not loader.thread.is_alive()
+
+
+def test_pinocchio_and_identified_models_keep_the_robots_joint_selection(tmp_path):
+    """The controller's robot (urdf_joints) selects and locks joints: the models it loads use
+    the same selection, an identified model's kinematics the robot's locked positions (an
+    identified file holds the default selection of its robot_description)."""
+    from delan_control.model_loader import load_dynamics_model
+    from delan_control.robot_model import RobotModel
+    from delan_control.sysid import IdentifiedModel, nominal_parameters
+    from delan_learning.urdf_joints import RobotDescription
+    from test_robot_descriptions import PANDA, PANDA_ARM
+    default = RobotModel(PANDA)
+    path = str(tmp_path / 'identified.json')
+    IdentifiedModel(default, nominal_parameters(default)).save(path)
+    for lock in ({}, {'panda_finger_joint1': 0.04}):
+        robot = RobotDescription.load(PANDA, locked=lock)
+        pinocchio = load_dynamics_model('pinocchio', robot)
+        identified = load_dynamics_model('identified', robot, identified_params=path)
+        assert pinocchio.joint_names == identified.joint_names == PANDA_ARM
+        assert pinocchio.locked == identified.robot.locked == robot.locked
+    assert identified.robot.locked == {'panda_finger_joint1': 0.04, 'panda_finger_joint2': 0.04}
+    other = RobotDescription.load(PANDA, joints=PANDA_ARM[:6])
+    with pytest.raises(ModelLoadError, match='joints'):
+        load_dynamics_model('identified', other, identified_params=path)

@@ -327,3 +327,18 @@ def test_published_states_are_the_plant_states(serialized, monkeypatch):
         np.testing.assert_array_equal(msg.velocity, offline.qd)
         np.testing.assert_array_equal(msg.effort, np.zeros(7))
     assert np.abs(np.array(probe.states[29][1].position) - q0).max() > 1e-3   # it moved
+
+
+def test_joint_selection_parameters_build_the_plant(sim_env):
+    """joints / locked_joint_positions / effort_limits reach the sim's RobotModel: it simulates
+    and publishes the selected joints only, the others held where they are locked."""
+    node, probe, ex = sim_env(('urdf_path', 'seven_dof_arm.urdf'), ('publish_rate', 100.0),
+                              ('joints', ['elbow_flex', 'shoulder_lift']),
+                              ('locked_joint_positions', ['shoulder_pan=0.4']),
+                              ('effort_limits', [0.0, 5.0]))
+    assert node.model.joint_names == ['shoulder_lift', 'elbow_flex']
+    assert node.model.locked['shoulder_pan'] == 0.4 and node.model.locked['wrist_roll'] == 0.0
+    assert node.plant.truth.spec.effort_limit[1] == 5.0
+    assert node.plant.truth.joint_names == node.model.joint_names
+    assert spin_until(ex, lambda: len(probe.states) >= 3, 10.0)
+    assert list(probe.states[-1][1].name) == ['shoulder_lift', 'elbow_flex']

@@ -1,22 +1,76 @@
-"""Actuated joints of a URDF (names, types, limits) from the XML alone, without Pinocchio.
+"""The joints of a URDF to learn and control (names, types, limits), from the XML alone.
 
 The learner needs only joint names and types to build a DeLaN model; reading them here keeps
 ``delan_learning`` free of the analytic-model stack. The order is the kinematic tree's depth-first
 order with sibling joints sorted by name -- the order urdfdom and therefore Pinocchio use -- so
 checkpoints of the learner and models of the controller agree on the joint order.
+:class:`delan_control.robot_model.RobotModel` selects its joints with :func:`select_joints` too.
+
+Descriptions as vendors ship them are read as their users mean them, never refused for an
+exporter convention; each reading is reported once in ``warnings``.
+
+Joint selection
+    ``joints`` names the joints to learn and control, in any order; the model order is always
+    the depth-first one. By default they are the movable (revolute, continuous, prismatic)
+    joints of the **main chain**: from the root link, follow the tree while exactly one child
+    branch holds movable joints, and stop where none or two or more do (a hand with fingers, two
+    arms); mimic joints and the masters of mimic joints (a gripper's drive) are left out. When
+    that leaves no joint (a tree that branches at its base), every movable joint but mimic
+    joints and their masters is selected. A single gripper joint on the chain (Z1, SO-100) is
+    part of the main chain.
+
+    Every other movable joint is **locked**: at ``locked[name]``, by default at 0 clamped into
+    its limits; a mimic joint whose master is locked at ``multiplier * master + offset``.
+    Selecting a mimic joint or the master of one is refused: the mimic joint would have to
+    follow its master, and Pinocchio 4.1's mimic models (``buildModelFromXML(xml, mimic=True)``)
+    have no ABA, joint-torque regressor or energy, which the simulator, system identification
+    and controllers need.
+
+Limits not given
+    Exporters write ``lower="0" upper="0" effort="0" velocity="0"`` (or leave them out) for "not
+    given". ``lower == upper`` on a revolute joint: no position limit (-inf, +inf; sampled as
+    +-pi around 0, as a continuous joint). On a prismatic joint: +-``PRISMATIC_RANGE`` m around
+    that value (a slide without stops would leave any workspace). ``effort`` / ``velocity`` 0 or
+    missing: +inf. ``lower > upper`` is an error. ``position_given`` / ``effort_given`` /
+    ``velocity_given`` of each joint say what the description gave; ``effort_limits`` /
+    ``velocity_limits`` overrides (one per selected joint in model order, 0 or inf = keep the
+    URDF's) count as given.
+
+``.xacro`` files are run through the ``xacro`` package (``$(find pkg)`` via AMENT_PREFIX_PATH).
 """
 from __future__ import annotations
 
+import math
 import os
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
-from typing import Dict, List
+from dataclasses import dataclass, field, replace
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 ACTUATED_TYPES = ('revolute', 'continuous', 'prismatic')
+#: Half range [m] of a prismatic joint whose description gives lower == upper.
+PRISMATIC_RANGE = 0.1
+#: Velocity limit where the description gives none: rad/s (revolute, continuous), m/s (prismatic).
+DEFAULT_VELOCITY = {'revolute': 2.0, 'continuous': 2.0, 'prismatic': 0.5}
+MIMIC_UNSUPPORTED = ("Pinocchio 4.1's mimic models (buildModelFromXML(xml, mimic=True)) have no "
+                     "ABA, joint-torque regressor or energy")
 
 
 class UrdfError(ValueError):
     """A URDF that cannot be used, with the reason."""
+
+
+class JointSelectionError(UrdfError):
+    """``joints`` / ``locked`` name joints that cannot be selected or locked; lists the movable
+    joints."""
+
+
+@dataclass(frozen=True)
+class Mimic:
+    """``<mimic joint= multiplier= offset=>``: this joint's position is ``m * master + o``."""
+
+    joint: str
+    multiplier: float = 1.0
+    offset: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -29,19 +83,55 @@ class UrdfJoint:
     effort: float
     damping: float
     friction: float
+    position_given: bool = True
+    velocity_given: bool = True
+    effort_given: bool = True
+    mimic: Optional[Mimic] = None
 
 
-def _parse(xml_or_path: str) -> ET.Element:
-    text = xml_or_path
-    source = 'robot_description'
-    if not xml_or_path.lstrip().startswith('<'):
-        source = xml_or_path
-        if not os.path.isfile(xml_or_path):
-            raise UrdfError(f'URDF file not found: {xml_or_path}')
-        with open(xml_or_path, encoding='utf-8') as f:
-            text = f.read()
+@dataclass(frozen=True)
+class JointSelection:
+    """Selected joints (model order), the position of every other movable joint, and what was
+    read other than written (one line each)."""
+
+    joints: Tuple[UrdfJoint, ...]
+    locked: Dict[str, float]
+    warnings: List[str]
+    movable: Tuple[str, ...]      # every movable joint, depth first
+
+
+def is_xml(text: str) -> bool:
+    return text.lstrip().startswith('<')
+
+
+def read_description(xml_or_path: str) -> Tuple[str, str]:
+    """``(urdf_xml, source)`` of XML text, a URDF file or a ``.xacro`` file (run through xacro)."""
+    if is_xml(xml_or_path):
+        return xml_or_path, 'robot_description'
+    if not os.path.isfile(xml_or_path):
+        raise UrdfError(f'URDF file not found: {xml_or_path}')
+    if xml_or_path.endswith('.xacro'):
+        return _run_xacro(xml_or_path), xml_or_path
+    with open(xml_or_path, encoding='utf-8') as f:
+        return f.read(), xml_or_path
+
+
+def _run_xacro(path: str) -> str:
     try:
-        root = ET.fromstring(text)
+        import xacro
+    except ImportError:
+        raise UrdfError(f'{path}: reading .xacro needs the xacro package '
+                        '(pip install xacro)') from None
+    try:
+        return xacro.process_file(path).toprettyxml(indent='  ')
+    except Exception as err:  # noqa: BLE001 -- xacro raises many kinds; all mean "unusable"
+        raise UrdfError(f'xacro {path}: {type(err).__name__}: {err}') from None
+
+
+def parse_xml(xml: str, source: str = 'robot_description') -> ET.Element:
+    """The ``<robot>`` element of URDF XML text."""
+    try:
+        root = ET.fromstring(xml)
     except ET.ParseError as err:
         raise UrdfError(f'URDF {source} does not parse: {err}') from None
     if root.tag != 'robot':
@@ -49,71 +139,263 @@ def _parse(xml_or_path: str) -> ET.Element:
     return root
 
 
-def actuated_joints(xml_or_path: str) -> List[UrdfJoint]:
-    """Actuated joints of a URDF file path or XML string, in Pinocchio's order."""
-    root = _parse(xml_or_path)
+def _parse(xml_or_path: str) -> ET.Element:
+    xml, source = read_description(xml_or_path)
+    return parse_xml(xml, source)
+
+
+# ---------------------------------------------------------------------------------- the tree
+def _depth_first(root: ET.Element) -> Tuple[List[ET.Element], Dict[str, List[ET.Element]], str]:
+    """All joints depth first (siblings by name), the child joints of each link, the root link."""
     children: Dict[str, List[ET.Element]] = {}
     child_links = set()
     for j in root.findall('joint'):
-        parent = j.find('parent')
-        child = j.find('child')
+        parent, child = j.find('parent'), j.find('child')
         if parent is None or child is None:
             raise UrdfError(f'joint {j.get("name")!r} lacks <parent> or <child>')
         children.setdefault(parent.get('link'), []).append(j)
         child_links.add(child.get('link'))
-    roots = [l.get('name') for l in root.findall('link') if l.get('name') not in child_links]
+    for js in children.values():
+        js.sort(key=lambda e: e.get('name'))
+    roots = [ln.get('name') for ln in root.findall('link') if ln.get('name') not in child_links]
     if len(roots) != 1:
         raise UrdfError(f'URDF must have exactly one root link, found {roots}')
-    out: List[UrdfJoint] = []
-    stack = [roots[0]]
-    visited = set()
     order: List[ET.Element] = []
-
-    def visit(link: str) -> None:
+    visited = {roots[0]}
+    stack = list(reversed(children.get(roots[0], [])))
+    while stack:
+        j = stack.pop()
+        order.append(j)
+        link = j.find('child').get('link')
         if link in visited:
             raise UrdfError(f'URDF has a kinematic loop at link {link!r}')
         visited.add(link)
-        for j in sorted(children.get(link, []), key=lambda e: e.get('name')):
-            order.append(j)
-            visit(j.find('child').get('link'))
-    visit(stack[0])
-    for j in order:
-        jtype = j.get('type')
-        if jtype not in ACTUATED_TYPES:
-            continue
-        lim = j.find('limit')
-        dyn = j.find('dynamics')
+        stack.extend(reversed(children.get(link, [])))
+    return order, children, roots[0]
 
-        def f(el, key, default):
-            return float(el.get(key, default)) if el is not None else default
-        inf = float('inf')
-        if jtype == 'continuous':
-            lower, upper = -inf, inf
-        else:
-            lower, upper = f(lim, 'lower', -inf), f(lim, 'upper', inf)
-        out.append(UrdfJoint(name=j.get('name'), type=jtype, lower=lower, upper=upper,
-                             velocity=f(lim, 'velocity', inf), effort=f(lim, 'effort', inf),
-                             damping=f(dyn, 'damping', 0.0), friction=f(dyn, 'friction', 0.0)))
-    if not out:
+
+def _main_chain(children: Dict[str, List[ET.Element]], order: List[ET.Element],
+                root_link: str) -> List[str]:
+    """Movable joints from the root while exactly one child branch holds movable joints."""
+    movable_below: Dict[str, bool] = {}
+    for j in reversed(order):
+        below = children.get(j.find('child').get('link'), [])
+        movable_below[j.get('name')] = (j.get('type') in ACTUATED_TYPES
+                                        or any(movable_below[c.get('name')] for c in below))
+    chain, link = [], root_link
+    while True:
+        branches = [j for j in children.get(link, []) if movable_below[j.get('name')]]
+        if len(branches) != 1:
+            return chain
+        if branches[0].get('type') in ACTUATED_TYPES:
+            chain.append(branches[0].get('name'))
+        link = branches[0].find('child').get('link')
+
+
+# ---------------------------------------------------------------------------------- one joint
+def _number(el: Optional[ET.Element], key: str, joint: str) -> Optional[float]:
+    text = el.get(key) if el is not None else None
+    if text is None or not text.strip():
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise UrdfError(f'joint {joint!r}: {key}={text!r} is not a number') from None
+
+
+def _read_joint(j: ET.Element) -> UrdfJoint:
+    """One movable joint with its limits read as the module docstring says."""
+    name, jtype = j.get('name'), j.get('type')
+    lim, dyn, mim = j.find('limit'), j.find('dynamics'), j.find('mimic')
+    inf = math.inf
+    lower, upper, position_given = -inf, inf, False
+    if jtype != 'continuous':
+        lo, hi = _number(lim, 'lower', name) or 0.0, _number(lim, 'upper', name) or 0.0
+        if lo > hi:
+            raise UrdfError(f'joint {name!r}: lower limit {lo} > upper limit {hi}')
+        if lo < hi:
+            lower, upper, position_given = lo, hi, True
+        elif jtype == 'prismatic':
+            lower, upper = lo - PRISMATIC_RANGE, lo + PRISMATIC_RANGE
+    velocity, effort = _number(lim, 'velocity', name), _number(lim, 'effort', name)
+    mimic = None
+    if mim is not None:
+        multiplier = _number(mim, 'multiplier', name)
+        mimic = Mimic(mim.get('joint', ''), 1.0 if multiplier is None else multiplier,
+                      _number(mim, 'offset', name) or 0.0)
+    return UrdfJoint(
+        name=name, type=jtype, lower=lower, upper=upper,
+        velocity=velocity if velocity and velocity > 0 else inf,
+        effort=effort if effort and effort > 0 else inf,
+        damping=_number(dyn, 'damping', name) or 0.0,
+        friction=_number(dyn, 'friction', name) or 0.0, position_given=position_given,
+        velocity_given=bool(velocity and velocity > 0), effort_given=bool(effort and effort > 0),
+        mimic=mimic)
+
+
+# ---------------------------------------------------------------------------------- selection
+def select_joints(root: ET.Element, joints: Optional[Sequence[str]] = None,
+                  locked: Optional[Mapping[str, float]] = None, *,
+                  effort_limits: Optional[Sequence[float]] = None,
+                  velocity_limits: Optional[Sequence[float]] = None) -> JointSelection:
+    """The joints to learn (``joints``, default: the main chain) and where the others are locked.
+
+    Raises :class:`JointSelectionError` for unknown, repeated, mimic or mimic-master joints in
+    ``joints`` and unknown or selected joints in ``locked``; :class:`UrdfError` for a URDF
+    without a joint to learn.
+    """
+    order, children, root_link = _depth_first(root)
+    movable = [_read_joint(j) for j in order if j.get('type') in ACTUATED_TYPES]
+    if not movable:
         raise UrdfError('URDF has no actuated (revolute/continuous/prismatic) joints')
+    by_name = {j.name: j for j in movable}
+    for j in movable:
+        if j.mimic is not None and j.mimic.joint not in by_name:
+            raise UrdfError(f'joint {j.name!r} mimics {j.mimic.joint!r}, not a movable joint')
+    masters = {j.mimic.joint for j in movable if j.mimic is not None}
+    tied = {j.name for j in movable if j.mimic is not None} | masters
+    names = [j.name for j in movable]
+    if joints:
+        chosen = _check_selection(list(joints), names, by_name, masters)
+    else:
+        chain = set(_main_chain(children, order, root_link)) - tied
+        chosen = chain or set(names) - tied
+        if not chosen:
+            raise UrdfError(f'URDF has no joint to learn: its movable joints {names} are all '
+                            f'mimic joints or their masters ({MIMIC_UNSUPPORTED})')
+    selected = tuple(j for j in movable if j.name in chosen)
+    selected = _with_limits(selected, effort_limits, 'effort')
+    selected = _with_limits(selected, velocity_limits, 'velocity')
+    positions = _locked_positions(movable, chosen, dict(locked or {}), names)
+    warnings = _lock_warnings(positions, by_name) + _limit_warnings(selected)
+    outside = [f'{nm}={v:g}' for nm, v in positions.items()
+               if by_name[nm].position_given and not by_name[nm].lower <= v <= by_name[nm].upper]
+    if outside:
+        warnings.append(f'locked joints outside their limits (kept there): {outside}')
+    return JointSelection(selected, positions, warnings, tuple(names))
+
+
+def _check_selection(joints: List[str], names: List[str], by_name: Dict[str, UrdfJoint],
+                     masters: set) -> set:
+    unknown = [nm for nm in joints if nm not in by_name]
+    if unknown:
+        raise JointSelectionError(f'unknown joints {unknown} in joints; the movable joints are '
+                                  f'{names}')
+    if len(set(joints)) != len(joints):
+        raise JointSelectionError(f'joints repeat in {joints}')
+    mimics = [nm for nm in joints if by_name[nm].mimic is not None]
+    drives = [nm for nm in joints if nm in masters]
+    if mimics or drives:
+        raise JointSelectionError(
+            f'cannot learn mimic joints {mimics} or masters of mimic joints {drives} '
+            f'({MIMIC_UNSUPPORTED}); leave them out of joints: they are locked, the mimic '
+            f'joints following their locked master')
+    return set(joints)
+
+
+def _locked_positions(movable: Sequence[UrdfJoint], chosen: set, given: Dict[str, float],
+                      names: List[str]) -> Dict[str, float]:
+    unknown = [nm for nm in given if nm not in names]
+    if unknown:
+        raise JointSelectionError(f'unknown joints {unknown} in locked; the movable joints are '
+                                  f'{names}')
+    both = [nm for nm in given if nm in chosen]
+    if both:
+        raise JointSelectionError(f'joints {both} are both selected and locked')
+    bad = {nm: v for nm, v in given.items() if not math.isfinite(float(v))}
+    if bad:
+        raise JointSelectionError(f'locked positions must be finite, got {bad}')
+    by_name = {j.name: j for j in movable}
+
+    def position(nm: str, seen: Tuple[str, ...] = ()) -> float:
+        if nm in given:
+            return float(given[nm])
+        if nm in seen:
+            raise UrdfError(f'mimic joints mimic each other in a loop: {list(seen)}')
+        j = by_name[nm]
+        if j.mimic is not None:
+            return (j.mimic.multiplier * position(j.mimic.joint, seen + (nm,))
+                    + j.mimic.offset)
+        return min(max(0.0, j.lower), j.upper)
+    return {j.name: position(j.name) for j in movable if j.name not in chosen}
+
+
+def _with_limits(joints: Tuple[UrdfJoint, ...], values: Optional[Sequence[float]],
+                 kind: str) -> Tuple[UrdfJoint, ...]:
+    """``joints`` with the overrides of one limit (0 or inf entries keep the URDF's)."""
+    if values is None or len(values) == 0:
+        return joints
+    vals = [float(v) for v in values]
+    if len(vals) != len(joints):
+        raise UrdfError(f'{kind}_limits: {len(vals)} values for the {len(joints)} joints '
+                        f'{[j.name for j in joints]}')
+    if any(math.isnan(v) or v < 0 for v in vals):
+        raise UrdfError(f'{kind}_limits must be >= 0 (0 = from the URDF), got {vals}')
+    return tuple(replace(j, **{kind: v, f'{kind}_given': True}) if 0 < v < math.inf else j
+                 for j, v in zip(joints, vals))
+
+
+def _lock_warnings(positions: Dict[str, float], by_name: Dict[str, UrdfJoint]) -> List[str]:
+    if not positions:
+        return []
+    parts = [f'{nm}={v:g}' + (f' (mimics {by_name[nm].mimic.joint})'
+                              if by_name[nm].mimic is not None else '')
+             for nm, v in positions.items()]
+    return [f'locked joints (not learned or controlled): {", ".join(parts)}']
+
+
+def _limit_warnings(joints: Sequence[UrdfJoint]) -> List[str]:
+    def names(pred) -> List[str]:
+        return [j.name for j in joints if pred(j)]
+    out = []
+    for what, sel in (
+            ('no position limits (lower == upper): unlimited, like continuous joints',
+             lambda j: j.type == 'revolute' and not j.position_given),
+            (f'no position limits (lower == upper): +-{PRISMATIC_RANGE:g} m around lower',
+             lambda j: j.type == 'prismatic' and not j.position_given),
+            ('no effort limit (effort 0 or missing): unlimited; RobotModel.'
+             'default_effort_limit() derives one from the inertia', lambda j: not j.effort_given),
+            ('no velocity limit (velocity 0 or missing): unlimited; the default is '
+             f'{DEFAULT_VELOCITY["revolute"]:g} rad/s, {DEFAULT_VELOCITY["prismatic"]:g} m/s',
+             lambda j: not j.velocity_given)):
+        hit = names(sel)
+        if hit:
+            out.append(f'joints {hit}: {what}')
     return out
+
+
+def actuated_joints(xml_or_path: str, joints: Optional[Sequence[str]] = None,
+                    locked: Optional[Mapping[str, float]] = None) -> List[UrdfJoint]:
+    """The selected joints of a URDF file path or XML string, in Pinocchio's order."""
+    return list(select_joints(_parse(xml_or_path), joints, locked).joints)
 
 
 @dataclass(frozen=True)
 class RobotDescription:
-    """A URDF's XML with its actuated joints as arrays in model order."""
+    """A URDF's XML with its selected joints as arrays in model order, the positions of the
+    locked joints and the readings to report (``warnings``)."""
 
     xml: str
     source: str
     joints: tuple
+    locked: Dict[str, float] = field(default_factory=dict)
+    warnings: List[str] = field(default_factory=list)
 
     @classmethod
-    def load(cls, xml_or_path: str) -> 'RobotDescription':
-        joints = tuple(actuated_joints(xml_or_path))
-        if xml_or_path.lstrip().startswith('<'):
-            return cls(xml_or_path, 'robot_description', joints)
-        with open(xml_or_path, encoding='utf-8') as f:
-            return cls(f.read(), xml_or_path, joints)
+    def load(cls, xml_or_path: str, joints: Optional[Sequence[str]] = None,
+             locked: Optional[Mapping[str, float]] = None, *,
+             effort_limits: Optional[Sequence[float]] = None,
+             velocity_limits: Optional[Sequence[float]] = None) -> 'RobotDescription':
+        xml, source = read_description(xml_or_path)
+        sel = select_joints(parse_xml(xml, source), joints, locked,
+                            effort_limits=effort_limits, velocity_limits=velocity_limits)
+        return cls(xml, source, sel.joints, dict(sel.locked), list(sel.warnings))
+
+    def selection_kwargs(self) -> Dict:
+        """What ``RobotModel(self.xml, **kwargs)`` needs to select the same joints and limits."""
+        return {'joints': self.joint_names, 'locked': dict(self.locked),
+                'effort_limits': self.effort_limits.tolist(),
+                'velocity_limits': self.velocity_limits.tolist()}
 
     @property
     def joint_names(self) -> List[str]:
@@ -125,20 +407,39 @@ class RobotDescription:
 
     def _array(self, field: str):
         import numpy as np
-        return np.array([getattr(j, field) for j in self.joints], dtype=np.float64)
+        return np.array([getattr(j, field) for j in self.joints])
 
     @property
     def lower(self):
-        return self._array('lower')
+        return self._array('lower').astype(float)
 
     @property
     def upper(self):
-        return self._array('upper')
+        return self._array('upper').astype(float)
 
     @property
     def velocity_limits(self):
-        return self._array('velocity')
+        return self._array('velocity').astype(float)
 
     @property
     def effort_limits(self):
-        return self._array('effort')
+        return self._array('effort').astype(float)
+
+    @property
+    def position_given(self):
+        return self._array('position_given').astype(bool)
+
+    @property
+    def planning_velocity_limits(self):
+        """Velocity limits to plan with: the URDF's where given, DEFAULT_VELOCITY elsewhere."""
+        import numpy as np
+        default = np.array([DEFAULT_VELOCITY[t] for t in self.joint_types])
+        return np.where(self.velocity_given, self.velocity_limits, default)
+
+    @property
+    def velocity_given(self):
+        return self._array('velocity_given').astype(bool)
+
+    @property
+    def effort_given(self):
+        return self._array('effort_given').astype(bool)

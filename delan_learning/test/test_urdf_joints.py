@@ -1,9 +1,12 @@
 import os
+import xml.etree.ElementTree as ET
 
+import numpy as np
 import pinocchio as pin
 import pytest
 
-from delan_learning.urdf_joints import UrdfError, actuated_joints
+from delan_learning.urdf_joints import (JointSelectionError, RobotDescription, UrdfError,
+                                        actuated_joints, select_joints)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 URDFS = sorted(os.path.join(ROOT, 'urdf', f) for f in os.listdir(os.path.join(ROOT, 'urdf'))
@@ -48,3 +51,109 @@ def test_branched_tree_string_and_types():
 def test_bad_urdf_is_a_clear_error(bad, match):
     with pytest.raises(UrdfError, match=match):
         actuated_joints(bad)
+
+
+# ---------------------------------------------------------------------------------- selection
+def _tree(*joints):
+    """A URDF of ``(name, type, parent, child, extra_xml)`` joints; links made from them."""
+    links = {'base'} | {j[2] for j in joints} | {j[3] for j in joints}
+    body = ''.join(f'<link name="{ln}"/>' for ln in sorted(links))
+    for name, kind, parent, child, extra in joints:
+        body += (f'<joint name="{name}" type="{kind}"><parent link="{parent}"/>'
+                 f'<child link="{child}"/>{extra}</joint>')
+    return f'<robot name="t">{body}</robot>'
+
+
+LIM = '<limit lower="-1" upper="1" effort="5" velocity="2"/>'
+FINGER = '<limit lower="0" upper="0.04" effort="20" velocity="0.2"/>'
+HAND = _tree(('j1', 'revolute', 'base', 'l1', LIM), ('j2', 'revolute', 'l1', 'l2', LIM),
+             ('flange', 'fixed', 'l2', 'hand', ''),
+             ('tcp', 'fixed', 'hand', 'tcp_link', ''),
+             ('finger_a', 'prismatic', 'hand', 'fa', FINGER),
+             ('finger_b', 'prismatic', 'hand', 'fb', FINGER))
+
+
+def test_main_chain_stops_where_movable_branches_split():
+    sel = select_joints(ET.fromstring(HAND))
+    assert [j.name for j in sel.joints] == ['j1', 'j2']
+    assert sel.locked == {'finger_a': 0.0, 'finger_b': 0.0}
+    assert sel.movable == ('j1', 'j2', 'finger_a', 'finger_b')
+    assert 'finger_a=0' in sel.warnings[0] and len(sel.warnings) == 1
+
+
+def test_mimic_follows_its_locked_master_and_the_drive_is_not_selected():
+    xml = _tree(('j1', 'revolute', 'base', 'l1', LIM), ('drive', 'prismatic', 'l1', 'f1', FINGER),
+                ('follow', 'prismatic', 'l1', 'f2', '<limit lower="-0.1" upper="0.1"/>'
+                 '<mimic joint="drive" multiplier="-2" offset="0.01"/>'))
+    sel = select_joints(ET.fromstring(xml), locked={'drive': 0.02})
+    assert [j.name for j in sel.joints] == ['j1']
+    assert sel.locked == pytest.approx({'drive': 0.02, 'follow': -0.03})
+    assert 'follow=-0.03 (mimics drive)' in sel.warnings[0]
+    with pytest.raises(JointSelectionError, match='mimic'):
+        select_joints(ET.fromstring(xml), joints=['j1', 'drive'])
+    # a single-joint gripper drive on the chain: left out (its mimic is locked with it)
+    chain = _tree(('j1', 'revolute', 'base', 'l1', LIM), ('drive', 'revolute', 'l1', 'l2', LIM),
+                  ('follow', 'revolute', 'l2', 'l3', LIM + '<mimic joint="drive"/>'))
+    assert [j.name for j in select_joints(ET.fromstring(chain)).joints] == ['j1']
+
+
+def test_branching_at_the_base_falls_back_to_every_joint():
+    # BRANCHED: two movable branches at the base, so no main chain
+    assert [j.name for j in actuated_joints(BRANCHED)] == ['alpha', 'zeta', 'mid']
+
+
+def test_limits_not_given_and_overrides():
+    xml = _tree(('r', 'revolute', 'base', 'a', '<limit lower="0" upper="0" effort="0" '
+                 'velocity="0"/>'),
+                ('p', 'prismatic', 'a', 'b', '<limit lower="0.2" upper="0.2" effort="10"/>'),
+                ('c', 'continuous', 'b', 'c', ''))
+    robot = RobotDescription.load(xml)
+    np.testing.assert_array_equal(robot.lower, [-np.inf, 0.1, -np.inf])
+    np.testing.assert_allclose(robot.upper, [np.inf, 0.3, np.inf])
+    np.testing.assert_array_equal(robot.effort_limits, [np.inf, 10.0, np.inf])
+    np.testing.assert_array_equal(robot.effort_given, [False, True, False])
+    np.testing.assert_array_equal(robot.position_given, [False, False, False])
+    assert not robot.velocity_given.any()
+    text = '\n'.join(robot.warnings)
+    assert "['r']: no position limits (lower == upper): unlimited" in text
+    assert "['p']: no position limits (lower == upper): +-0.1 m" in text
+    assert "['r', 'c']: no effort limit" in text and "['r', 'p', 'c']: no velocity" in text
+    over = RobotDescription.load(xml, effort_limits=[7, 0, float('inf')],
+                                 velocity_limits=[1.0, 0.5, 2.0])
+    np.testing.assert_array_equal(over.effort_limits, [7.0, 10.0, np.inf])
+    np.testing.assert_array_equal(over.effort_given, [True, True, False])
+    assert over.velocity_given.all() and not any('velocity' in w for w in over.warnings)
+    assert over.selection_kwargs()['effort_limits'] == [7.0, 10.0, np.inf]
+    with pytest.raises(UrdfError, match='3 joints'):
+        RobotDescription.load(xml, effort_limits=[1.0, 2.0])
+    with pytest.raises(UrdfError, match='>= 0'):
+        RobotDescription.load(xml, velocity_limits=[1.0, -2.0, 1.0])
+
+
+def test_lower_above_upper_is_an_error():
+    xml = _tree(('r', 'revolute', 'base', 'a', '<limit lower="1" upper="-1"/>'))
+    with pytest.raises(UrdfError, match='lower limit 1.0 > upper limit -1.0'):
+        actuated_joints(xml)
+
+
+def test_selection_matches_pinocchio_order_on_a_shuffled_request():
+    chosen = ['mid', 'alpha']
+    joints = actuated_joints(BRANCHED, joints=chosen)
+    assert [j.name for j in joints] == ['alpha', 'mid']
+    with pytest.raises(JointSelectionError, match=r"unknown joints \['nope'\].*'alpha'"):
+        actuated_joints(BRANCHED, joints=['alpha', 'nope'])
+    sel = select_joints(ET.fromstring(BRANCHED), joints=chosen, locked={'zeta': 0.5})
+    assert sel.locked == {'zeta': 0.5}
+    with pytest.raises(JointSelectionError, match='finite'):
+        select_joints(ET.fromstring(BRANCHED), joints=chosen, locked={'zeta': float('nan')})
+
+
+def test_locked_outside_limits_is_kept_and_warned_and_mimic_loops_are_errors():
+    sel = select_joints(ET.fromstring(BRANCHED), joints=['alpha'], locked={'zeta': 2.0})
+    assert sel.locked == {'zeta': 2.0, 'mid': 0.0}
+    assert "outside their limits (kept there): ['zeta=2']" in sel.warnings[-1]
+    loop = _tree(('j1', 'revolute', 'base', 'l1', LIM),
+                 ('a', 'revolute', 'l1', 'l2', LIM + '<mimic joint="b"/>'),
+                 ('b', 'revolute', 'l1', 'l3', LIM + '<mimic joint="a"/>'))
+    with pytest.raises(UrdfError, match='loop'):
+        select_joints(ET.fromstring(loop))

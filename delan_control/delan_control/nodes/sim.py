@@ -215,12 +215,14 @@ class SimNode(Node):
     def _declare_and_build(self) -> None:
         v = self._validators
         ro = dict(registry=v, read_only=True)
-        urdf_path, description = declare_robot_params(
+        robot = declare_robot_params(
             self, v, default_path='two_link_arm.urdf',
             path_help='URDF file (path, or a file name of the workspace urdf/ folder); used '
                       'when robot_description is empty',
             description_help='URDF XML of the robot; when set, it is used instead of urdf_path')
-        nominal = RobotModel(description if description.strip() else urdf_path)
+        nominal = RobotModel(robot.description, **robot.selection_kwargs())
+        for warning in nominal.warnings:
+            self.get_logger().warning(warning)
         n = nominal.n
         physics_rate = declare(self, 'physics_rate', 1000.0, 'Physics rate [Hz]',
                                min_value=1000.0, max_value=20000.0, **ro)

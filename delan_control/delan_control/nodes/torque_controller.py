@@ -129,7 +129,8 @@ class TorqueControllerNode(Node):
             'answered ahead of every normal process (the learner\'s training). 0 = normal '
             'scheduling; needs CAP_SYS_NICE or an rtprio limit (a warning says so otherwise). '
             'Applied at start-up', min_value=0, max_value=98, read_only=True, registry=reg)
-        self.limits = self.robot.effort_limits * self.effort_scale
+        self.urdf_limits = self._effort_limits()
+        self.limits = self.urdf_limits * self.effort_scale
         self.mapper = JointStateMapper(self.joint_names)
         self.stamps = StampGate()
         self.rejected = RejectionCounter(self.get_logger(), 'joint state')
@@ -255,6 +256,20 @@ class TorqueControllerNode(Node):
             return None
         return check
 
+    def _effort_limits(self) -> np.ndarray:
+        """The URDF's effort limits; where it gives none (effort="0"), a conservative one
+        derived from the inertia, so every command is clamped."""
+        r = self.robot
+        if np.all(r.effort_given):
+            return r.effort_limits.copy()
+        from delan_control.robot_model import RobotModel
+        limits = RobotModel(r.xml, **r.selection_kwargs()).operating_effort_limit()
+        missing = [n for n, given in zip(r.joint_names, r.effort_given) if not given]
+        self.get_logger().warning(f'no effort limit in the URDF for {missing}: clamping to '
+                                  f'{np.round(limits[~r.effort_given], 3).tolist()} (from the '
+                                  'inertia; set effort_limits to choose)')
+        return limits
+
     def _apply_params(self, params) -> None:
         for p in params:
             if p.name in ('ct_kp', 'ct_kd', 'kp', 'kd'):
@@ -269,7 +284,7 @@ class TorqueControllerNode(Node):
                 self.destroy_timer(self._watchdog_timer)
                 self._watchdog_timer = steady_timer(self, p.value / 2.0, self._watchdog)
             elif p.name == 'effort_limit_scale':
-                self.limits = self.robot.effort_limits * p.value
+                self.limits = self.urdf_limits * p.value
             elif p.name in ('delan_checkpoint', 'identified_params', 'resume_tolerance',
                             'resume_time'):
                 setattr(self, p.name, p.value)
