@@ -3,7 +3,7 @@ trajectories received as ``trajectory_msgs/JointTrajectory`` points. Pure numpy.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Protocol, Tuple
+from typing import Callable, Optional, Protocol, Tuple
 
 import numpy as np
 
@@ -73,6 +73,35 @@ def figure_eight(lower: np.ndarray, upper: np.ndarray, max_velocity: np.ndarray,
     w = 2.0 * np.pi / period
     amp = np.minimum(amp, velocity_fraction * np.asarray(max_velocity, float) / (k * w))
     return FigureEight(center=c, amplitude=amp, period=period)
+
+
+def fit_figure_eight(fig: FigureEight, inverse: Callable, effort_limit: np.ndarray,
+                     speed: float = 2.0, fraction: float = 0.8, points: int = 400
+                     ) -> FigureEight:
+    """``fig`` with its amplitude scaled (by the largest factor in (0, 1], bisection) so that
+    played at ``speed`` it needs at most ``fraction`` of the effort limits by the model
+    ``inverse(q, qd, qdd)``: a test every controller could track, whatever the arm's motors.
+    Joints without a finite limit do not constrain it."""
+    lim = np.asarray(effort_limit, dtype=np.float64)
+    finite = np.isfinite(lim) & (lim > 0)
+    if not finite.any():
+        return fig
+    fast = fig.at_speed(speed)
+    t = np.linspace(0.0, (fast.ramp + fig.period) / speed, points)   # the ramp-in and a period
+
+    def scaled(k: float) -> FigureEight:
+        return FigureEight(fig.center, fig.amplitude * k, fig.period, fig.speed, fig.ramp)
+
+    def need(k: float) -> float:
+        tau = np.asarray(inverse(*scaled(k).at_speed(speed).sample(t)))
+        return float(np.max(np.abs(tau[:, finite]) / lim[finite]))
+    if need(1.0) <= fraction:
+        return fig
+    lo, hi = 0.0, 1.0
+    for _ in range(14):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if need(mid) <= fraction else (lo, mid)
+    return scaled(lo)
 
 
 def sample_points(traj: Trajectory, duration: float, dt: float):
@@ -196,12 +225,21 @@ REFERENCE_KINDS = ('excitation', 'figure_eight', 'hold')
 def make_reference(kind: str, lower: np.ndarray, upper: np.ndarray, max_velocity: np.ndarray,
                    q_now: Optional[np.ndarray], *, speed: float = 1.0, seed: int = 0,
                    duration: float = 20.0, period: float = 4.0, dt: float = 0.01,
-                   approach_time: float = 2.0):
+                   approach_time: float = 2.0,
+                   excitation: Optional[Callable[[int, float], Trajectory]] = None,
+                   fit: Optional[Callable[[FigureEight], FigureEight]] = None,
+                   start: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None):
     """Waypoints ``t, q, qd, qdd`` of a reference that starts at rest at ``q_now``.
 
     A quintic approach of ``approach_time`` seconds leads from ``q_now`` to the start of the
     trajectory (with its velocity and acceleration there), so switching references never asks for
     a jump. ``duration`` is the length after the approach.
+
+    ``fit(figure_eight)`` may shrink the figure eight (:func:`fit_figure_eight`) before it is
+    played at ``speed``. ``excitation(seed, velocity_fraction)`` makes the excitation (default: a random Fourier
+    series); ``start = (q, qd, qdd)`` approaches from that moving state instead of from rest (an
+    excitation following the previous one without stopping), unless that approach would leave the
+    limits' inner half-margin, when it starts from rest at ``q_now``.
     """
     if kind not in REFERENCE_KINDS:
         raise ValueError(f'unknown reference {kind!r}; expected one of {REFERENCE_KINDS}')
@@ -209,20 +247,33 @@ def make_reference(kind: str, lower: np.ndarray, upper: np.ndarray, max_velocity
         q = np.asarray(q_now if q_now is not None else 0.5 * (lower + upper), float)
         return np.array([0.0]), q[None, :], np.zeros((1, q.size)), np.zeros((1, q.size))
     if kind == 'excitation':
-        traj: Trajectory = random_fourier_trajectory(lower, upper, max_velocity, seed=seed,
-                                                     velocity_fraction=0.6 / max(speed, 1.0)
-                                                     ).at_speed(speed)
+        fraction = 0.6 / max(speed, 1.0)
+        traj: Trajectory = (excitation(seed, fraction) if excitation is not None else
+                            random_fourier_trajectory(lower, upper, max_velocity, seed=seed,
+                                                      velocity_fraction=fraction)
+                            ).at_speed(speed)
     else:
-        traj = figure_eight(lower, upper, max_velocity, period=period).at_speed(speed)
+        fig = figure_eight(lower, upper, max_velocity, period=period)
+        traj = (fit(fig) if fit is not None else fig).at_speed(speed)
     t, q, qd, qdd = sample_points(traj, duration, dt)
     if q_now is None or approach_time <= 0:
         return t, q, qd, qdd
-    approach = PiecewiseQuintic(np.array([0.0, approach_time]), np.stack([q_now, q[0]]),
-                                np.stack([np.zeros_like(q_now), qd[0]]),
-                                np.stack([np.zeros_like(q_now), qdd[0]]))
     ta = np.arange(0.0, approach_time, dt)
-    qa, qda, qdda = approach.sample(ta)
-    qda[0] = 0.0
-    qdda[0] = 0.0
+    approach = None
+    if start is not None:
+        approach = PiecewiseQuintic(np.array([0.0, approach_time]), np.stack([start[0], q[0]]),
+                                    np.stack([start[1], qd[0]]), np.stack([start[2], qdd[0]]))
+        qa, qda, qdda = approach.sample(ta)
+        lo, hi = np.asarray(lower, float), np.asarray(upper, float)
+        inner = 0.05 * np.where(np.isfinite(hi - lo), hi - lo, 0.0)
+        if np.any(qa < lo + inner) or np.any(qa > hi - inner):
+            approach = None
+    if approach is None:
+        approach = PiecewiseQuintic(np.array([0.0, approach_time]), np.stack([q_now, q[0]]),
+                                    np.stack([np.zeros_like(q_now), qd[0]]),
+                                    np.stack([np.zeros_like(q_now), qdd[0]]))
+        qa, qda, qdda = approach.sample(ta)
+        qda[0] = 0.0
+        qdda[0] = 0.0
     return (np.concatenate([ta, t + approach_time]), np.concatenate([qa, q]),
             np.concatenate([qda, qd]), np.concatenate([qdda, qdd]))

@@ -25,7 +25,6 @@ from delan_learning.ros.robot_param import declare_robot
 from delan_learning.ros.spin import run_node, steady_timer
 
 
-
 def to_msg(joint_names, t0_ns: int, t, q, qd, qdd) -> JointTrajectory:
     msg = JointTrajectory()
     msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(t0_ns), 1_000_000_000)
@@ -60,6 +59,16 @@ class ReferenceNode(Node):
                                      registry=reg)
         self.repeat = declare(self, 'repeat', True, 'Follow a finished excitation with the next '
                               'seed', registry=reg)
+        self.candidates = declare(self, 'excitation_candidates', 8, 'Random excitations '
+                                  'drawn per seed; the one whose identification regressor is '
+                                  'best conditioned is published (1 = the first, no Pinocchio '
+                                  'model needed)', min_value=1, max_value=256, read_only=True,
+                                  registry=reg)
+        self.max_test_speed = declare(self, 'max_test_speed', 2.0, 'The figure eight is sized '
+                                      'so that at this speed it needs at most 80 % of the '
+                                      'effort limits by the URDF model (one path for every '
+                                      'speed)', min_value=0.05, max_value=4.0, read_only=True,
+                                      registry=reg)
         self.wait_for_state = declare(self, 'wait_for_joint_states', 5.0, 'Wait this long for a '
                                       'joint state to start from [s]; then start anyway',
                                       min_value=0.0, max_value=600.0, registry=reg)
@@ -71,6 +80,8 @@ class ReferenceNode(Node):
         self._last_state: Optional[bytes] = None
         self.published = 0
         self._end_ns: Optional[int] = None
+        self._end_state = None          # (q, qd, qdd) where the last excitation ends
+        self._design = None             # (RobotModel, RegressorConditioning), built once
         self.pub = self.create_publisher(JointTrajectory, 'reference_trajectory', LATCHED)
         # raw: only the newest state is ever looked at (when a reference is made), so the
         # 1 kHz stream is not deserialised -- that cost ~30 % of a core
@@ -110,18 +121,69 @@ class ReferenceNode(Node):
         elif (self.repeat and self.kind == 'excitation' and self._end_ns is not None
               and now >= self._end_ns):
             self.seed += 1
-            self.publish_reference()
+            self.publish_reference(continued=True)
 
-    def publish_reference(self) -> None:
+    def _model(self):
+        """``(RobotModel, RegressorConditioning)`` of the URDF, built once; None when Pinocchio
+        cannot load it (then excitations are random and the figure eight is not sized)."""
+        if self._design is None:
+            r = self.robot
+            try:
+                from delan_control.excitation_design import RegressorConditioning
+                from delan_control.robot_model import RobotModel
+                model = RobotModel(r.xml, **r.selection_kwargs())
+                self._design = (model, RegressorConditioning.of(model))
+            except (ValueError, RuntimeError) as err:
+                self.get_logger().warning(f'no Pinocchio model of the robot: excitation not '
+                                          f'designed, figure eight not sized ({err})')
+                self._design = False
+        return self._design or None
+
+    def _fit(self, fig):
+        model = self._model()
+        if model is None:
+            return fig
+        from delan_control.trajectories import fit_figure_eight
+        fitted = fit_figure_eight(fig, model[0].inverse, model[0].operating_effort_limit(),
+                                  speed=self.max_test_speed)
+        if fitted is not fig:
+            self.get_logger().info(
+                f'figure eight scaled to '
+                f'{np.max(fitted.amplitude) / np.max(fig.amplitude):.2f} of its amplitude to '
+                f'stay within 80 % of the effort limits at {self.max_test_speed}x',
+                once=True)
+        return fitted
+
+    def _excitation(self, seed: int, velocity_fraction: float):
+        """The seed's excitation, designed for the robot's regressor when Pinocchio loads it
+        (delan_control.excitation_design); a plain random one otherwise."""
+        r = self.robot
+        design = self._model() if self.candidates > 1 else None
+        if design is not None:
+            from delan_control.excitation_design import designed_excitation
+            model, cond = design
+            return designed_excitation(model, r.lower, r.upper, r.planning_velocity_limits,
+                                       seed=seed, candidates=self.candidates,
+                                       velocity_fraction=velocity_fraction, conditioning=cond)
+        from delan_learning.excitation import random_fourier_trajectory
+        return random_fourier_trajectory(r.lower, r.upper, r.planning_velocity_limits,
+                                         seed=seed, velocity_fraction=velocity_fraction)
+
+    def publish_reference(self, continued: bool = False) -> None:
+        """``continued``: an excitation following the last one, approached from where that one
+        ends (moving) instead of from rest."""
         r = self.robot
         t, q, qd, qdd = make_reference(
-            self.kind, r.lower, r.upper, r.velocity_limits, self._current_position(),
-            speed=self.speed,
+            self.kind, r.lower, r.upper, r.planning_velocity_limits,
+            self._current_position(), speed=self.speed,
             seed=self.seed, duration=self.duration, period=self.period,
-            dt=1.0 / self.point_rate, approach_time=self.approach_time)
+            dt=1.0 / self.point_rate, approach_time=self.approach_time,
+            excitation=self._excitation, fit=self._fit,
+            start=self._end_state if continued else None)
         t0 = self.get_clock().now().nanoseconds + 20_000_000  # 20 ms lead for transport
         self.pub.publish(to_msg(r.joint_names, t0, t, q, qd, qdd))
         self._end_ns = t0 + int(t[-1] * 1e9)
+        self._end_state = (q[-1], qd[-1], qdd[-1])
         self.published += 1
         self.get_logger().info(f'published {self.kind} (speed {self.speed}, seed {self.seed}, '
                                f'{t[-1]:.1f} s, {t.size} points)')

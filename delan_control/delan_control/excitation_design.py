@@ -1,0 +1,84 @@
+"""Excitation trajectories chosen per robot for the condition of the identification regressor.
+
+Classical identification (Swevers et al. 1997; Gautier & Khalil) picks the excitation whose
+regressor ``Y(q, qd, qdd)`` stacked over the trajectory has the smallest condition number on the
+identifiable (base) parameters: every parameter combination that shows in the torques is
+excited about equally, none drowns in noise. The same coverage is what a learned model needs to
+generalise beyond the path it saw. Here the search is simple and seeded: ``candidates`` random
+Fourier series inside the limits (:func:`~delan_learning.excitation.random_fourier_trajectory`),
+the best by condition number wins.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from delan_learning.excitation import FourierTrajectory, random_fourier_trajectory
+from .robot_model import RobotModel
+from .sysid import parameter_scales, regressor
+
+
+@dataclass(frozen=True)
+class RegressorConditioning:
+    """The identifiable columns of a robot's scaled regressor and the row weights."""
+
+    columns: np.ndarray       # base-parameter columns (indices into the 12 n parameters)
+    scales: np.ndarray        # parameter scales (sysid.parameter_scales)
+    row_weight: np.ndarray    # per joint: 1 / effort scale
+
+    @classmethod
+    def of(cls, robot: RobotModel, seed: int = 0, samples: int = 200) -> 'RegressorConditioning':
+        """Base columns by QR with column pivoting on random states within the limits."""
+        from scipy.linalg import qr
+
+        rng = np.random.default_rng(seed)
+        spec = robot.spec
+        lo = np.where(np.isfinite(spec.lower), spec.lower, -np.pi)
+        hi = np.where(np.isfinite(spec.upper), spec.upper, np.pi)
+        q = rng.uniform(lo, hi, (samples, robot.n))
+        qd = rng.normal(size=(samples, robot.n))
+        qdd = rng.normal(size=(samples, robot.n)) * 3.0
+        scales = parameter_scales(robot)
+        eff = spec.effort_limit
+        finite = np.isfinite(eff) & (eff > 0)
+        ref = float(np.max(eff[finite])) if finite.any() else 1.0
+        row_weight = 1.0 / np.where(finite, eff, ref)
+        A = cls._matrix(robot, q, qd, qdd, scales, row_weight)
+        _, R, piv = qr(A, mode='economic', pivoting=True)
+        d = np.abs(np.diag(R))
+        rank = int(np.sum(d > 1e-8 * d[0])) if d.size and d[0] > 0 else 0
+        return cls(np.sort(piv[:rank]), scales, row_weight)
+
+    @staticmethod
+    def _matrix(robot, q, qd, qdd, scales, row_weight) -> np.ndarray:
+        Phi = regressor(robot, q, qd, qdd)
+        return (Phi * row_weight[None, :, None] * scales[None, None, :]).reshape(
+            -1, scales.size)
+
+    def condition_number(self, robot: RobotModel, q, qd, qdd) -> float:
+        A = self._matrix(robot, q, qd, qdd, self.scales, self.row_weight)[:, self.columns]
+        s = np.linalg.svd(A, compute_uv=False)
+        return float(s[0] / s[-1]) if s[-1] > 0 else float('inf')
+
+
+def designed_excitation(robot: RobotModel, lower: np.ndarray, upper: np.ndarray,
+                        max_velocity: np.ndarray, seed: int = 0, candidates: int = 16,
+                        points: int = 100, velocity_fraction: float = 0.6,
+                        conditioning: Optional[RegressorConditioning] = None
+                        ) -> FourierTrajectory:
+    """The best-conditioned of ``candidates`` seeded random Fourier excitations (one period
+    sampled at ``points`` states); the same ``seed`` gives the same trajectory."""
+    cond = conditioning or RegressorConditioning.of(robot)
+    best, best_c = None, np.inf
+    for k in range(max(1, candidates)):
+        traj = random_fourier_trajectory(lower, upper, max_velocity, seed=seed * 1009 + k,
+                                         velocity_fraction=velocity_fraction)
+        if candidates <= 1:
+            return traj
+        t = np.linspace(0.0, traj.period, points, endpoint=False)
+        c = cond.condition_number(robot, *traj.sample(t))
+        if c < best_c:
+            best, best_c = traj, c
+    return best
