@@ -2,6 +2,7 @@
 SHELL := /bin/bash
 ROBOT ?= urdf/two_link_arm.urdf
 PYTEST_ARGS ?=
+DEMO_ARGS ?=
 
 .PHONY: setup test demo shell bench clean distclean
 
@@ -12,7 +13,7 @@ test: setup  ## the whole pytest suite of all packages
 	@source env.sh && pytest $(PYTEST_ARGS)
 
 demo: setup  ## the main job: sim, learn online, compare controllers, write out/demo/report.md
-	@source env.sh && python -m delan_control.demo --robot $(ROBOT) --out out/demo
+	@source env.sh && python -m delan_control.demo --robot $(ROBOT) --out out/demo $(DEMO_ARGS)
 
 shell: setup  ## an interactive shell with everything sourced
 	@bash --rcfile <(echo 'source ~/.bashrc 2>/dev/null; source env.sh; PS1="(delan_ros) $$PS1"')

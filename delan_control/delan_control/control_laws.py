@@ -5,7 +5,11 @@ Two laws hold any :class:`~delan_learning.dynamics.DynamicsModel`:
 * computed torque: ``tau = model.inverse(q, qd, qdd_ref + Kp e + Kd e_dot)`` -- gains in 1/s^2
   and 1/s, i.e. they set the closed-loop natural frequency independent of the arm's inertia;
 * feed-forward + PD: ``tau = model.inverse(q_ref, qd_ref, qdd_ref) + Kp e + Kd e_dot`` -- gains in
-  N*m/rad and N*m*s/rad; robust when the model is poor because feedback does not pass through it.
+  N*m/rad and N*m*s/rad; robust when the model is poor because feedback does not pass through it;
+* computed torque with URDF feedback: ``tau = model.inverse(q, qd, qdd_ref) + H_urdf(q) (Kp e +
+  Kd e_dot)`` -- the computed-torque gains (1/s^2, 1/s) through the URDF's mass matrix: a learned
+  model whose inertia is poorly excited in some direction (near zero, or several times too
+  large: no feedback there, or a loop unstable at the control rate) only shapes the feed-forward.
 
 With no model (``pd``) the feed-forward term is zero: a plain PD controller.
 """
@@ -18,7 +22,7 @@ import numpy as np
 
 from delan_learning.dynamics import DynamicsModel
 
-LAWS = ('computed_torque', 'feedforward_pd')
+LAWS = ('computed_torque', 'feedforward_pd', 'computed_torque_urdf_feedback')
 
 
 @dataclass
@@ -33,8 +37,10 @@ class Gains:
 
 def control_torque(model: Optional[DynamicsModel], law: str, gains: Gains,
                    q: np.ndarray, qd: np.ndarray, q_ref: np.ndarray, qd_ref: np.ndarray,
-                   qdd_ref: np.ndarray) -> np.ndarray:
-    """Unclamped joint torque ``(n,)`` of ``law`` with ``model`` (None = PD only)."""
+                   qdd_ref: np.ndarray, feedback_model: Optional[DynamicsModel] = None
+                   ) -> np.ndarray:
+    """Unclamped joint torque ``(n,)`` of ``law`` with ``model`` (None = PD only);
+    ``feedback_model`` (the URDF's) is needed by ``computed_torque_urdf_feedback``."""
     e = q_ref - q
     e_dot = qd_ref - qd
     if model is None:
@@ -43,6 +49,12 @@ def control_torque(model: Optional[DynamicsModel], law: str, gains: Gains,
         return np.asarray(model.inverse(q, qd, qdd_ref + gains.ct_kp * e + gains.ct_kd * e_dot))
     if law == 'feedforward_pd':
         return np.asarray(model.inverse(q_ref, qd_ref, qdd_ref)) + gains.kp * e + gains.kd * e_dot
+    if law == 'computed_torque_urdf_feedback':
+        if feedback_model is None:
+            raise ValueError(f'{law} needs the URDF model (its inertias) for the feedback')
+        v = gains.ct_kp * e + gains.ct_kd * e_dot
+        return (np.asarray(model.inverse(q, qd, qdd_ref))
+                + np.asarray(feedback_model.mass_matrix(q)) @ v)
     raise ValueError(f'unknown control law {law!r}; expected one of {LAWS}')
 
 

@@ -30,7 +30,7 @@ def true_plant(demo) -> RobotModel:
                   payload_radius=float(p.get('payload_radius', 0.0)),
                   viscous=opt(p.get('viscous')), coulomb=opt(p.get('coulomb')),
                   viscous_scale=scale, coulomb_scale=scale)
-    return RobotModel(demo.urdf, mm)
+    return RobotModel(demo.urdf, mm, **demo.robot.selection_kwargs())
 
 
 def segment_arrays(segments) -> Dict[str, np.ndarray]:
@@ -65,7 +65,10 @@ def write_report(demo) -> str:
     pred_rows: List[Tuple[str, float, np.ndarray]] = []
     data_by_speed = {}
     for speed in sorted({s.speed for s in demo.segments}):
-        d = segment_arrays([s for s in demo.segments if s.speed == speed])
+        clean = [s for s in demo.segments if s.speed == speed and not s.diverged]
+        if not clean:
+            continue
+        d = segment_arrays(clean)   # a diverged run's data would pollute every model's error
         data_by_speed[speed] = d
         for key, m in models.items():
             pred = np.asarray(m.inverse(d['q'], d['qd'], d['qdd']))
@@ -74,19 +77,30 @@ def write_report(demo) -> str:
     res = dict(demo.results)
     res['timing'] = demo.timing
     res['joint_names'] = names
-    res['tracking'] = [{'controller': s.controller, 'speed': s.speed, 'rms': s.rms.tolist(),
-                        'max_abs': s.max_abs.tolist()} for s in demo.segments]
     res['torque_nmse'] = [{'model': k, 'speed': sp, 'nmse': v.tolist()} for k, sp, v in pred_rows]
+    demo.results['torque_nmse'] = res['torque_nmse']
+    verdict = demo.verdict()
+    res['verdict'] = demo.results['verdict'] = {
+        'passed': verdict.passed, 'failures': verdict.failures,
+        'delan_vs_pinocchio_rms': {str(k): v for k, v in verdict.ratios.items()}}
+    res['robot'] = {'urdf': demo.urdf, 'joints': names}
+    res['tracking'] = [{'controller': s.controller, 'speed': s.speed, 'rms': s.rms.tolist(),
+                        'max_abs': s.max_abs.tolist(), 'diverged': s.diverged}
+                       for s in demo.segments]
     with open(os.path.join(out, 'results.json'), 'w') as f:
         json.dump(res, f, indent=1)
     # ---- plots
-    plots = [_plot_learning(demo), _plot_tracking(demo), _plot_torque(demo, models, data_by_speed),
-             _plot_structure(demo, models, data_by_speed)]
+    plots = [_plot_learning(demo), _plot_tracking(demo)]
+    if data_by_speed:   # else every run diverged: no clean data to predict
+        plots += [_plot_torque(demo, models, data_by_speed),
+                  _plot_structure(demo, models, data_by_speed)]
     # ---- tables
     lines = ['| controller | speed | RMS tracking error per joint [rad] | mean RMS [rad] |',
              '|---|---|---|---|']
     for s in demo.segments:
-        lines.append(f'| {s.controller} | {s.speed:.0f}x | {_fmt(s.rms)} | {np.mean(s.rms):.4f} |')
+        mark = f' **diverged**: {s.diverged}' if s.diverged else ''
+        lines.append(f'| {s.controller} | {s.speed:.0f}x | {_fmt(s.rms)} | '
+                     f'{np.mean(s.rms):.4f}{mark} |')
     tracking = '\n'.join(lines)
     lines = ['| model | speed | torque nMSE per joint | mean nMSE |', '|---|---|---|---|']
     for key, speed, v in pred_rows:
@@ -99,12 +113,22 @@ def write_report(demo) -> str:
                f'- online learning: {lr["samples_seen"]} joint states, {lr["training_steps"]} '
                f'optimiser steps, {lr["model_version"]} model versions in '
                f'{t.get("excitation_wall_s", 0):.0f} s wall ({t.get("excitation_sim_s", 0):.0f} s'
-               f' sim); final validation nMSE {_fmt(lr["validation_nmse"])}\n'
+               f' sim, {lr.get("steps_per_s", 0):.0f} steps/s); final validation nMSE '
+               f'{_fmt(lr["validation_nmse"])}; target {_fmt(demo.results.get("target_nmse", []))}'
+               f' (true-plant floor {_fmt(demo.results.get("noise_floor_nmse", []))}), '
+               f'{_reached(t)}\n'
                f'- rosbag2: {demo.results["bag"]["samples"]} joint states, '
                f'{demo.results["bag"]["bytes"] / 1e6:.1f} MB; identification took '
                f'{t.get("identification_s", 0):.1f} s\n'
                f'- whole demo: {t.get("total_wall_s", 0):.0f} s wall\n')
-    md = ['# delan_ros demo report', '', summary, '## Tracking the unseen figure eight', '',
+    if verdict.passed:
+        ratios = ', '.join(f'{r:.3f} at {sp:g}x' for sp, r in verdict.ratios.items())
+        outcome = (f'**PASSED**: DeLaN tracks with {ratios} of nominal Pinocchio\'s mean RMS '
+                   f'error (bound {demo.args.max_delan_ratio:.2f}).')
+    else:
+        outcome = '**FAILED**:\n\n' + '\n'.join(f'- {why}' for why in verdict.failures)
+    md = ['# delan_ros demo report', '', outcome, '', summary,
+          '## Tracking the unseen figure eight', '',
           tracking, '', '## Torque prediction on the evaluation data',
           '', 'nMSE = MSE / Var(measured torque); qdd estimated offline (Savitzky-Golay). '
           '"true plant" is the sim\'s own model: its error is the floor set by noise and the '
@@ -118,6 +142,13 @@ def write_report(demo) -> str:
 MISMATCH_KEYS = ('mass_scale', 'inertia_scale', 'payload_mass', 'payload_offset', 'payload_radius',
                  'viscous', 'coulomb', 'friction_scale', 'torque_noise', 'position_noise',
                  'velocity_noise')
+
+
+def _reached(timing: Dict) -> str:
+    if 'time_to_target_s' not in timing:
+        return '**target not reached**'
+    return (f'reached after {timing["time_to_target_s"]:.0f} s wall '
+            f'({timing["sim_time_to_target_s"]:.0f} s sim)')
 
 
 def _mismatch(demo) -> Dict:

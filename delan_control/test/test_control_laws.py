@@ -58,3 +58,45 @@ def test_clamp_and_blend():
     blend.start(1.0)
     assert blend.weight(1.1) == pytest.approx(0.5)
     assert blend.weight(1.25) is None and blend.weight(1.1) is None  # over, and stays over
+
+
+class PendulumInertia(Pendulum):
+    def mass_matrix(self, q):
+        return np.array([[self.ml2]])
+
+
+def _track(model, law, plant, feedback=None, t_end=3.0, dt=4e-3):
+    q, qd = np.array([0.0]), np.array([0.0])
+    errs = []
+    for k in range(int(t_end / dt)):
+        t = k * dt
+        ref = np.sin(t) * np.ones(1), np.cos(t) * np.ones(1), -np.sin(t) * np.ones(1)
+        tau = control_torque(model, law, GAINS, q, qd, *ref, feedback_model=feedback)
+        for _ in range(4):                  # held over the control period, as a motor does
+            qd = qd + dt / 4 * plant.forward(q, qd, tau)
+            q = q + dt / 4 * qd
+        errs.append(float(ref[0][0] - q[0]))
+    return np.sqrt(np.mean(np.square(errs[len(errs) // 2:])))
+
+
+def test_urdf_feedback_keeps_a_model_with_a_wrong_inertia_stable():
+    """A learned model whose inertia is poorly excited: far too large makes computed torque's
+    loop too stiff for 250 Hz, far too small leaves it without feedback; through the URDF's
+    inertia the same model only feeds forward."""
+    plant, urdf = Pendulum(), PendulumInertia()
+
+    def with_inertia(factor):
+        m = Pendulum()
+        m.ml2 = plant.ml2 * factor            # inertia wrong, gravity and friction right
+        return m
+    with np.errstate(all='ignore'):
+        for factor, ct_bound in ((50.0, 1.0), (0.01, 0.1)):
+            ct = _track(with_inertia(factor), 'computed_torque', plant)
+            urdf_fb = _track(with_inertia(factor), 'computed_torque_urdf_feedback', plant,
+                             feedback=urdf)
+            assert not ct < ct_bound, (factor, ct)         # unstable / lost
+            assert urdf_fb < 0.5 and (not np.isfinite(ct) or urdf_fb < 0.5 * ct), \
+                (factor, urdf_fb, ct)
+    assert _track(plant, 'computed_torque_urdf_feedback', plant, feedback=urdf) < 1e-2
+    with pytest.raises(ValueError, match='needs the URDF model'):
+        control_torque(plant, 'computed_torque_urdf_feedback', GAINS, *[np.zeros(1)] * 5)

@@ -247,6 +247,10 @@ class SimNode(Node):
                                 'each published state (or lockstep_timeout): control results '
                                 'independent of CPU load; real_time_factor is then an upper '
                                 'bound', **ro)
+        self.hold_until_commanded = declare(
+            self, 'hold_until_commanded', False, 'In lockstep, keep the physics paused (the '
+            'first state republished every lockstep_timeout) until the first command arrives: '
+            'the arm does not fall against its stops before its controller is up', **ro)
         self.realtime_priority = declare(
             self, 'realtime_priority', 0, 'SCHED_FIFO priority of the sim\'s threads (physics, '
             'publishing, command subscription): the sim stands for a robot\'s real-time driver '
@@ -470,6 +474,8 @@ class SimNode(Node):
                     self.stats['lockstep_timeouts'] += 1
                     break
                 self._cmd_event.wait(min(remaining, 0.01))
+            if self.hold_until_commanded and self._cmd_seq == 0:
+                continue                               # nobody commands the arm yet
             rtf = self.real_time_factor
             if rtf > 0:
                 ahead = (plant.t - sim0) / rtf - (time.monotonic() - wall0)

@@ -129,6 +129,7 @@ class TorqueControllerNode(Node):
             'answered ahead of every normal process (the learner\'s training). 0 = normal '
             'scheduling; needs CAP_SYS_NICE or an rtprio limit (a warning says so otherwise). '
             'Applied at start-up', min_value=0, max_value=98, read_only=True, registry=reg)
+        self._feedback_model = None     # RobotModel for computed_torque_urdf_feedback, lazily
         self.urdf_limits = self._effort_limits()
         self.limits = self.urdf_limits * self.effort_scale
         self.mapper = JointStateMapper(self.joint_names)
@@ -466,11 +467,27 @@ class TorqueControllerNode(Node):
             f'(resume_tolerance {self.resume_tolerance}); holding the current position until a '
             'new reference arrives')
 
+    def _urdf_feedback(self):
+        """The URDF's model for the feedback of computed_torque_urdf_feedback (built once, in
+        the control thread that uses it; None for the other laws or when the URDF has no
+        inertias, which that law then reports as a model failure)."""
+        if self.law != 'computed_torque_urdf_feedback':
+            return None
+        if self._feedback_model is None:
+            from delan_control.robot_model import RobotModel
+            try:
+                self._feedback_model = RobotModel(self.robot.xml,
+                                                  **self.robot.selection_kwargs())
+            except ValueError as err:
+                self._feedback_model = False
+                self.get_logger().error(f'no URDF model for the feedback: {err}')
+        return self._feedback_model or None
+
     def _torque(self, model, js, q_ref, qd_ref, qdd_ref) -> np.ndarray:
         law = self.law
         try:
             tau = control_torque(model, law, self.gains, js.position, js.velocity, q_ref, qd_ref,
-                                 qdd_ref)
+                                 qdd_ref, self._urdf_feedback())
             ok = bool(np.all(np.isfinite(tau)))
         except (ValueError, ArithmeticError, RuntimeError) as err:
             ok, tau = False, None

@@ -1,0 +1,119 @@
+"""Judging a tracking run: wrapped joint errors, divergence, and the demo's verdict. ROS-free.
+
+The demo compares controllers on the same reference; a controller that loses the arm must not
+spin it for the rest of its run (nor leave it spun for the next controller), and its data must
+not enter the torque-prediction table. These rules live here, apart from the orchestration, so
+they are unit-tested on arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+
+def joint_errors(q_ref: np.ndarray, q: np.ndarray, joint_types: Sequence[str]) -> np.ndarray:
+    """``q_ref - q`` ``(..., n)``, wrapped to ``(-pi, pi]`` on continuous joints.
+
+    A continuous joint's angle is only defined modulo 2 pi: 2 pi - 0.01 rad off is 0.01 rad off.
+    """
+    err = np.asarray(q_ref, dtype=np.float64) - np.asarray(q, dtype=np.float64)
+    cont = np.array([t == 'continuous' for t in joint_types])
+    if cont.any():
+        err = err.copy()
+        wrapped = -np.remainder(-err[..., cont] + np.pi, 2.0 * np.pi) + np.pi
+        err[..., cont] = wrapped
+    return err
+
+
+@dataclass
+class DivergenceCheck:
+    """Decides online whether a controller has lost the arm.
+
+    Diverged when any joint's (wrapped) error exceeds ``max_error`` (rad or m), or when some
+    joint's applied torque sits at its effort limit (within ``saturation_fraction``) for longer
+    than ``max_saturated_s`` without a break.
+    """
+
+    effort_limit: np.ndarray
+    max_error: float = 1.0
+    max_saturated_s: float = 1.0
+    saturation_fraction: float = 0.99
+    reason: Optional[str] = None
+    _saturated_since: Optional[np.ndarray] = field(default=None, repr=False)
+
+    def update(self, t: np.ndarray, err: np.ndarray, tau: np.ndarray) -> Optional[str]:
+        """Feed new samples (``t (T,)``, ``err``/``tau (T, n)``) in time order; returns the
+        reason once diverged (and from then on), else None."""
+        if self.reason is not None or len(t) == 0:
+            return self.reason
+        n = err.shape[1]
+        if self._saturated_since is None:
+            self._saturated_since = np.full(n, np.nan)
+        big = np.abs(err) > self.max_error
+        if big.any():
+            i, j = np.argwhere(big)[0]
+            self.reason = (f'joint {j} error {err[i, j]:+.3g} beyond {self.max_error:g} at '
+                           f't={t[i]:.2f} s')
+            return self.reason
+        lim = np.asarray(self.effort_limit, dtype=np.float64)
+        finite = np.isfinite(lim) & (lim > 0)
+        if not finite.any():
+            return None
+        sat = np.zeros_like(tau, dtype=bool)
+        sat[:, finite] = np.abs(tau[:, finite]) >= self.saturation_fraction * lim[finite]
+        since = self._saturated_since
+        for i in range(len(t)):
+            start = np.isnan(since) & sat[i]
+            since[start] = t[i]
+            since[~sat[i]] = np.nan
+            long = sat[i] & (t[i] - since > self.max_saturated_s)
+            if long.any():
+                j = int(np.flatnonzero(long)[0])
+                self.reason = (f'joint {j} at its effort limit for more than '
+                               f'{self.max_saturated_s:g} s (t={t[i]:.2f} s)')
+                return self.reason
+        return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the learned model did what the demo claims, and why not."""
+
+    passed: bool
+    failures: List[str]
+    ratios: Dict[float, float]
+
+
+def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
+                  speeds: Sequence[float], max_ratio: float,
+                  true_plant_nmse: Optional[Dict[float, float]] = None,
+                  max_true_nmse: float = 0.1) -> Verdict:
+    """DeLaN must not diverge and must track at most ``max_ratio`` x nominal Pinocchio's mean
+    RMS error at every speed; the true plant must predict the measured torque (nMSE at most
+    ``max_true_nmse``), or the data themselves are broken.
+
+    ``mean_rms`` and ``diverged`` are keyed by ``(controller, speed)``.
+    """
+    failures: List[str] = []
+    ratios: Dict[float, float] = {}
+    for sp in speeds:
+        if diverged.get(('delan', sp), False):
+            failures.append(f'delan diverged at {sp:g}x')
+            continue
+        d, p = mean_rms.get(('delan', sp)), mean_rms.get(('pinocchio', sp))
+        if d is None or p is None:
+            failures.append(f'no delan/pinocchio run at {sp:g}x')
+            continue
+        ratios[sp] = d / p if p > 0 else np.inf
+        if diverged.get(('pinocchio', sp), False):
+            continue   # nominal lost the arm: any non-diverged delan run beats it
+        if not ratios[sp] <= max_ratio:
+            failures.append(f'delan mean RMS {d:.4g} is {ratios[sp]:.2f} x pinocchio\'s {p:.4g} '
+                            f'at {sp:g}x (bound {max_ratio:.2f})')
+    for sp, v in (true_plant_nmse or {}).items():
+        if not v <= max_true_nmse:
+            failures.append(f'the true plant predicts the measured torque with nMSE {v:.3g} at '
+                            f'{sp:g}x (> {max_true_nmse:g}): the evaluation data are broken')
+    return Verdict(not failures, failures, ratios)

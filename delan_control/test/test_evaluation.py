@@ -1,0 +1,68 @@
+"""The demo's judging rules: wrapped errors, divergence, the verdict."""
+import numpy as np
+
+from delan_control.evaluation import DivergenceCheck, delan_verdict, joint_errors
+
+
+def test_continuous_errors_are_wrapped_and_others_are_not():
+    types = ['continuous', 'revolute', 'prismatic']
+    q_ref = np.array([[np.pi - 0.01, 3.0, 0.5], [0.0, 0.0, 0.0], [700.0, 0.0, 0.0]])
+    q = np.array([[-np.pi + 0.01, -3.0, -0.5], [2 * np.pi * 5 + 0.2, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    err = joint_errors(q_ref, q, types)
+    assert np.isclose(err[0, 0], -0.02)
+    assert np.isclose(err[1, 0], -0.2)
+    assert -np.pi < err[2, 0] <= np.pi
+    assert np.isclose(np.cos(err[2, 0]), np.cos(700.0))
+    assert err[0, 1] == 6.0 and err[0, 2] == 1.0
+    # exactly pi stays pi (the interval is half-open at -pi)
+    assert joint_errors(np.array([np.pi]), np.array([0.0]), ['continuous'])[0] == np.pi
+
+
+def test_divergence_by_error_bound():
+    check = DivergenceCheck(np.array([10.0, 10.0]), max_error=1.0)
+    t = np.arange(10) * 0.01
+    assert check.update(t, np.full((10, 2), 0.5), np.zeros((10, 2))) is None
+    err = np.zeros((10, 2))
+    err[7, 1] = -1.5
+    why = check.update(t + 0.1, err, np.zeros((10, 2)))
+    assert why and 'joint 1' in why
+    # stays diverged
+    assert check.update(t + 0.2, np.zeros((10, 2)), np.zeros((10, 2))) == why
+
+
+def test_divergence_by_lasting_saturation_only():
+    lim = np.array([5.0, np.inf])
+    check = DivergenceCheck(lim, max_error=1.0, max_saturated_s=0.5)
+    t = np.arange(0, 2.0, 0.01)
+    tau = np.zeros((t.size, 2))
+    # saturated bursts of 0.4 s with breaks: not divergence
+    burst = (t % 0.5) < 0.4
+    tau[burst, 0] = 5.0
+    tau[:, 1] = 1e6   # no limit on joint 1: never saturated
+    assert check.update(t, np.zeros_like(tau), tau) is None
+    # then 0.6 s at the (negative) limit, fed in small chunks
+    t2 = 2.0 + np.arange(0, 0.6, 0.01)
+    tau2 = np.tile([-5.0, 0.0], (t2.size, 1))
+    reasons = [check.update(t2[i:i + 7], np.zeros((len(t2[i:i + 7]), 2)), tau2[i:i + 7])
+               for i in range(0, t2.size, 7)]
+    assert reasons[-1] and 'joint 0' in reasons[-1]
+    assert reasons[0] is None
+
+
+def test_verdict():
+    speeds = (1.0, 2.0)
+    rms = {('delan', 1.0): 0.01, ('pinocchio', 1.0): 0.05,
+           ('delan', 2.0): 0.015, ('pinocchio', 2.0): 0.05}
+    ok = delan_verdict(rms, {}, speeds, 1 / 3, {1.0: 0.001, 2.0: 0.002})
+    assert ok.passed and np.isclose(ok.ratios[1.0], 0.2)
+    bad = delan_verdict(rms, {}, speeds, 0.25)
+    assert not bad.passed and '2x' in bad.failures[0]
+    div = delan_verdict(rms, {('delan', 1.0): True}, speeds, 1 / 3)
+    assert not div.passed and 'diverged' in div.failures[0]
+    # nominal diverged: a clean delan run passes that speed
+    rms2 = dict(rms)
+    rms2[('pinocchio', 2.0)] = 0.01
+    assert delan_verdict(rms2, {('pinocchio', 2.0): True}, speeds, 1 / 3).passed
+    broken = delan_verdict(rms, {}, speeds, 1 / 3, {1.0: 112.0})
+    assert not broken.passed and 'broken' in broken.failures[0]
+    assert not delan_verdict({}, {}, speeds, 1 / 3).passed
