@@ -748,7 +748,7 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
                     joint_state_topic: Optional[str] = None,
                     command_topic: Optional[str] = None, gap_factor: float = 5.0, *,
                     joint_types: Optional[Sequence[str]] = None, tau_source: str = 'auto',
-                    strict: bool = False, complete: bool = True,
+                    strict: bool = False, complete: bool = True, match_torque: bool = True,
                     min_traj_samples: int = 5) -> dict:
     """Training arrays from a joint-state bag (this logger's or ``ros2 bag record``'s).
 
@@ -769,6 +769,9 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
         strict: raise BagError on a damaged bag instead of reading what is readable.
         complete: fill qdd (and qd when the states carry no velocity) with
             ``delan_learning.data.complete_derivatives``.
+        match_torque: with ``complete``, return ``tau`` averaged with the kernel of the
+            acceleration estimate, the torque that the estimated ``qdd`` answers to (what training
+            wants); False returns the recorded torque. ``info['tau_matched']`` says which.
         min_traj_samples: trajectories with fewer samples are dropped (``rejected
             ['short_trajectory']``); the differentiator needs a few samples per trajectory.
 
@@ -984,7 +987,7 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
     if complete:
         from delan_learning.data import complete_derivatives  # lazy: scipy
         try:
-            arrays = dict(complete_derivatives(arrays))
+            arrays = dict(complete_derivatives(arrays, match_torque=match_torque))
         except ValueError as exc:
             raise BagError(f'cannot estimate derivatives: {exc}') from exc
         if joint_types is None:
@@ -996,6 +999,7 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
         'joint_state_topic': js_topic,
         'command_topic': cmd_topic,
         'tau_source': torque_from,
+        'tau_matched': bool(complete and match_torque),
         'qd_source': f'{js_topic}.velocity' if with_qd else 'estimated from q',
         'time_source': time_source,
         't0_ns': t0,

@@ -35,6 +35,16 @@ def motion(t):
     return AMP * np.sin(W * t), AMP * W * np.cos(W * t), -AMP * W ** 2 * np.sin(W * t)
 
 
+def matched(tau, arrays):
+    """``tau`` averaged per trajectory with the kernel of the reader's acceleration estimate
+    (from the states' velocities), as ``read_bag_arrays`` returns it by default."""
+    from delan_learning.data import savgol_matched_torque, trajectory_slices
+    out = np.array(tau, dtype=np.float64)
+    for idx in trajectory_slices(np.asarray(arrays['traj'])):
+        out[idx] = savgol_matched_torque(out[idx], np.asarray(arrays['t'])[idx], 1, 0.05, 3)
+    return out
+
+
 def js_cdr(stamp_ns, names, position, velocity=(), effort=(), frame_id=''):
     msg = JointState(
         header=Header(stamp=Time(sec=int(stamp_ns // 1_000_000_000),
@@ -110,7 +120,12 @@ def test_ros2_layout_reordered_names_gap_two_trajectories(tmp_path, storage):
     q, qd, qdd = motion(t_true)
     np.testing.assert_allclose(res['q'], q, atol=1e-12)          # reordering undone
     np.testing.assert_allclose(res['qd'], qd, atol=1e-12)
-    np.testing.assert_allclose(res['tau'], 10 * q + 1, atol=1e-12)
+    assert res['info']['tau_matched']
+    np.testing.assert_allclose(res['tau'], matched(10 * q + 1, res), atol=1e-12)
+    raw = read_bag_arrays(bag, joint_names=['j1', 'j2'], match_torque=False)
+    assert not raw['info']['tau_matched']
+    np.testing.assert_allclose(raw['tau'], 10 * q + 1, atol=1e-12)
+    np.testing.assert_array_equal(raw['qdd'], res['qdd'])
     assert sorted(set(res['traj'])) == [0, 1]
     assert (res['traj'] == (t_true >= 3.0)).all()               # split exactly at the gap
     inner = np.concatenate([np.arange(5, 195), np.arange(205, 395)])
@@ -142,7 +157,7 @@ def test_tau_from_commands_when_effort_missing(tmp_path, storage):
                      cmd_cdr([float(i), -float(i)])))
     every = sorted(msgs + cmds, key=lambda m: m[2])
     bag = write_ros2_bag(tmp_path / 'rec', storage, every)
-    res = read_bag_arrays(bag, joint_names=['j1', 'j2'])
+    res = read_bag_arrays(bag, joint_names=['j1', 'j2'], match_torque=False)
     assert res['info']['command_topic'] == '/effort_controller/commands'
     assert res['rejected'] == {'no_command_yet': 3}
     k = np.arange(3, len(t_true))
@@ -387,7 +402,8 @@ def test_bag2npz_cli(tmp_path):
         assert list(f['joint_names']) == ['j2', 'j1']
         q, qd, _ = motion(t_true)
         np.testing.assert_allclose(f['q'], q[:, ::-1], atol=1e-12)
-        np.testing.assert_allclose(f['tau'], (10 * q + 1)[:, ::-1], atol=1e-12)
+        tau = (10 * q + 1)[:, ::-1]
+        np.testing.assert_allclose(f['tau'], matched(tau, f), atol=1e-12)
         assert f['traj'].dtype == np.int64 and f['t'].dtype == np.float64
         assert f['qdd'].shape == (len(t_true), 2) and np.all(np.isfinite(f['qdd']))
         assert set(f['traj']) == {0, 1}
