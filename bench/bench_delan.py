@@ -203,7 +203,8 @@ def accuracy(args) -> list:
     test, fast = make([100, 101, 102]), make([100, 101, 102], speed=2.0)
     rows = []
     for kind, epochs in (('delan', 150), ('mlp', 300)):
-        cfg = TrainConfig(epochs=epochs, lr=1e-2, patience=0, time_budget=args.budget)
+        cfg = TrainConfig(epochs=epochs, lr=1e-2, patience=0, time_budget=args.budget,
+                          lr_schedule='cosine')
         t0 = time.perf_counter()
         res = train_model(train, kind, cfg)
         secs = time.perf_counter() - t0

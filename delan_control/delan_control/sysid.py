@@ -292,6 +292,18 @@ def reference_pseudo_inertias(robot: RobotModel) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------- model
+_SELECTION_KEYS = ('joints', 'locked', 'effort_limits', 'velocity_limits')
+
+
+def _jsonable_selection(selection: Dict) -> Dict:
+    """``RobotModel.selection_kwargs()`` for JSON: infinite limits (not given) become null."""
+    out = dict(selection)
+    for k in ('effort_limits', 'velocity_limits'):
+        if out.get(k) is not None:
+            out[k] = [None if not math.isfinite(v) else float(v) for v in out[k]]
+    return out
+
+
 class IdentifiedModel:
     """A robot model with identified parameters; implements ``DynamicsModel``.
 
@@ -423,7 +435,8 @@ class IdentifiedModel:
                 'joint_types': self.joint_types, 'parameter_layout': PARAMETER_LAYOUT,
                 'coulomb_smoothing': COULOMB_SMOOTHING, 'theta': self.theta.tolist(),
                 'theta_nominal': nominal_parameters(self.robot).tolist(),
-                'fit': self.info, 'robot_description': self.robot.xml}
+                'fit': self.info, 'robot_description': self.robot.xml,
+                'selection': _jsonable_selection(self.robot.selection_kwargs())}
 
     def save(self, path: str) -> None:
         tmp = f'{path}.tmp'
@@ -442,8 +455,13 @@ class IdentifiedModel:
             raise ValueError(f'{path}: not a {FORMAT} file')
         if abs(float(doc.get('coulomb_smoothing', COULOMB_SMOOTHING)) - COULOMB_SMOOTHING) > 0:
             raise ValueError(f'{path}: fitted with another Coulomb smoothing')
-        model = cls(RobotModel(doc['robot_description']), np.asarray(doc['theta']),
-                    doc.get('fit'))
+        selection = doc.get('selection') or {}
+        if not isinstance(selection, dict) or not set(selection) <= set(_SELECTION_KEYS):
+            raise ValueError(f'{path}: unreadable joint selection {selection!r}')
+        limits = {k: [math.inf if v is None else float(v) for v in selection[k]]
+                  for k in ('effort_limits', 'velocity_limits') if selection.get(k) is not None}
+        model = cls(RobotModel(doc['robot_description'], **dict(selection, **limits)),
+                    np.asarray(doc['theta']), doc.get('fit'))
         if model.joint_names != list(doc['joint_names']):
             raise ValueError(f'{path}: joint names do not match its robot description')
         return model

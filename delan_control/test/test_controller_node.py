@@ -323,7 +323,8 @@ def mismatch_models(tmp_path_factory):
     torch.set_num_threads(1)
     try:
         result = train_model(Dataset.from_arrays({k: data[k] for k in keys}), 'delan',
-                             TrainConfig(epochs=10000, time_budget=12.0, patience=0, seed=0),
+                             TrainConfig(epochs=10000, time_budget=12.0, patience=0, seed=0,
+                                         lr_schedule='cosine'),
                              {'width': 64, 'depth': 2})
     finally:
         torch.set_num_threads(threads)

@@ -474,3 +474,30 @@ def test_installed_console_scripts_run(tmp_path):
                         out, '--reg', '1e-6'], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)['reg'] == 1e-6 and os.path.isfile(out)
+
+
+def test_json_keeps_the_joint_selection(tmp_path):
+    """A Panda identified with a finger locked open and only five arm joints free comes back
+    with the same joints, locks and limits (not the description's default selection)."""
+    if not os.path.exists(PANDA):
+        pytest.skip('example-robot-data not installed')
+    free = [f'panda_joint{i}' for i in range(1, 6)]
+    locked = {'panda_joint6': 1.5, 'panda_joint7': 0.3, 'panda_finger_joint1': 0.03}
+    robot = RobotModel(PANDA, joints=free, locked=locked,
+                       effort_limits=[80.0, 0, 0, 0, 0], velocity_limits=[0, 0, 0, 0, 1.0])
+    theta = nominal_parameters(robot) * 1.1
+    model = IdentifiedModel(robot, theta)
+    path = str(tmp_path / 'panda5.json')
+    model.save(path)
+    loaded = IdentifiedModel.load(path)
+    assert loaded.joint_names == free
+    assert loaded.robot.selection_kwargs() == robot.selection_kwargs()
+    q = np.random.default_rng(0).uniform(-1, 1, (4, 5))
+    np.testing.assert_allclose(loaded.mass_matrix(q), model.mass_matrix(q), rtol=1e-12)
+    np.testing.assert_allclose(loaded.gravity(q), model.gravity(q), rtol=1e-12, atol=1e-12)
+    doc = json.load(open(path))
+    doc['selection']['unknown'] = 1
+    with open(path, 'w') as fh:
+        json.dump(doc, fh)
+    with pytest.raises(ValueError, match='joint selection'):
+        IdentifiedModel.load(path)

@@ -55,13 +55,23 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
 
 # -- delan-train ----------------------------------------------------------------------------------
 def train_parser() -> argparse.ArgumentParser:
+    from delan_learning.train_config import TrainConfig
+
     p = argparse.ArgumentParser(
         prog='delan-train', description='Fit a DeLaN (or MLP baseline) inverse-dynamics model '
         'to recorded joint data and save a checkpoint.')
     _add_data_args(p)
     p.add_argument('--out', required=True, metavar='model.pt', help='checkpoint to write')
     p.add_argument('--model', choices=('delan', 'mlp'), default='delan')
-    p.add_argument('--epochs', type=int, default=300)
+    p.add_argument('--epochs', type=int, default=None,
+                   help='passes over the data at most (default: no limit; training runs until '
+                   'the validation loss plateaus, see --schedule)')
+    p.add_argument('--max-steps', type=int, default=TrainConfig.max_steps,
+                   help='optimiser steps at most (default %(default)s)')
+    p.add_argument('--schedule', choices=('plateau', 'cosine', 'constant'), default='plateau',
+                   help="learning rate: 'plateau' (default) lowers it whenever the validation "
+                   "loss stops improving and stops after the last drop; 'cosine' decays it over "
+                   "--epochs (else --max-steps)")
     p.add_argument('--batch', type=int, default=512, help='minibatch size')
     p.add_argument('--lr', type=float, default=5e-3, help='peak learning rate (cosine decay)')
     p.add_argument('--width', type=int, default=64, help='hidden units per layer')
@@ -70,7 +80,8 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument('--no-friction', action='store_true', help='DeLaN without friction terms')
     p.add_argument('--val-fraction', type=float, default=0.2,
                    help='share of trajectories held out for early stopping')
-    p.add_argument('--patience', type=int, default=50, help='early-stopping patience [epochs]')
+    p.add_argument('--patience', type=int, default=TrainConfig.patience,
+                   help='early stopping: validation rounds without improvement (0: never)')
     p.add_argument('--time-budget', type=float, default=None, metavar='SECONDS',
                    help='stop training after this wall time')
     p.add_argument('--threads', type=int, default=1,
@@ -85,9 +96,10 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
     args = train_parser().parse_args(argv)
     prog = 'delan-train'
     try:
-        for name, value, lo in (('--epochs', args.epochs, 1), ('--batch', args.batch, 1),
-                                ('--width', args.width, 1), ('--depth', args.depth, 1)):
-            if value < lo:
+        for name, value, lo in (('--epochs', args.epochs, 1), ('--max-steps', args.max_steps, 1),
+                                ('--batch', args.batch, 1), ('--width', args.width, 1),
+                                ('--depth', args.depth, 1)):
+            if value is not None and value < lo:
                 raise UsageError(f'{name} must be >= {lo}, got {value}')
         if not args.lr > 0:
             raise UsageError(f'--lr must be > 0, got {args.lr}')
@@ -106,7 +118,8 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    config = TrainConfig(epochs=args.epochs, batch_size=args.batch, lr=args.lr,
+    config = TrainConfig(epochs=args.epochs, max_steps=args.max_steps,
+                         lr_schedule=args.schedule, batch_size=args.batch, lr=args.lr,
                          val_fraction=args.val_fraction, patience=args.patience, seed=args.seed,
                          time_budget=args.time_budget, quiet=args.quiet)
     model_config: Dict = {'width': args.width, 'depth': args.depth}
@@ -120,6 +133,7 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
     final = meta['training']['final_metrics']
     summary = {'out': args.out, 'model_kind': args.model, 'joint_names': meta['joint_names'],
                'epochs_run': meta['training']['epochs_run'], 'steps': meta['training']['steps'],
+               'stop_reason': meta['training']['stop_reason'],
                'n_train': meta['training']['n_train'], 'n_val': meta['training']['n_val'],
                'val_nmse': dict(zip(meta['joint_names'], final['nmse'])),
                'train_seconds': result.history[-1]['elapsed_s'] if result.history else 0.0}

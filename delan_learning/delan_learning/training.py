@@ -2,8 +2,10 @@
 
 :class:`Trainer` owns the optimiser (AdamW) and its state, so an online learner can keep calling
 ``train_steps(arrays, n)`` as data arrive while the offline path calls ``fit(train, val)``, which
-adds epochs, a cosine learning-rate decay, early stopping on validation loss with restore-best,
-a time budget and per-epoch metrics. The loss is the mean squared torque error with each joint
+adds rounds of whole epochs with validation metrics, a learning-rate schedule, early stopping
+with restore-best and a time budget. The default schedule trains until the validation loss stops
+improving ('plateau': the rate drops at each plateau, training ends at the last drop), so the
+number of optimiser steps follows the data instead of a number of epochs the user has to guess. The loss is the mean squared torque error with each joint
 divided by its torque standard deviation (:class:`TorqueNormalizer`), so a weak wrist counts as
 much as a strong shoulder.
 """
@@ -12,38 +14,15 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Union
 
 import numpy as np
 import torch
 
 from delan_learning.data import Dataset, split_by_trajectory
+from delan_learning.train_config import TrainConfig
 from delan_learning.models import DynamicsModule, build_model
-
-
-@dataclass
-class TrainConfig:
-    """Optimisation settings (all JSON-able; stored in checkpoints)."""
-
-    epochs: int = 300
-    batch_size: int = 512
-    lr: float = 5e-3
-    weight_decay: float = 1e-5
-    #: 'cosine' decays lr to ``lr * final_lr_fraction`` over the epochs or the time budget,
-    #: whichever runs out first; 'constant' keeps it.
-    lr_schedule: str = 'cosine'
-    final_lr_fraction: float = 0.01
-    val_fraction: float = 0.2
-    #: epochs without a validation improvement before stopping; 0 = never stop early
-    patience: int = 50
-    seed: int = 0
-    #: wall-clock seconds for ``fit``; None = no limit
-    time_budget: Optional[float] = None
-    grad_clip: Optional[float] = 10.0
-    quiet: bool = True
-    #: keep freed memory in the process heap (glibc ``mallopt``, see :func:`tune_allocator`)
-    tune_allocator: bool = True
 
 
 class TorqueNormalizer:
@@ -140,6 +119,8 @@ class Trainer:
         self.optimizer = _adamw(self.model, self.config)
         self.generator = torch.Generator(device='cpu').manual_seed(self.config.seed)
         self.steps = 0
+        #: what ended the last ``fit``: plateau, epochs, max_steps, time_budget, patience, callback
+        self.stop_reason: Optional[str] = None
         self._inv_std: Optional[torch.Tensor] = None
         if normalizer is not None:
             self._set_normalizer(normalizer)
@@ -249,14 +230,17 @@ class Trainer:
             epochs: Optional[int] = None,
             callback: Optional[Callable[[Dict[str, Any]], Optional[bool]]] = None
             ) -> List[Dict[str, Any]]:
-        """Train for ``epochs`` (default ``config.epochs``); returns one metrics dict per epoch.
+        """Train in rounds until the schedule, ``epochs``, ``max_steps`` or the budget end it.
 
-        Each dict has ``epoch, steps, train_loss, val_loss, val_nmse (per joint), lr,
-        elapsed_s, samples_per_s, best``. ``callback(metrics)`` is called after every epoch and
-        may return True to stop. Early stopping watches ``val_loss`` (``train_loss`` without
-        ``val``); the best weights are restored at the end.
+        Returns one metrics dict per round: ``round, epoch`` (passes over ``train`` so far),
+        ``steps, train_loss, val_loss, val_nmse (per joint), lr, elapsed_s, samples_per_s,
+        best``. ``callback(metrics)`` is called after every round and may return True to stop.
+        Early stopping and the plateau watch ``val_loss`` (``train_loss`` without ``val``); the
+        best weights are restored at the end. ``self.stop_reason`` says what ended it.
         """
         cfg = self.config
+        if cfg.lr_schedule not in ('plateau', 'cosine', 'constant'):
+            raise ValueError(f'unknown lr_schedule {cfg.lr_schedule!r}')
         epochs = cfg.epochs if epochs is None else int(epochs)
         full = self.to_batch(train)
         self._ensure_initialised(full)
@@ -267,35 +251,49 @@ class Trainer:
         bs = min(cfg.batch_size, N)
         packed = torch.cat(tuple(full), dim=1)
         steps_per_epoch = math.ceil(N / bs)
-        total_steps = max(1, epochs * steps_per_epoch)
+        epochs_per_round = max(1, math.ceil(cfg.round_steps / steps_per_epoch))
+        max_steps = max(1, int(cfg.max_steps))
+        if epochs is not None:
+            max_steps = min(max_steps, max(1, epochs * steps_per_epoch))
         history: List[Dict[str, Any]] = []
-        best, best_state, since_best = math.inf, None, 0
+        best, best_state, since_best, since_gain = math.inf, None, 0, 0
         start = time.perf_counter()
         budget = cfg.time_budget
-        out_of_time = False
-        step0 = 0
-        for epoch in range(1, epochs + 1):
-            t_epoch, losses, seen = time.perf_counter(), [], 0
-            for idx in self._minibatches(N, bs):
-                elapsed = time.perf_counter() - start
-                if budget is not None and elapsed >= budget:
-                    out_of_time = True
+        lr = cfg.lr
+        lr_floor = cfg.lr * cfg.final_lr_fraction
+        step0, epoch = 0, 0
+        self.stop_reason = 'max_steps'
+        while True:
+            t_round, losses, seen, out_of_time = time.perf_counter(), [], 0, False
+            for _ in range(epochs_per_round):
+                batches = 0
+                for idx in self._minibatches(N, bs):
+                    elapsed = time.perf_counter() - start
+                    if budget is not None and elapsed >= budget:
+                        out_of_time = True
+                        break
+                    if cfg.lr_schedule == 'cosine':
+                        progress = step0 / max_steps
+                        if budget is not None:
+                            progress = max(progress, elapsed / budget)
+                        lr = self._lr_at(progress)
+                    losses.append(self.step(Batch(*packed[idx].split(n, dim=1)), lr=lr))
+                    seen += len(idx)
+                    step0 += 1
+                    batches += 1
+                    if step0 >= max_steps:
+                        break
+                epoch += batches == steps_per_epoch
+                if out_of_time or step0 >= max_steps:
                     break
-                progress = step0 / total_steps
-                if budget is not None:
-                    progress = max(progress, elapsed / budget)
-                losses.append(self.step(Batch(*packed[idx].split(n, dim=1)),
-                                        lr=self._lr_at(progress)))
-                seen += len(idx)
-                step0 += 1
             if not losses:
+                self.stop_reason = 'time_budget'
                 break
             train_loss = float(np.mean(losses))
-            metrics: Dict[str, Any] = {'epoch': epoch, 'steps': self.steps,
-                                       'train_loss': train_loss, 'val_loss': None,
-                                       'val_nmse': None,
-                                       'lr': self.optimizer.param_groups[0]['lr'],
-                                       'samples_per_s': seen / max(time.perf_counter() - t_epoch,
+            metrics: Dict[str, Any] = {'round': len(history) + 1, 'epoch': epoch,
+                                       'steps': self.steps, 'train_loss': train_loss,
+                                       'val_loss': None, 'val_nmse': None, 'lr': lr,
+                                       'samples_per_s': seen / max(time.perf_counter() - t_round,
                                                                    1e-9)}
             watched = train_loss
             if vb is not None:
@@ -303,17 +301,35 @@ class Trainer:
                 metrics['val_loss'], metrics['val_nmse'] = ev['loss'], ev['nmse']
                 watched = ev['loss']
             metrics['best'] = watched < best
+            gained = watched < best * (1.0 - cfg.plateau_threshold)
             if watched < best:
                 best, since_best = watched, 0
                 best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
             else:
                 since_best += 1
+            since_gain = 0 if gained else since_gain + 1
             metrics['elapsed_s'] = time.perf_counter() - start
             history.append(metrics)
             if not cfg.quiet:
-                _progress(metrics, epochs)
+                _progress(metrics, max_steps)
             stop = callback(metrics) if callback is not None else False
-            if stop or out_of_time or (cfg.patience and since_best >= cfg.patience):
+            if cfg.lr_schedule == 'plateau' and since_gain >= cfg.plateau_patience:
+                lr, since_gain = lr * cfg.plateau_factor, 0
+                if lr < lr_floor * (1.0 - 1e-9):
+                    self.stop_reason = 'plateau'
+                    break
+            if stop:
+                self.stop_reason = 'callback'
+                break
+            if out_of_time:
+                self.stop_reason = 'time_budget'
+                break
+            if step0 >= max_steps:
+                self.stop_reason = 'epochs' if epochs is not None and \
+                    max_steps == epochs * steps_per_epoch else 'max_steps'
+                break
+            if cfg.patience and since_best >= cfg.patience:
+                self.stop_reason = 'patience'
                 break
         if not cfg.quiet:
             sys.stderr.write('\n')
@@ -323,11 +339,11 @@ class Trainer:
         return history
 
 
-def _progress(m: Dict[str, Any], epochs: int) -> None:
+def _progress(m: Dict[str, Any], max_steps: int) -> None:
     width = 24
-    done = int(width * m['epoch'] / max(epochs, 1))
+    done = int(width * m['steps'] / max(max_steps, 1))
     val = '' if m['val_loss'] is None else f' val {m["val_loss"]:.3e}'
-    line = (f'\r[{"#" * done}{"." * (width - done)}] epoch {m["epoch"]}/{epochs} '
+    line = (f'\r[{"#" * done}{"." * (width - done)}] step {m["steps"]} epoch {m["epoch"]} '
             f'loss {m["train_loss"]:.3e}{val} lr {m["lr"]:.1e} '
             f'{m["samples_per_s"]:.0f} samples/s {m["elapsed_s"]:.0f}s')
     end = '' if sys.stderr.isatty() else '\n'
@@ -363,7 +379,9 @@ def train_model(data: Dataset, kind: str = 'delan', config: Optional[TrainConfig
         val if val is not None else train)
     metadata = {'joint_names': list(data.joint_names), 'joint_types': list(data.joint_types),
                 'torque_normalisation': trainer.normalizer.to_dict(),
-                'training': {'config': asdict(config), 'epochs_run': len(history),
+                'training': {'config': asdict(config),
+                             'epochs_run': history[-1]['epoch'] if history else 0,
+                             'rounds': len(history), 'stop_reason': trainer.stop_reason,
                              'steps': trainer.steps, 'n_train': len(train),
                              'n_val': 0 if val is None else len(val),
                              'val_trajectories': [] if val is None else

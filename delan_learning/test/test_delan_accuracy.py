@@ -27,6 +27,7 @@ def train_single_threaded(data, kind, cfg):
 def delan_2link(two_link_data):
     data = Dataset.from_arrays(two_link_data['train'])
     cfg = TrainConfig(epochs=150, batch_size=512, lr=1e-2, patience=0, seed=0,
+                      lr_schedule='cosine',
                       time_budget=DELAN_BUDGET_S)
     return train_single_threaded(data, 'delan', cfg)
 
@@ -35,6 +36,7 @@ def delan_2link(two_link_data):
 def mlp_2link(two_link_data):
     data = Dataset.from_arrays(two_link_data['train'])
     cfg = TrainConfig(epochs=200, batch_size=512, lr=1e-2, patience=0, seed=0,
+                      lr_schedule='cosine',
                       time_budget=20.0)
     return train_single_threaded(data, 'mlp', cfg)
 

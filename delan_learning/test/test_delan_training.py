@@ -10,7 +10,7 @@ from delan_learning.lagrangian import DelanModel
 from delan_learning.training import (Batch, TorqueNormalizer, TrainConfig, Trainer,
                                      train_model)
 
-EPOCH_KEYS = {'epoch', 'steps', 'train_loss', 'val_loss', 'val_nmse', 'lr', 'elapsed_s',
+EPOCH_KEYS = {'round', 'epoch', 'steps', 'train_loss', 'val_loss', 'val_nmse', 'lr', 'elapsed_s',
               'samples_per_s', 'best'}
 
 
@@ -44,7 +44,8 @@ def test_fit_metrics_callback_and_stop(small):
     torch.manual_seed(0)
     train, val = split_by_trajectory(small, 0.34, seed=0)
     tr = Trainer(DelanModel(small.joint_types, width=16),
-                 TrainConfig(epochs=50, batch_size=256, patience=0))
+                 TrainConfig(epochs=50, batch_size=256, patience=0, lr_schedule='cosine',
+                             round_steps=0))
     seen = []
 
     def callback(m):
@@ -63,7 +64,8 @@ def test_early_stopping_restores_best(small):
     torch.manual_seed(1)
     train, val = split_by_trajectory(small, 0.34, seed=0)
     # a large constant learning rate makes the validation loss noisy, so it stops early
-    cfg = TrainConfig(epochs=400, batch_size=64, lr=3e-2, lr_schedule='constant', patience=3)
+    cfg = TrainConfig(epochs=400, batch_size=64, lr=3e-2, lr_schedule='constant', patience=3,
+                      round_steps=0)
     tr = Trainer(DelanModel(small.joint_types, width=16), cfg)
     hist = tr.fit(train, val)
     assert len(hist) < 400
@@ -114,3 +116,36 @@ def test_torque_normalisation_is_per_joint():
         l1 = tr.loss(Batch(q, q, q, pred + torch.tensor([norm.std[0], 0.0])))
         l2 = tr.loss(Batch(q, q, q, pred + torch.tensor([0.0, norm.std[1]])))
     assert float(l1) == pytest.approx(float(l2))
+
+
+def test_plateau_schedule_lowers_the_rate_and_stops_by_itself(small):
+    torch.manual_seed(0)
+    train, val = split_by_trajectory(small, 0.34, seed=0)
+    cfg = TrainConfig(batch_size=256, round_steps=20, plateau_patience=2, lr=1e-2)
+    assert cfg.lr_schedule == 'plateau' and cfg.epochs is None      # the defaults
+    tr = Trainer(DelanModel(small.joint_types, width=16), cfg)
+    hist = tr.fit(train, val)
+    assert tr.stop_reason == 'plateau' and tr.steps < cfg.max_steps
+    steps_per_epoch = -(-len(train) // 256)
+    rounds = [m['epoch'] for m in hist]
+    per_round = -(-20 // steps_per_epoch)
+    assert rounds == list(range(per_round, per_round * len(hist) + 1, per_round))
+    lrs = sorted({m['lr'] for m in hist}, reverse=True)
+    assert lrs[0] == cfg.lr and len(lrs) >= 2
+    np.testing.assert_allclose(np.array(lrs[1:]) / np.array(lrs[:-1]), cfg.plateau_factor)
+    assert lrs[-1] * cfg.plateau_factor < cfg.lr * cfg.final_lr_fraction <= lrs[-1]
+    assert tr.evaluate(val)['loss'] == pytest.approx(min(m['val_loss'] for m in hist), rel=1e-5)
+
+
+def test_max_steps_and_epochs_cap_the_plateau(small):
+    tr = Trainer(DelanModel(small.joint_types, width=8), TrainConfig(batch_size=256,
+                                                                     max_steps=7))
+    tr.fit(small)
+    assert tr.steps == 7 and tr.stop_reason == 'max_steps'
+    tr = Trainer(DelanModel(small.joint_types, width=8), TrainConfig(batch_size=256, epochs=2))
+    hist = tr.fit(small)
+    assert tr.stop_reason == 'epochs' and hist[-1]['epoch'] == 2
+    assert tr.steps == 2 * -(-len(small) // 256)
+    with pytest.raises(ValueError, match='lr_schedule'):
+        Trainer(DelanModel(small.joint_types, width=8),
+                TrainConfig(lr_schedule='step')).fit(small)

@@ -1,0 +1,41 @@
+"""Optimisation settings, apart from torch so that command lines read their defaults cheaply."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings (all JSON-able; stored in checkpoints)."""
+
+    #: passes over the data at most; None = no limit (``max_steps``, the plateau or the budget)
+    epochs: Optional[int] = None
+    #: optimiser steps at most
+    max_steps: int = 100_000
+    batch_size: int = 512
+    lr: float = 5e-3
+    weight_decay: float = 1e-5
+    #: 'plateau' multiplies lr by ``plateau_factor`` after ``plateau_patience`` rounds without a
+    #: relative improvement of ``plateau_threshold`` and stops once it would fall below
+    #: ``lr * final_lr_fraction``; 'cosine' decays lr to ``lr * final_lr_fraction`` over the
+    #: epochs (``max_steps`` when None) or the time budget, whichever runs out first;
+    #: 'constant' keeps it.
+    lr_schedule: str = 'plateau'
+    final_lr_fraction: float = 0.01
+    plateau_patience: int = 5
+    plateau_factor: float = 0.3
+    plateau_threshold: float = 1e-3
+    #: a round (one validation pass, one metrics dict) is the fewest whole epochs that hold at
+    #: least this many steps; 0 = one epoch per round
+    round_steps: int = 100
+    val_fraction: float = 0.2
+    #: rounds without a validation improvement before stopping; 0 = never stop early
+    patience: int = 50
+    seed: int = 0
+    #: wall-clock seconds for ``fit``; None = no limit
+    time_budget: Optional[float] = None
+    grad_clip: Optional[float] = 10.0
+    quiet: bool = True
+    #: keep freed memory in the process heap (glibc ``mallopt``, see :func:`tune_allocator`)
+    tune_allocator: bool = True
