@@ -32,28 +32,14 @@ import os
 import time
 
 import numpy as np
-import pinocchio as pin
 
 from delan_control.datagen import generate_dataset
-from delan_control.plant import Plant
-from delan_control.robot_model import Mismatch, RobotDescriptionError, RobotModel
+from delan_control.evaluation import simulated_tracking_rms
+from delan_control.robot_model import Mismatch, RobotDescriptionError, RobotModel, find_urdf
 from delan_control.sysid import identify, nmse
-from delan_learning.excitation import random_fourier_trajectory
 
 
-def example_robot_data(*parts: str) -> str:
-    """A file of example-robot-data (installed with Pinocchio's cmeel wheels)."""
-    d = os.path.dirname(os.path.abspath(pin.__file__))
-    while os.path.dirname(d) != d:
-        path = os.path.join(d, 'share', 'example-robot-data', *parts)
-        if os.path.isfile(path):
-            return path
-        d = os.path.dirname(d)
-    raise FileNotFoundError(f'example-robot-data/{"/".join(parts)} not found above '
-                            f'{pin.__file__}')
-
-
-UR5 = example_robot_data('robots', 'ur_description', 'urdf', 'ur5_joint_limited_robot.urdf')
+UR5 = find_urdf('ur5_joint_limited_robot.urdf')
 ROBOTS = {
     '2link': ('two_link_arm.urdf', Mismatch(mass_scale=[1.2, 0.9], payload_mass=0.5,
                                             coulomb_scale=1.5, viscous_scale=0.6)),
@@ -64,7 +50,7 @@ ROBOTS = {
     'ur5': (UR5, Mismatch(payload_mass=1.0, viscous=[0.5, 0.5, 0.3, 0.1, 0.1, 0.05],
                           coulomb=[1.0, 1.0, 0.6, 0.2, 0.2, 0.1])),
     # fingers locked; needs robot_model's joint selection (skipped where it does not load)
-    'panda': (example_robot_data('robots', 'panda_description', 'urdf', 'panda.urdf'),
+    'panda': (find_urdf('panda.urdf'),
               Mismatch(payload_mass=0.5, viscous=[0.3] * 7, coulomb=[0.5] * 7)),
 }
 REGIMES = {
@@ -83,36 +69,6 @@ def random_configurations(robot: RobotModel, count: int, seed: int = 0) -> np.nd
     return np.random.default_rng(seed).uniform(lo, hi, size=(count, robot.n))
 
 
-def tracking_rms(model, nominal: RobotModel, mismatch: Mismatch, duration: float,
-                 seed: int = 99, bandwidth: float = 60.0, rate: float = 500.0) -> float:
-    """RMS joint error of computed torque on ``model`` tracking a fresh excitation trajectory
-    on the true plant; inf when it passes 1 rad (diverged)."""
-    spec = nominal.spec
-    finite = np.isfinite(spec.lower) & np.isfinite(spec.upper)
-    center = np.where(finite, 0.5 * (np.where(finite, spec.lower, 0.0)
-                                     + np.where(finite, spec.upper, 0.0)), 0.0)
-    ref = random_fourier_trajectory(spec.lower, spec.upper, spec.velocity_limit, seed=seed,
-                                    velocity_fraction=0.5, center=center)
-    t = np.arange(int(duration * rate)) / rate
-    q_ref, qd_ref, qdd_ref = ref.sample(t)
-    plant = Plant(nominal, mismatch, physics_rate=2 * rate)
-    plant.reset(q_ref[0], qd_ref[0])
-    kp, kd = bandwidth ** 2, 2.0 * bandwidth
-    sq = 0.0
-    for k in range(len(t)):
-        q, qd = plant.q.copy(), plant.qd.copy()
-        e = q_ref[k] - q
-        if not np.all(np.isfinite(e)) or np.abs(e).max() > 1.0:
-            return np.inf
-        sq += float(e @ e)
-        # rigid body on the measured state, friction on the reference velocity (as datagen:
-        # the stiff tanh on the measured velocity is a high-gain loop a light wrist cannot take)
-        tau = (model.inverse(q, qd, qdd_ref[k] + kp * e + kd * (qd_ref[k] - qd))
-               - model.friction(qd) + model.friction(qd_ref[k]))
-        plant.step(np.where(np.isfinite(tau), tau, 0.0), 2)
-    return float(np.sqrt(sq / (len(t) * nominal.n)))
-
-
 def bench_robot(key: str, regimes, solvers, repeat: int, track: float):
     urdf, mismatch = ROBOTS[key]
     try:
@@ -125,7 +81,7 @@ def bench_robot(key: str, regimes, solvers, repeat: int, track: float):
     if track > 0:
         rows.append(('-', None, 'true parameters', None, None, None, None, nominal.n,
                      nominal.n, None, None,
-                     tracking_rms(nominal.mismatched(mismatch), nominal, mismatch, track)))
+                     simulated_tracking_rms(nominal.mismatched(mismatch), nominal, mismatch, track)))
     for regime in regimes:
         d = generate_dataset(urdf, mismatch=mismatch, seed=3, **REGIMES[regime])
         test = d['traj'] == d['traj'].max()
@@ -143,7 +99,7 @@ def bench_robot(key: str, regimes, solvers, repeat: int, track: float):
             err = float(nmse(model.inverse(d['q'][test], d['qd'][test], d['qdd'][test]),
                              d['tau'][test]).max())
             eig_rand = float(np.linalg.eigvalsh(model.mass_matrix(Q))[:, 0].min())
-            rms = tracking_rms(model, nominal, mismatch, track) if track > 0 else np.nan
+            rms = simulated_tracking_rms(model, nominal, mismatch, track) if track > 0 else np.nan
             rows.append((regime, int(train.sum()), label, (best, cpu), err,
                          model.info['min_mass_matrix_eig'], eig_rand,
                          sum(model.physically_consistent()), nominal.n,

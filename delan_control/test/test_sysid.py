@@ -10,7 +10,9 @@ import pinocchio as pin
 import pytest
 
 from delan_control.datagen import add_measurement_noise, generate_dataset, main as gen_main
-from delan_control.robot_model import Mismatch, RobotDescriptionError, RobotModel
+from delan_control.evaluation import simulated_tracking_rms
+from delan_control.robot_model import (Mismatch, RobotDescriptionError, RobotModel,
+                                       example_robot_data_files)
 from delan_control.sysid import (IdentifiedModel, dynamic_parameters, identify,
                                  identify_dataset, load_data, log_cholesky, main as sysid_main,
                                  nmse, nominal_parameters, pseudo_inertia, regressor)
@@ -22,23 +24,12 @@ MISMATCH_7 = Mismatch(mass_scale=1.15, inertia_scale=1.2, payload_mass=0.8, coul
                       viscous_scale=0.7)
 
 
-def _example_robot_data(*parts: str) -> str:
-    """A file of example-robot-data (installed with Pinocchio's cmeel wheels): the first
-    ``share/example-robot-data`` above the pinocchio package."""
-    d = os.path.dirname(os.path.abspath(pin.__file__))
-    while os.path.dirname(d) != d:
-        path = os.path.join(d, 'share', 'example-robot-data', *parts)
-        if os.path.isfile(path):
-            return path
-        d = os.path.dirname(d)
-    return os.path.join('example-robot-data', *parts)
-
-
-UR5 = _example_robot_data('robots', 'ur_description', 'urdf', 'ur5_joint_limited_robot.urdf')
+SHIPPED = example_robot_data_files()
+UR5 = SHIPPED.get('ur5_joint_limited_robot.urdf', 'ur5_joint_limited_robot.urdf')
 # the UR5 URDF has no friction: the plant gets some
 MISMATCH_UR5 = Mismatch(payload_mass=1.0, viscous=[0.5, 0.5, 0.3, 0.1, 0.1, 0.05],
                         coulomb=[1.0, 1.0, 0.6, 0.2, 0.2, 0.1])
-PANDA = _example_robot_data('robots', 'panda_description', 'urdf', 'panda.urdf')
+PANDA = SHIPPED.get('panda.urdf', 'panda.urdf')
 MISMATCH_PANDA = Mismatch(payload_mass=0.5, viscous=[0.3] * 7, coulomb=[0.5] * 7)
 # what an online demo records: little data, slow, noisy
 SHORT = dict(trajectories=2, duration=2.0, velocity_fraction=0.2, noise=0.01)
@@ -382,39 +373,15 @@ def test_json_round_trip_keeps_everything(seven_dof_short, tmp_path):
     np.testing.assert_array_equal(IdentifiedModel.load(str(old)).theta, model.theta)
 
 
-def _computed_torque_rms(model, nominal, mismatch, duration=2.0, rate=500.0, bandwidth=60.0):
-    """RMS error of computed torque on ``model`` tracking a fresh excitation on the true plant
-    (friction fed forward on the reference velocity, as datagen); inf past 1 rad."""
-    from delan_control.plant import Plant
-    from delan_learning.excitation import random_fourier_trajectory
-    spec = nominal.spec
-    ref = random_fourier_trajectory(spec.lower, spec.upper, spec.velocity_limit, seed=99,
-                                    velocity_fraction=0.5)
-    q_ref, qd_ref, qdd_ref = ref.sample(np.arange(int(duration * rate)) / rate)
-    plant = Plant(nominal, mismatch, physics_rate=2 * rate)
-    plant.reset(q_ref[0], qd_ref[0])
-    kp, kd = bandwidth ** 2, 2.0 * bandwidth
-    sq = 0.0
-    for k in range(len(q_ref)):
-        q, qd = plant.q.copy(), plant.qd.copy()
-        e = q_ref[k] - q
-        if not np.all(np.abs(e) < 1.0):
-            return np.inf
-        sq += float(e @ e)
-        tau = (model.inverse(q, qd, qdd_ref[k] + kp * e + kd * (qd_ref[k] - qd))
-               - model.friction(qd) + model.friction(qd_ref[k]))
-        plant.step(np.where(np.isfinite(tau), tau, 0.0), 2)
-    return float(np.sqrt(sq / q_ref.size))
-
-
 def test_computed_torque_on_the_consistent_fit_of_short_data_tracks():
     d = generate_dataset(UR5, mismatch=MISMATCH_UR5, seed=3, **SHORT)
     nominal = RobotModel(UR5)
     train, _ = split(d)
-    truth = _computed_torque_rms(nominal.mismatched(MISMATCH_UR5), nominal, MISMATCH_UR5)
-    con = _computed_torque_rms(identify(nominal, *arrays(d, train)), nominal, MISMATCH_UR5)
-    unc = _computed_torque_rms(identify(nominal, *arrays(d, train), consistent=False), nominal,
-                               MISMATCH_UR5)
+    def rms(model):
+        return simulated_tracking_rms(model, nominal, MISMATCH_UR5, duration=2.0)
+    truth = rms(nominal.mismatched(MISMATCH_UR5))
+    con = rms(identify(nominal, *arrays(d, train)))
+    unc = rms(identify(nominal, *arrays(d, train), consistent=False))
     print(f'\nUR5 computed torque, RMS error: true parameters {truth:.3g} rad, consistent fit '
           f'{con:.3g}, unconstrained fit {unc:.3g}')
     assert con < 1e-2

@@ -41,32 +41,40 @@ Parameters (``ro`` = read-only, fixed at start-up; the others can be set at runt
 is validated -- a bad one fails the start-up with a message, or is refused at runtime with the
 old value kept):
 
-=================== ======================= ===============================================
-robot_description   '' (ro)                 URDF XML; used instead of urdf_path when set
-urdf_path           two_link_arm.urdf (ro)  path, or a file name of the workspace urdf/
-physics_rate        1000.0 (ro)             Hz, 1000..20000
-integrator          rk4 (ro)                rk4 | semi_implicit_euler (see plant.py)
-publish_rate        500.0                   joint_states rate, Hz of sim time, <= physics
-real_time_factor    1.0                     sim s per wall s; 0 = as fast as possible
-publish_clock       False (ro)              publish /clock (sim time from 0)
-clock_rate          1000.0                  /clock rate, Hz of sim time
-command_timeout     0.1                     s of sim time; 0 = never
-initial_position    [0.0] (ro)              1 value (all joints) or n
-initial_velocity    [0.0] (ro)              1 or n
-mass_scale          [1.0] (ro)              mismatch: 1 or n factors (mass+inertia)
-inertia_scale       [1.0] (ro)              mismatch: 1 or n factors (inertia about CoM)
-payload_mass        0.0 (ro)                mismatch: kg at the tool point of the last link
-payload_offset      [0, 0, 0] (ro)          m, from the tool point, last joint frame
-payload_radius      0.0 (ro)                m, solid sphere (0 = point mass)
-viscous             [-1.0] (ro)             N m s/rad per joint, negative = URDF damping
-coulomb             [-1.0] (ro)             N m per joint, negative = URDF friction
-friction_scale      1.0 (ro)                scales both friction terms
-torque_noise        0.0                     N m std, per physics step (disturbance)
-position_noise      0.0                     rad std on published positions
-velocity_noise      0.0                     rad/s std on published velocities
-seed                0 (ro)                  noise generator seed
-position_limits     True (ro)               URDF limits act as inelastic end stops
-=================== ======================= ===============================================
+===================== ======================= ===============================================
+robot_description     '' (ro)                 URDF XML; used instead of urdf_path when set
+urdf_path             two_link_arm.urdf (ro)  path, or a file name of the workspace urdf/
+physics_rate          1000.0 (ro)             Hz, 1000..20000
+integrator            rk4 (ro)                rk4 | semi_implicit_euler (see plant.py)
+publish_rate          500.0                   joint_states rate, Hz of sim time, <= physics
+real_time_factor      1.0                     sim s per wall s; 0 = as fast as possible
+publish_clock         False (ro)              publish /clock (sim time from 0)
+clock_rate            1000.0                  /clock rate, Hz of sim time
+command_timeout       0.1                     s of sim time; 0 = never
+initial_position      [0.0] (ro)              1 value (all joints) or n
+initial_velocity      [0.0] (ro)              1 or n
+mass_scale            [1.0] (ro)              mismatch: 1 or n factors (mass+inertia)
+inertia_scale         [1.0] (ro)              mismatch: 1 or n factors (inertia about CoM)
+payload_mass          0.0 (ro)                mismatch: kg at the tool point of the last link
+payload_offset        [0, 0, 0] (ro)          m, from the tool point, last joint frame
+payload_radius        0.0 (ro)                m, solid sphere (0 = point mass)
+viscous               [-1.0] (ro)             N m s/rad per joint, negative = URDF damping
+coulomb               [-1.0] (ro)             N m per joint, negative = URDF friction
+friction_scale        1.0 (ro)                scales both friction terms
+torque_noise          0.0                     N m std, per physics step (disturbance)
+position_noise        0.0                     rad std on published positions
+velocity_noise        0.0                     rad/s std on published velocities
+seed                  0 (ro)                  noise generator seed
+position_limits       True (ro)               URDF limits act as inelastic end stops
+lockstep              False (ro)              step only after the answer to each state
+lockstep_timeout      0.05                    s of wall time to wait for that answer
+hold_until_commanded  False (ro)              lockstep: physics paused until a first command
+realtime_priority     0 (ro)                  SCHED_FIFO priority of the sim's threads
+===================== ======================= ===============================================
+
+The robot selection parameters (``joints``, ``locked_joint_positions``, ``effort_limits``,
+``velocity_limits``, ``robot_description_timeout``) are those of every node
+(``delan_learning.ros.robot_param``).
 """
 from __future__ import annotations
 
