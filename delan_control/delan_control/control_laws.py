@@ -1,6 +1,6 @@
 """Torque control laws as pure functions of arrays (no ROS), so they are tested and reused alone.
 
-Two laws hold any :class:`~delan_learning.dynamics.DynamicsModel`:
+The laws hold any :class:`~delan_learning.dynamics.DynamicsModel`:
 
 * computed torque: ``tau = model.inverse(q, qd, qdd_ref + Kp e + Kd e_dot)`` -- gains in 1/s^2
   and 1/s, i.e. they set the closed-loop natural frequency independent of the arm's inertia;
@@ -9,7 +9,12 @@ Two laws hold any :class:`~delan_learning.dynamics.DynamicsModel`:
 * computed torque with URDF feedback: ``tau = model.inverse(q, qd, qdd_ref) + H_urdf(q) (Kp e +
   Kd e_dot)`` -- the computed-torque gains (1/s^2, 1/s) through the URDF's mass matrix: a learned
   model whose inertia is poorly excited in some direction (near zero, or several times too
-  large: no feedback there, or a loop unstable at the control rate) only shapes the feed-forward.
+  large: no feedback there, or a loop unstable at the control rate) does not set the gains;
+* feed-forward + URDF PD: ``tau = model.inverse(q_ref, qd_ref, qdd_ref) + H_urdf(q) (Kp e +
+  Kd e_dot)`` -- the same feedback, and the model evaluated on the reference only, so it adds no
+  loop gain at all: a learned velocity dependence that is too steep (friction or Coriolis terms
+  overestimated, which through the measured velocity is negative damping) cannot destabilise
+  the loop, it only biases the feed-forward.
 
 With no model (``pd``) the feed-forward term is zero: a plain PD controller.
 """
@@ -22,7 +27,10 @@ import numpy as np
 
 from delan_learning.dynamics import DynamicsModel
 
-LAWS = ('computed_torque', 'feedforward_pd', 'computed_torque_urdf_feedback')
+LAWS = ('computed_torque', 'feedforward_pd', 'computed_torque_urdf_feedback',
+        'feedforward_urdf_pd')
+#: laws whose feedback goes through the URDF's mass matrix
+URDF_FEEDBACK_LAWS = ('computed_torque_urdf_feedback', 'feedforward_urdf_pd')
 
 
 @dataclass
@@ -40,7 +48,7 @@ def control_torque(model: Optional[DynamicsModel], law: str, gains: Gains,
                    qdd_ref: np.ndarray, feedback_model: Optional[DynamicsModel] = None
                    ) -> np.ndarray:
     """Unclamped joint torque ``(n,)`` of ``law`` with ``model`` (None = PD only);
-    ``feedback_model`` (the URDF's) is needed by ``computed_torque_urdf_feedback``."""
+    ``feedback_model`` (the URDF's) is needed by the ``URDF_FEEDBACK_LAWS``."""
     e = q_ref - q
     e_dot = qd_ref - qd
     if model is None:
@@ -49,12 +57,13 @@ def control_torque(model: Optional[DynamicsModel], law: str, gains: Gains,
         return np.asarray(model.inverse(q, qd, qdd_ref + gains.ct_kp * e + gains.ct_kd * e_dot))
     if law == 'feedforward_pd':
         return np.asarray(model.inverse(q_ref, qd_ref, qdd_ref)) + gains.kp * e + gains.kd * e_dot
-    if law == 'computed_torque_urdf_feedback':
+    if law in URDF_FEEDBACK_LAWS:
         if feedback_model is None:
             raise ValueError(f'{law} needs the URDF model (its inertias) for the feedback')
         v = gains.ct_kp * e + gains.ct_kd * e_dot
-        return (np.asarray(model.inverse(q, qd, qdd_ref))
-                + np.asarray(feedback_model.mass_matrix(q)) @ v)
+        ff = model.inverse(q, qd, qdd_ref) if law == 'computed_torque_urdf_feedback' \
+            else model.inverse(q_ref, qd_ref, qdd_ref)
+        return np.asarray(ff) + np.asarray(feedback_model.mass_matrix(q)) @ v
     raise ValueError(f'unknown control law {law!r}; expected one of {LAWS}')
 
 

@@ -89,10 +89,12 @@ class Verdict:
 def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
                   speeds: Sequence[float], max_ratio: float,
                   true_plant_nmse: Optional[Dict[float, float]] = None,
-                  max_true_nmse: float = 0.1) -> Verdict:
+                  max_true_nmse: float = 0.1,
+                  excitation_floor: Optional[Sequence[float]] = None) -> Verdict:
     """DeLaN must not diverge and must track at most ``max_ratio`` x nominal Pinocchio's mean
     RMS error at every speed; the true plant must predict the measured torque (nMSE at most
-    ``max_true_nmse``), or the data themselves are broken.
+    ``max_true_nmse``, on the evaluation and, per joint, on the excitation the models learned
+    from: ``excitation_floor``), or the data themselves are broken.
 
     ``mean_rms`` and ``diverged`` are keyed by ``(controller, speed)``.
     """
@@ -116,6 +118,11 @@ def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
         if not v <= max_true_nmse:
             failures.append(f'the true plant predicts the measured torque with nMSE {v:.3g} at '
                             f'{sp:g}x (> {max_true_nmse:g}): the evaluation data are broken')
+    floor = np.asarray(excitation_floor if excitation_floor is not None else [], float)
+    if floor.size and not np.all(floor <= max_true_nmse):
+        failures.append(f'the true plant predicts the excitation torques with nMSE up to '
+                        f'{np.nanmax(floor):.3g} (> {max_true_nmse:g}): the training data are '
+                        f'broken (end-stop impacts, saturated motors, a lost arm)')
     return Verdict(not failures, failures, ratios)
 
 

@@ -63,22 +63,38 @@ class RegressorConditioning:
         return float(s[0] / s[-1]) if s[-1] > 0 else float('inf')
 
 
+#: share of the effort limits an excitation may need by the URDF model: the rest is for the
+#: plant's mismatch (a payload, friction) and the feedback
+EXCITATION_EFFORT_FRACTION = 0.6
+
+
 def designed_excitation(robot: RobotModel, lower: np.ndarray, upper: np.ndarray,
                         max_velocity: np.ndarray, seed: int = 0, candidates: int = 16,
                         points: int = 100, velocity_fraction: float = 0.6,
-                        conditioning: Optional[RegressorConditioning] = None
+                        conditioning: Optional[RegressorConditioning] = None,
+                        effort_fraction: float = EXCITATION_EFFORT_FRACTION
                         ) -> FourierTrajectory:
     """The best-conditioned of ``candidates`` seeded random Fourier excitations (one period
-    sampled at ``points`` states); the same ``seed`` gives the same trajectory."""
+    sampled at ``points`` states) among those that need at most ``effort_fraction`` of the
+    effort limits by the URDF model (the least demanding one when none does): a candidate that
+    holds a heavy arm stretched out with a payload would saturate the motors, the tracking
+    controller loses the arm, and the data fill with end-stop impacts. The same ``seed`` gives
+    the same trajectory."""
     cond = conditioning or RegressorConditioning.of(robot)
-    best, best_c = None, np.inf
+    lim = robot.operating_effort_limit()
+    finite = np.isfinite(lim) & (lim > 0)
+    best, best_key = None, (np.inf, np.inf)
     for k in range(max(1, candidates)):
         traj = random_fourier_trajectory(lower, upper, max_velocity, seed=seed * 1009 + k,
                                          velocity_fraction=velocity_fraction)
         if candidates <= 1:
             return traj
         t = np.linspace(0.0, traj.period, points, endpoint=False)
-        c = cond.condition_number(robot, *traj.sample(t))
-        if c < best_c:
-            best, best_c = traj, c
+        q, qd, qdd = traj.sample(t)
+        need = float(np.max(np.abs(np.asarray(robot.inverse(q, qd, qdd))[:, finite])
+                            / lim[finite])) if finite.any() else 0.0
+        c = cond.condition_number(robot, q, qd, qdd)
+        key = (0.0, c) if need <= effort_fraction else (need, c)
+        if key < best_key:
+            best, best_key = traj, key
     return best

@@ -18,6 +18,11 @@ class Trajectory(Protocol):
         """q, qd, qdd at times ``t`` ``(T,)``, each ``(T, n)``."""
 
 
+#: peak velocity of an excitation, as a share of the velocity limit; the evaluation's fastest
+#: figure eight stays below it too (``fit_figure_eight``)
+EXCITATION_VELOCITY_FRACTION = 0.6
+
+
 @dataclass(frozen=True)
 class FigureEight:
     """Joint-space Lissajous figure eight: joint i follows ``c_i + A_i sin(k_i w t + phi_i)`` with
@@ -76,15 +81,22 @@ def figure_eight(lower: np.ndarray, upper: np.ndarray, max_velocity: np.ndarray,
 
 
 def fit_figure_eight(fig: FigureEight, inverse: Callable, effort_limit: np.ndarray,
-                     speed: float = 2.0, fraction: float = 0.8, points: int = 400
-                     ) -> FigureEight:
+                     speed: float = 2.0, fraction: float = 0.8, points: int = 400,
+                     max_velocity: Optional[np.ndarray] = None,
+                     velocity_fraction: float = EXCITATION_VELOCITY_FRACTION) -> FigureEight:
     """``fig`` with its amplitude scaled (by the largest factor in (0, 1], bisection) so that
     played at ``speed`` it needs at most ``fraction`` of the effort limits by the model
-    ``inverse(q, qd, qdd)``: a test every controller could track, whatever the arm's motors.
-    Joints without a finite limit do not constrain it."""
+    ``inverse(q, qd, qdd)``, and (with ``max_velocity``) moves no faster than
+    ``velocity_fraction`` of the velocity limits, the ramp-in included: a test every controller
+    could track, whatever the arm's motors, inside the velocities the excitation covers (a
+    learned model is not asked to extrapolate). Joints without a finite limit do not
+    constrain it."""
     lim = np.asarray(effort_limit, dtype=np.float64)
     finite = np.isfinite(lim) & (lim > 0)
-    if not finite.any():
+    vlim = np.full(lim.shape, np.inf) if max_velocity is None else \
+        np.asarray(max_velocity, dtype=np.float64)
+    vfinite = np.isfinite(vlim) & (vlim > 0)
+    if not finite.any() and not vfinite.any():
         return fig
     fast = fig.at_speed(speed)
     t = np.linspace(0.0, (fast.ramp + fig.period) / speed, points)   # the ramp-in and a period
@@ -93,14 +105,22 @@ def fit_figure_eight(fig: FigureEight, inverse: Callable, effort_limit: np.ndarr
         return FigureEight(fig.center, fig.amplitude * k, fig.period, fig.speed, fig.ramp)
 
     def need(k: float) -> float:
-        tau = np.asarray(inverse(*scaled(k).at_speed(speed).sample(t)))
-        return float(np.max(np.abs(tau[:, finite]) / lim[finite]))
-    if need(1.0) <= fraction:
+        """Largest share of an allowed limit used at amplitude factor ``k`` (<= 1: fits)."""
+        q, qd, qdd = scaled(k).at_speed(speed).sample(t)
+        worst = 0.0
+        if finite.any():
+            tau = np.asarray(inverse(q, qd, qdd))
+            worst = float(np.max(np.abs(tau[:, finite]) / lim[finite])) / fraction
+        if vfinite.any():
+            worst = max(worst, float(np.max(np.abs(qd[:, vfinite]) / vlim[vfinite]))
+                        / velocity_fraction)
+        return worst
+    if need(1.0) <= 1.0:
         return fig
     lo, hi = 0.0, 1.0
     for _ in range(14):
         mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if need(mid) <= fraction else (lo, mid)
+        lo, hi = (mid, hi) if need(mid) <= 1.0 else (lo, mid)
     return scaled(lo)
 
 
@@ -238,8 +258,9 @@ def make_reference(kind: str, lower: np.ndarray, upper: np.ndarray, max_velocity
     ``fit(figure_eight)`` may shrink the figure eight (:func:`fit_figure_eight`) before it is
     played at ``speed``. ``excitation(seed, velocity_fraction)`` makes the excitation (default: a random Fourier
     series); ``start = (q, qd, qdd)`` approaches from that moving state instead of from rest (an
-    excitation following the previous one without stopping), unless that approach would leave the
-    limits' inner half-margin, when it starts from rest at ``q_now``.
+    excitation following the previous one without stopping): directly, over a longer time, or
+    braking to rest first, whichever first stays inside the limits' inner margin (only when none
+    does, from rest at ``q_now``). The approach then lasts up to twice ``approach_time``.
     """
     if kind not in REFERENCE_KINDS:
         raise ValueError(f'unknown reference {kind!r}; expected one of {REFERENCE_KINDS}')
@@ -247,7 +268,7 @@ def make_reference(kind: str, lower: np.ndarray, upper: np.ndarray, max_velocity
         q = np.asarray(q_now if q_now is not None else 0.5 * (lower + upper), float)
         return np.array([0.0]), q[None, :], np.zeros((1, q.size)), np.zeros((1, q.size))
     if kind == 'excitation':
-        fraction = 0.6 / max(speed, 1.0)
+        fraction = EXCITATION_VELOCITY_FRACTION / max(speed, 1.0)
         traj: Trajectory = (excitation(seed, fraction) if excitation is not None else
                             random_fourier_trajectory(lower, upper, max_velocity, seed=seed,
                                                       velocity_fraction=fraction)
@@ -261,19 +282,50 @@ def make_reference(kind: str, lower: np.ndarray, upper: np.ndarray, max_velocity
     ta = np.arange(0.0, approach_time, dt)
     approach = None
     if start is not None:
-        approach = PiecewiseQuintic(np.array([0.0, approach_time]), np.stack([start[0], q[0]]),
-                                    np.stack([start[1], qd[0]]), np.stack([start[2], qdd[0]]))
-        qa, qda, qdda = approach.sample(ta)
-        lo, hi = np.asarray(lower, float), np.asarray(upper, float)
-        inner = 0.05 * np.where(np.isfinite(hi - lo), hi - lo, 0.0)
-        if np.any(qa < lo + inner) or np.any(qa > hi - inner):
-            approach = None
+        approach, ta, (qa, qda, qdda), span = _moving_approach(
+            start, (q[0], qd[0], qdd[0]), lower, upper, approach_time, dt)
     if approach is None:
+        ta, span = np.arange(0.0, approach_time, dt), approach_time
         approach = PiecewiseQuintic(np.array([0.0, approach_time]), np.stack([q_now, q[0]]),
                                     np.stack([np.zeros_like(q_now), qd[0]]),
                                     np.stack([np.zeros_like(q_now), qdd[0]]))
         qa, qda, qdda = approach.sample(ta)
         qda[0] = 0.0
         qdda[0] = 0.0
-    return (np.concatenate([ta, t + approach_time]), np.concatenate([qa, q]),
+    return (np.concatenate([ta, t + span]), np.concatenate([qa, q]),
             np.concatenate([qda, qd]), np.concatenate([qdda, qdd]))
+
+
+def _moving_approach(start, goal, lower, upper, approach_time: float, dt: float):
+    """``(PiecewiseQuintic, times, (q, qd, qdd), duration)`` leading from the moving state
+    ``start`` to ``goal`` (each ``(q, qd, qdd)``) inside the limits' inner margin, or
+    ``(None, ...)``.
+
+    A direct quintic over ``approach_time`` (or twice that) where it stays inside; else one
+    that first brakes to rest along the motion (a constant deceleration's distance, in at most
+    ``approach_time`` and short enough to stop inside the margin), then approaches from
+    there. Starting from rest at the measured position
+    instead would step the reference velocity from the arm's speed to zero: a kick of the
+    feedback's damping times that speed, enough to saturate a heavy arm's motors."""
+    lo, hi = np.asarray(lower, float), np.asarray(upper, float)
+    inner = 0.05 * np.where(np.isfinite(hi - lo), hi - lo, 0.0)
+
+    def inside(qa: np.ndarray) -> bool:
+        return not (np.any(qa < lo + inner) or np.any(qa > hi - inner))
+    q0, v0 = np.asarray(start[0], float), np.asarray(start[1], float)
+    room = np.where(v0 > 0, hi - inner - q0, q0 - lo - inner)
+    moving = np.abs(v0) > 1e-9
+    brake = float(np.clip(np.min(2.0 * room[moving] / np.abs(v0[moving]), initial=approach_time),
+                          min(5.0 * dt, approach_time), approach_time))
+    stop = np.clip(q0 + 0.5 * brake * v0, lo + inner, hi - inner)
+    rest = (stop, np.zeros_like(stop), np.zeros_like(stop))
+    for times, points in ([np.array([0.0, approach_time]), (start, goal)],
+                          [np.array([0.0, 2.0 * approach_time]), (start, goal)],
+                          [np.array([0.0, brake, brake + approach_time]), (start, rest, goal)]):
+        span = float(times[-1])
+        curve = PiecewiseQuintic(times, *(np.stack([p[i] for p in points]) for i in range(3)))
+        ta = np.arange(0.0, span, dt)
+        sampled = curve.sample(ta)
+        if inside(sampled[0]):
+            return curve, ta, sampled, span
+    return None, ta, sampled, span

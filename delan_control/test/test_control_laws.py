@@ -100,3 +100,20 @@ def test_urdf_feedback_keeps_a_model_with_a_wrong_inertia_stable():
     assert _track(plant, 'computed_torque_urdf_feedback', plant, feedback=urdf) < 1e-2
     with pytest.raises(ValueError, match='needs the URDF model'):
         control_torque(plant, 'computed_torque_urdf_feedback', GAINS, *[np.zeros(1)] * 5)
+
+
+def test_feedforward_on_the_reference_survives_an_overestimated_friction():
+    """A learned viscous friction far above the true one is negative damping when the model
+    sees the measured velocity (computed torque through the URDF feedback goes unstable); on the
+    reference it only biases the feed-forward, and the loop keeps the URDF's damping."""
+    plant, urdf = Pendulum(), PendulumInertia()
+    steep = Pendulum()
+    steep.b = plant.b + 1.6 * plant.ml2 * GAINS.ct_kd[0]     # beyond the feedback's damping
+    with np.errstate(all='ignore'):
+        ct = _track(steep, 'computed_torque_urdf_feedback', plant, feedback=urdf)
+        ff = _track(steep, 'feedforward_urdf_pd', plant, feedback=urdf)
+    assert not ct < 1.0, ct
+    assert ff < 0.5, ff
+    assert _track(plant, 'feedforward_urdf_pd', plant, feedback=urdf) < 1e-2
+    with pytest.raises(ValueError, match='needs the URDF model'):
+        control_torque(plant, 'feedforward_urdf_pd', GAINS, *[np.zeros(1)] * 5)

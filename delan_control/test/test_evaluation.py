@@ -66,3 +66,7 @@ def test_verdict():
     broken = delan_verdict(rms, {}, speeds, 1 / 3, {1.0: 112.0})
     assert not broken.passed and 'broken' in broken.failures[0]
     assert not delan_verdict({}, {}, speeds, 1 / 3).passed
+    # the excitation the models learned from is not explained by the plant itself
+    assert delan_verdict(rms, {}, speeds, 1 / 3, excitation_floor=[0.001, 0.002]).passed
+    wild = delan_verdict(rms, {}, speeds, 1 / 3, excitation_floor=[0.001, 133.6])
+    assert not wild.passed and 'excitation' in wild.failures[0] and '134' in wild.failures[0]

@@ -50,6 +50,23 @@ def test_a_continued_excitation_starts_where_the_last_one_ended():
     assert np.all(q4 <= 2.0)
 
 
+def test_a_fast_continuation_toward_a_limit_brakes_instead_of_stepping_the_velocity():
+    """Moving fast toward a limit, a direct 2 s approach to the next excitation would overshoot
+    the margin; the reference brakes to rest first, continuous in q, qd and qdd (starting from
+    rest at the arm's position would step the velocity: a feedback kick that saturates)."""
+    lo, hi, vmax = np.full(2, -2.0), np.full(2, 2.0), np.full(2, 3.0)
+    start = (np.array([1.0, 0.0]), np.array([4.0, 0.0]), np.zeros(2))
+    t, q, qd, qdd = make_reference('excitation', lo, hi, vmax, start[0], seed=1, duration=5.0,
+                                   start=start)
+    assert np.allclose(q[0], start[0]) and np.allclose(qd[0], start[1])
+    assert np.allclose(qdd[0], start[2])
+    assert np.all(q <= hi - 0.2 + 1e-9) and np.all(q >= lo + 0.2 - 1e-9)
+    # braking from 4 rad/s within the 0.8 rad left: about v^2 / (2 * 0.8) = 10 rad/s^2, no step
+    dt = np.diff(t)
+    assert np.max(np.abs(np.diff(qd, axis=0)) / dt[:, None]) < 20.0
+    assert t[-1] > 5.0 + 2.0                                          # brake, then approach
+
+
 def test_figure_eight_is_sized_to_the_effort_limits_at_the_fastest_speed():
     from delan_control.trajectories import figure_eight, fit_figure_eight, sample_points
     robot = RobotModel('seven_dof_arm.urdf')
@@ -66,3 +83,26 @@ def test_figure_eight_is_sized_to_the_effort_limits_at_the_fastest_speed():
     assert np.allclose(fitted.center, fig.center) and np.all(fitted.amplitude < fig.amplitude)
     # feasible already: unchanged
     assert fit_figure_eight(fig, robot.inverse, s.effort_limit * 10, speed=2.0) is fig
+
+
+def test_figure_eight_stays_inside_the_velocities_the_excitation_covers():
+    """At 2x the 7-DoF arm's figure eight (ramp-in included) would move faster than its
+    velocity limits; fitted, no joint passes the excitation's share of them."""
+    from delan_control.trajectories import (EXCITATION_VELOCITY_FRACTION, figure_eight,
+                                            fit_figure_eight, sample_points)
+    robot = RobotModel('seven_dof_arm.urdf')
+    s = robot.spec
+    fig = figure_eight(s.lower, s.upper, s.velocity_limit, period=6.0)
+
+    def peak(f):
+        _, _, qd, _ = sample_points(f.at_speed(2.0), 6.0, 0.005)
+        return np.max(np.abs(qd) / s.velocity_limit)
+    assert peak(fig) > 1.0
+    fitted = fit_figure_eight(fig, robot.inverse, s.effort_limit * 10, speed=2.0,
+                              max_velocity=s.velocity_limit)
+    assert 0.97 * EXCITATION_VELOCITY_FRACTION < peak(fitted) <= EXCITATION_VELOCITY_FRACTION
+    # an excitation reaches that share of the limits
+    from delan_control.trajectories import make_reference
+    _, _, qd, _ = make_reference('excitation', s.lower, s.upper, s.velocity_limit, None,
+                                 seed=3, duration=20.0)
+    assert np.max(np.abs(qd) / s.velocity_limit) > 0.7 * EXCITATION_VELOCITY_FRACTION

@@ -145,13 +145,14 @@ class ReferenceNode(Node):
             return fig
         from delan_control.trajectories import fit_figure_eight
         fitted = fit_figure_eight(fig, model[0].inverse, model[0].operating_effort_limit(),
-                                  speed=self.max_test_speed)
+                                  speed=self.max_test_speed,
+                                  max_velocity=self.robot.planning_velocity_limits)
         if fitted is not fig:
             self.get_logger().info(
                 f'figure eight scaled to '
                 f'{np.max(fitted.amplitude) / np.max(fig.amplitude):.2f} of its amplitude to '
-                f'stay within 80 % of the effort limits at {self.max_test_speed}x',
-                once=True)
+                f'stay within 80 % of the effort limits and the excitation\'s share of the '
+                f'velocity limits at {self.max_test_speed}x', once=True)
         return fitted
 
     def _excitation(self, seed: int, velocity_fraction: float):

@@ -22,7 +22,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from delan_control.control_laws import LAWS, BumplessBlend, Gains, clamp_torque, control_torque
+from delan_control.control_laws import (LAWS, URDF_FEEDBACK_LAWS, BumplessBlend, Gains,
+                                        clamp_torque, control_torque)
 from delan_control.loop_stats import LoopStats, histogram_text
 from delan_control.model_loader import (MODEL_KINDS, LatestLoader, ModelLoadError,
                                          load_dynamics_model)
@@ -129,7 +130,7 @@ class TorqueControllerNode(Node):
             'answered ahead of every normal process (the learner\'s training). 0 = normal '
             'scheduling; needs CAP_SYS_NICE or an rtprio limit (a warning says so otherwise). '
             'Applied at start-up', min_value=0, max_value=98, read_only=True, registry=reg)
-        self._feedback_model = None     # RobotModel for computed_torque_urdf_feedback, lazily
+        self._feedback_model = None     # RobotModel for the URDF_FEEDBACK_LAWS, lazily
         self.urdf_limits = self._effort_limits()
         self.limits = self.urdf_limits * self.effort_scale
         self.mapper = JointStateMapper(self.joint_names)
@@ -468,10 +469,10 @@ class TorqueControllerNode(Node):
             'new reference arrives')
 
     def _urdf_feedback(self):
-        """The URDF's model for the feedback of computed_torque_urdf_feedback (built once, in
-        the control thread that uses it; None for the other laws or when the URDF has no
-        inertias, which that law then reports as a model failure)."""
-        if self.law != 'computed_torque_urdf_feedback':
+        """The URDF's model for the feedback of the URDF_FEEDBACK_LAWS (built once, in the
+        control thread that uses it; None for the other laws or when the URDF has no inertias,
+        which those laws then report as a model failure)."""
+        if self.law not in URDF_FEEDBACK_LAWS:
             return None
         if self._feedback_model is None:
             from delan_control.robot_model import RobotModel
