@@ -81,7 +81,8 @@ def bench_robot(key: str, regimes, solvers, repeat: int, track: float):
     if track > 0:
         rows.append(('-', None, 'true parameters', None, None, None, None, nominal.n,
                      nominal.n, None, None,
-                     simulated_tracking_rms(nominal.mismatched(mismatch), nominal, mismatch, track)))
+                     simulated_tracking_rms(nominal.mismatched(mismatch), nominal, mismatch,
+                                            track)))
     for regime in regimes:
         d = generate_dataset(urdf, mismatch=mismatch, seed=3, **REGIMES[regime])
         test = d['traj'] == d['traj'].max()

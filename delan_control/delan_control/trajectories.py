@@ -279,7 +279,6 @@ def make_reference(kind: str, lower: np.ndarray, upper: np.ndarray, max_velocity
     t, q, qd, qdd = sample_points(traj, duration, dt)
     if q_now is None or approach_time <= 0:
         return t, q, qd, qdd
-    ta = np.arange(0.0, approach_time, dt)
     approach = None
     if start is not None:
         approach, ta, (qa, qda, qdda), span = _moving_approach(
@@ -304,9 +303,9 @@ def _moving_approach(start, goal, lower, upper, approach_time: float, dt: float)
     A direct quintic over ``approach_time`` (or twice that) where it stays inside; else one
     that first brakes to rest along the motion (a constant deceleration's distance, in at most
     ``approach_time`` and short enough to stop inside the margin), then approaches from
-    there. Starting from rest at the measured position
-    instead would step the reference velocity from the arm's speed to zero: a kick of the
-    feedback's damping times that speed, enough to saturate a heavy arm's motors."""
+    there. Starting from rest at the measured position instead would step the reference
+    velocity from the arm's speed to zero: a kick of the feedback's damping times that speed,
+    enough to saturate a heavy arm's motors."""
     lo, hi = np.asarray(lower, float), np.asarray(upper, float)
     inner = 0.05 * np.where(np.isfinite(hi - lo), hi - lo, 0.0)
 

@@ -5,9 +5,9 @@
 adds rounds of whole epochs with validation metrics, a learning-rate schedule, early stopping
 with restore-best and a time budget. The default schedule trains until the validation loss stops
 improving ('plateau': the rate drops at each plateau, training ends at the last drop), so the
-number of optimiser steps follows the data instead of a number of epochs the user has to guess. The loss is the mean squared torque error with each joint
-divided by its torque standard deviation (:class:`TorqueNormalizer`), so a weak wrist counts as
-much as a strong shoulder.
+number of optimiser steps follows the data instead of a number of epochs the user has to guess.
+The loss is the mean squared torque error with each joint divided by its torque standard
+deviation (:class:`TorqueNormalizer`), so a weak wrist counts as much as a strong shoulder.
 """
 from __future__ import annotations
 
