@@ -458,10 +458,14 @@ class IdentifiedModel:
         selection = doc.get('selection') or {}
         if not isinstance(selection, dict) or not set(selection) <= set(_SELECTION_KEYS):
             raise ValueError(f'{path}: unreadable joint selection {selection!r}')
-        limits = {k: [math.inf if v is None else float(v) for v in selection[k]]
-                  for k in ('effort_limits', 'velocity_limits') if selection.get(k) is not None}
-        model = cls(RobotModel(doc['robot_description'], **dict(selection, **limits)),
-                    np.asarray(doc['theta']), doc.get('fit'))
+        try:
+            limits = {k: [math.inf if v is None else float(v) for v in selection[k]]
+                      for k in ('effort_limits', 'velocity_limits')
+                      if selection.get(k) is not None}
+            robot = RobotModel(doc['robot_description'], **dict(selection, **limits))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f'{path}: unreadable joint selection {selection!r} ({exc})') from None
+        model = cls(robot, np.asarray(doc['theta']), doc.get('fit'))
         if model.joint_names != list(doc['joint_names']):
             raise ValueError(f'{path}: joint names do not match its robot description')
         return model

@@ -463,8 +463,8 @@ def test_json_keeps_the_joint_selection(tmp_path):
     np.testing.assert_allclose(loaded.mass_matrix(q), model.mass_matrix(q), rtol=1e-12)
     np.testing.assert_allclose(loaded.gravity(q), model.gravity(q), rtol=1e-12, atol=1e-12)
     doc = json.load(open(path))
-    doc['selection']['unknown'] = 1
-    with open(path, 'w') as fh:
-        json.dump(doc, fh)
-    with pytest.raises(ValueError, match='joint selection'):
-        IdentifiedModel.load(path)
+    for bad in ({'unknown': 1}, {'effort_limits': 3}, {'joints': ['no_such_joint']}):
+        with open(path, 'w') as fh:
+            json.dump(dict(doc, selection=dict(doc['selection'], **bad)), fh)
+        with pytest.raises(ValueError, match='joint selection'):
+            IdentifiedModel.load(path)
