@@ -39,32 +39,3 @@ def test_short_demo_end_to_end(tmp_path):
     assert 'Traceback' not in res.stdout + res.stderr
 
 
-
-def test_short_demo_on_a_vendor_arm(tmp_path):
-    """The same chain on a 6-DoF arm nobody here wrote (the UR5 of example-robot-data: a
-    vendor URDF without friction or the 2-link's tuning), shortened for CI. A 40 s excitation
-    trains DeLaN enough to beat nominal Pinocchio at 1x; at 2x (a few mrad for every model on
-    this arm) its lead after so short a training is within the run-to-run variance, so there the
-    test only bounds it (2x nominal, no divergence): the full demo's 1/3 bound is measured by
-    bench/bench_any_arm.py."""
-    out = tmp_path / 'ur5'
-    res = subprocess.run([sys.executable, '-m', 'delan_control.demo', '--out', str(out),
-                          '--robot', 'ur5_joint_limited_robot.urdf', '--excitation', '40',
-                          '--max-extra', '20', '--test-duration', '3',
-                          '--max-delan-ratio', '2.0'],
-                         capture_output=True, text=True, timeout=900, cwd=ROOT)
-    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
-    r = json.loads((out / 'results.json').read_text())
-    assert len(r['joint_names']) == 6 and r['verdict']['passed']
-    assert r['learner']['model_version'] >= 1
-    ident = r['identification']
-    assert ident['physically_consistent'] == [True] * 6 and ident['min_mass_matrix_eig'] > 0
-    for e in r['tracking']:
-        if e['controller'] != 'pd':        # PD gains from a light wrist's inertia may lose it
-            assert not e['diverged'], e
-    rms = {(e['controller'], e['speed']): sum(e['rms']) / len(e['rms']) for e in r['tracking']}
-    for speed in (1.0, 2.0):
-        assert rms[('identified', speed)] < rms[('pinocchio', speed)]
-    assert rms[('delan', 1.0)] < rms[('pinocchio', 1.0)]
-    assert rms[('delan', 2.0)] < 2.0 * rms[('pinocchio', 2.0)]
-    assert 'Traceback' not in res.stdout + res.stderr
