@@ -140,11 +140,9 @@ def simulated_tracking_rms(model, nominal, mismatch, duration: float, seed: int 
     from delan_control.plant import Plant
     from delan_learning.excitation import random_fourier_trajectory
     spec = nominal.spec
-    finite = np.isfinite(spec.lower) & np.isfinite(spec.upper)
-    center = np.where(finite, 0.5 * (np.where(finite, spec.lower, 0.0)
-                                     + np.where(finite, spec.upper, 0.0)), 0.0)
+    lo, hi = nominal.sample_bounds()
     ref = random_fourier_trajectory(spec.lower, spec.upper, spec.velocity_limit, seed=seed,
-                                    velocity_fraction=0.5, center=center)
+                                    velocity_fraction=0.5, center=0.5 * (lo + hi))
     q_ref, qd_ref, qdd_ref = ref.sample(np.arange(int(duration * rate)) / rate)
     plant = Plant(nominal, mismatch, physics_rate=2 * rate)
     plant.reset(q_ref[0], qd_ref[0])
