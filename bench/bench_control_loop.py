@@ -158,7 +158,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         nodes.start('delan_control', 'sim', {**realtime_sim(args.rate),
                                              'realtime_priority': args.realtime_priority})
         nodes.start('delan_control', 'torque_controller', {
-            'model': 'pd', **pd_gains(urdf), 'realtime_priority': args.realtime_priority,
+            'model': 'pd', **pd_gains(urdf, args.rate),
+            'realtime_priority': args.realtime_priority,
             **({'identified_params': ident} if 'identified' in models else {})})
         nodes.start('delan_control', 'reference', {'trajectory': 'excitation', 'repeat': 'true'})
         if not args.no_learner:

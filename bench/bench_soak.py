@@ -143,7 +143,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     diag0, diag1, soak_s = {}, {}, 0.0
     try:
         nodes.start('delan_control', 'sim', realtime_sim(args.rate))
-        nodes.start('delan_control', 'torque_controller', {'model': 'pd', **pd_gains(urdf)})
+        nodes.start('delan_control', 'torque_controller',
+                    {'model': 'pd', **pd_gains(urdf, args.rate)})
         nodes.start('delan_control', 'reference', {'trajectory': 'excitation', 'repeat': 'true'})
         nodes.start('delan_learning', 'learner', {
             'checkpoint_dir': os.path.join(tmp, 'ckpt'), 'resume': 'false', 'torch_threads': 1})

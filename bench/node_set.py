@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-import types
 from typing import Callable, Dict, IO, List, Optional
 
 import numpy as np
@@ -123,12 +122,14 @@ def sim_mismatch():
                     coulomb_scale=friction)
 
 
-def pd_gains(urdf: str) -> Dict[str, str]:
-    """``kp`` / ``kd`` parameters (critically damped per joint, from the nominal inertia) of
-    ``make demo``'s PD controller, computed by the demo's own code."""
-    from delan_control.demo import Demo
-    from delan_learning.urdf_joints import RobotDescription
-    gains = Demo.pd_gains(types.SimpleNamespace(robot=RobotDescription.load(urdf), urdf=urdf))
+def pd_gains(urdf: str, rate: float = 500.0) -> Dict[str, str]:
+    """``kp`` / ``kd`` parameters (critically damped per joint, from the nominal inertia at mid
+    range, stable at ``rate`` Hz) of ``make demo``'s PD controller, by the same function."""
+    from delan_control.control_laws import pd_gains as gains_of
+    from delan_control.robot_model import RobotModel
+    model = RobotModel(urdf)
+    lo, hi = model.sample_bounds()
+    gains = gains_of(model.mass_matrix(0.5 * (lo + hi)), 12.0, 1.0 / rate)
     return {k: '[' + ','.join(f'{v:.6g}' for v in np.asarray(g)) + ']'
             for k, g in zip(('kp', 'kd'), gains)}
 

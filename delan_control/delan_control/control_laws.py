@@ -21,7 +21,7 @@ With no model (``pd``) the feed-forward term is zero: a plain PD controller.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -65,6 +65,35 @@ def control_torque(model: Optional[DynamicsModel], law: str, gains: Gains,
             else model.inverse(q_ref, qd_ref, qdd_ref)
         return np.asarray(ff) + np.asarray(feedback_model.mass_matrix(q)) @ v
     raise ValueError(f'unknown control law {law!r}; expected one of {LAWS}')
+
+
+def pd_gains(mass_matrix: np.ndarray, omega: float, dt: float,
+             max_radius: float = 1.0) -> Tuple[np.ndarray, np.ndarray]:
+    """Critically damped per-joint PD gains ``(kp, kd)`` ``(n,)`` for an arm of mass matrix
+    ``(n, n)`` at one configuration, stable when commanded every ``dt`` seconds.
+
+    Each joint's gains are ``omega^2 m`` and ``2 omega m`` with ``m = 1 / (H^-1)_ii``, the
+    inertia the joint moves when the others give way (as they do under independent joint
+    loops), not ``H_ii``, the inertia with the others held: where two axes line up (a Panda's
+    joints 1 and 3 at mid range) ``H_ii`` overstates the inertia of the mode they make together
+    by an order of magnitude or more, and a derivative gain sized on it drives that mode unstable at the control rate.
+    ``omega`` is then lowered (x0.8 at a time) until the sampled loop, with one period of
+    delay, has a spectral radius below ``max_radius``."""
+    h = np.asarray(mass_matrix, dtype=np.float64)
+    n = h.shape[0]
+    h_inv = np.linalg.inv(h)
+    m = 1.0 / np.diag(h_inv)
+    eye, zero = np.eye(n), np.zeros((n, n))
+    # x = (q, qd, tau applied now); tau from the state of one period ago (zero-order hold)
+    step = np.block([[eye, dt * eye], [zero, eye]])
+    drive = np.vstack([0.5 * dt * dt * h_inv, dt * h_inv])
+    w = float(omega)
+    while True:
+        kp, kd = w * w * m, 2.0 * w * m
+        loop = np.block([[step, drive], [-np.hstack([np.diag(kp), np.diag(kd)]), zero]])
+        if np.max(np.abs(np.linalg.eigvals(loop))) < max_radius or w < 1e-3 * omega:
+            return kp, kd
+        w *= 0.8
 
 
 def clamp_torque(tau: np.ndarray, limits: np.ndarray) -> np.ndarray:

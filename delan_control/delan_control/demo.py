@@ -21,6 +21,7 @@ Exit status: 0 on success, 1 when a phase fails (a node dies, no model is learne
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import subprocess
@@ -111,8 +112,10 @@ class Monitor(Node):
                                       period_s=0.02)
         self.create_subscription(JointTrajectory, 'reference_trajectory', self._on_ref, LATCHED)
         self.create_subscription(ModelStatus, 'learner/status', self._on_status, 10)
-        self.create_subscription(Float64MultiArray, 'effort_controller/commands',
-                                 self._on_command, 10, raw=True)   # only counted
+        # only counted, until the controller is known to command (stop_counting_commands):
+        # each message is a pass of the executor, at the control rate
+        self._commands_sub = self.create_subscription(
+            Float64MultiArray, 'effort_controller/commands', self._on_command, 10, raw=True)
         self.create_subscription(ModelUpdate, 'learner/model_update', self._on_update, LATCHED)
         self.params = {name: AsyncParameterClient(self, name)
                        for name in ('torque_controller', 'reference', 'learner')}
@@ -149,6 +152,11 @@ class Monitor(Node):
 
     def _on_command(self, msg: bytes) -> None:
         self.commands += 1
+
+    def stop_counting_commands(self) -> None:
+        if self._commands_sub is not None:
+            self.destroy_subscription(self._commands_sub)
+            self._commands_sub = None
 
     def _on_status(self, msg: ModelStatus) -> None:
         self.status.append((time.monotonic() - self.t0_wall, msg))
@@ -342,8 +350,11 @@ class Demo:
         kp, kd = self.pd_gains()
         log(f'PD gains from the URDF inertia: kp {np.round(kp, 1).tolist()}, '
             f'kd {np.round(kd, 2).tolist()}')
+        # holding with the excitation's controller from the first state: PD gains stable on
+        # every arm are too soft to hold a heavy one against gravity
         self.start('delan_control', 'torque_controller', dict(
-            sim_time, model='pd', kp=_list(kp), kd=_list(kd), law=self.args.law))
+            sim_time, model=self.args.excitation_controller, kp=_list(kp), kd=_list(kd),
+            law=self.args.law))
         self.start('delan_learning', 'data_logger', dict(sim_time, bag_dir=self.bag_dir))
         self.start('delan_learning', 'learner', dict(
             sim_time, checkpoint_dir=self.ckpt_dir, resume='false',
@@ -353,6 +364,7 @@ class Demo:
         # listens: started earlier, the reference would begin from where the uncontrolled arm
         # was and have moved on by the time the controller came up
         self.wait_until('the controller', lambda: self.mon.commands > 50, 60.0)
+        self.mon.stop_counting_commands()
         self.wait_until('the learner', lambda: bool(self.mon.status), 90.0)
         # the excitation is tracked with the nominal model (computed torque on the URDF, what a
         # user has before anything is learned): PD alone lets gravity sag a light wrist into its
@@ -372,16 +384,19 @@ class Demo:
                         0.0)
 
     def pd_gains(self, omega: float = 12.0) -> Tuple[np.ndarray, np.ndarray]:
-        """Critically damped PD gains per joint from the nominal inertia at mid range: one set
-        of numbers would be too stiff for a wrist and too soft for a shoulder (and a stiff
-        derivative gain on a light link is unstable at the control rate)."""
-        h = np.diag(self.model.mass_matrix(self.home()))
-        return omega ** 2 * h, 2.0 * omega * h
+        """Critically damped PD gains per joint from the nominal inertia at mid range
+        (``control_laws.pd_gains``): one set of numbers would be too stiff for a wrist and too
+        soft for a shoulder, and a stiff derivative gain on a light link is unstable at the
+        control rate (the sim's ``publish_rate``)."""
+        from delan_control.control_laws import pd_gains
+        rate = float(self.node_params('sim').get('publish_rate', 500.0))
+        return pd_gains(self.model.mass_matrix(self.home()), omega, 1.0 / rate)
 
     def phase_excitation(self) -> None:
         t0 = self.mon.sim_time()
         wall = self.t_excitation = time.monotonic()
-        log(f'phase 1/3: excitation with PD for {self.args.excitation:.0f} s of sim time; '
+        log(f'phase 1/3: excitation with {self.args.excitation_controller} for '
+            f'{self.args.excitation:.0f} s of sim time; '
             'logging a rosbag2, learning online')
         self.wait_sim(t0 + self.args.excitation, progress=self.learner_progress)
         self.learn_to_target(t0, t0 + self.args.excitation + self.args.max_extra)
@@ -478,9 +493,11 @@ class Demo:
 
     def phase_evaluation(self) -> None:
         """Each controller tracks the same figure eight from the same state: the sim is reset
-        before every run, and a run that diverges is stopped (PD takes the arm back) and marked,
-        so that it neither spins the arm for the rest of its run nor leaves it spun."""
+        before every run, and a run that diverges is stopped (the excitation's controller, or
+        PD, takes the arm back) and marked, so that it neither spins the arm for the rest of its
+        run nor leaves it spun."""
         log('phase 3/3: tracking the unseen figure eight with each controller')
+        t_start = self.mon.sim_time()
         self.mon.set_params('torque_controller', {'identified_params': self.identified_path})
         self.segments: List[Segment] = []
         for speed in SPEEDS:
@@ -490,11 +507,18 @@ class Demo:
                 status = f'DIVERGED ({seg.diverged})' if seg.diverged else 'ok'
                 log(f'{ctrl:>10s} @ {speed:.0f}x: RMS error '
                     f'{np.array2string(seg.rms, precision=4)} rad; {status}')
+        # every joint state of the phase, for a look at what the table and plots summarise
+        t, q, qd, tau = self.mon.data_between(t_start, self.mon.sim_time())
+        np.savez_compressed(os.path.join(self.out, 'evaluation_states.npz'), t=t, q=q, qd=qd,
+                            tau=tau, joint_names=np.array(self.robot.joint_names))
 
     def track(self, ctrl: str, speed: float) -> Segment:
         """One evaluation run of ``ctrl`` at ``speed`` from the sim's initial state."""
         approach = float(self.node_params('reference').get('approach_time', 2.0))
-        self.mon.set_params('torque_controller', {'model': 'pd'})
+        # held between runs with the excitation's controller: PD gains stable on every arm
+        # (control_laws.pd_gains) are too soft to hold a heavy one against gravity
+        hold = self.args.excitation_controller
+        self.mon.set_params('torque_controller', {'model': hold})
         self.mon.set_params('reference', {'trajectory': 'hold'})
         self.mon.reset_sim()
         self.wait_sim(self.mon.sim_time() + 0.1)
@@ -508,6 +532,11 @@ class Demo:
         self.wait_until('the test reference', lambda: self.mon.reference_count() > n_ref, 30.0)
         t0, ref, _ = self.mon.reference
         t_a, t_b = t0 + approach, ref.end_time
+        self.wait_sim(t0)
+        t_now, q_now, _, _ = self.mon.data_between(t0 - 0.05, t0 + 0.05)
+        start_error = float(np.max(np.abs(joint_errors(ref.sample(t_now)[0], q_now,
+                                                       self.robot.joint_types)))) \
+            if len(t_now) else math.nan
         check = DivergenceCheck(self.effort_limit, max_error=self.args.diverge_error,
                                 max_saturated_s=self.args.diverge_saturation)
         seen = t0
@@ -518,7 +547,10 @@ class Demo:
                 seen = float(t[-1]) + 1e-9
                 err = joint_errors(ref.sample(t)[0], q, self.robot.joint_types)
                 if check.update(t, err, tau):
-                    self.mon.set_params('torque_controller', {'model': 'pd'})
+                    # held where it is (not pulled back onto the figure eight), then reset
+                    self.mon.set_params('reference', {'trajectory': 'hold'})
+                    self.mon.set_params('torque_controller',
+                                        {'model': hold if ctrl != hold else 'pd'})
                     t_b = max(float(t[-1]), t_a)
                     break
             if now >= t_b + 0.05:
@@ -532,6 +564,9 @@ class Demo:
             t, q, qd, tau = self.mon.data_between(t0, t_b)
         q_ref = ref.sample(t)[0]
         err = joint_errors(q_ref, q, self.robot.joint_types)
+        self.results.setdefault('evaluation_runs', []).append(
+            {'controller': ctrl, 'speed': speed, 'reference_start': t0, 'approach_end': t_a,
+             'end': t_b, 'start_error': start_error, 'diverged': check.reason})
         return Segment(ctrl, speed, t, q, qd, tau, q_ref,
                        rms=np.sqrt(np.mean(err ** 2, axis=0)),
                        max_abs=np.max(np.abs(err), axis=0), diverged=check.reason)

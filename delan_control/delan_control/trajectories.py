@@ -328,3 +328,25 @@ def _moving_approach(start, goal, lower, upper, approach_time: float, dt: float)
         if inside(sampled[0]):
             return curve, ta, sampled, span
     return None, ta, sampled, span
+
+
+Waypoints = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def splice(previous: Waypoints, following: Waypoints, overlap: float) -> Tuple[float, Waypoints]:
+    """``(offset, waypoints)``: ``following`` joined to the end of ``previous``, as one reference
+    that begins ``overlap`` seconds before ``previous`` ends.
+
+    Both are waypoints ``(t (k,), q, qd, qdd (k, n))`` with ``t`` from 0, and ``following``
+    starts in the state where ``previous`` ends. The result repeats ``previous``'s last
+    ``overlap`` seconds (from its waypoint at time ``offset``) before going on with
+    ``following``, so it can be sent while ``previous`` is still being tracked, stamped at
+    ``previous``'s start + ``offset``: a controller that receives it any time within the
+    overlap switches between two references that agree, instead of holding the last point
+    (the arm stops) until the next one comes and then starting it with a velocity step."""
+    tp = previous[0]
+    k = min(int(np.searchsorted(tp, tp[-1] - overlap, side='left')), tp.size - 1)
+    offset = float(tp[k])
+    head = [a[k:-1] for a in previous]
+    t = np.concatenate([head[0] - offset, following[0] + (tp[-1] - offset)])
+    return offset, (t,) + tuple(np.concatenate([h, f]) for h, f in zip(head[1:], following[1:]))

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from delan_control.control_laws import BumplessBlend, Gains, clamp_torque, control_torque
+from delan_control.control_laws import (BumplessBlend, Gains, clamp_torque, control_torque,
+                                        pd_gains)
 
 
 class Pendulum:
@@ -117,3 +118,45 @@ def test_feedforward_on_the_reference_survives_an_overestimated_friction():
     assert _track(plant, 'feedforward_urdf_pd', plant, feedback=urdf) < 1e-2
     with pytest.raises(ValueError, match='needs the URDF model'):
         control_torque(plant, 'feedforward_urdf_pd', GAINS, *[np.zeros(1)] * 5)
+
+
+def _hold(model, kp, kd, q_goal, rate=250.0, t_end=2.0, substeps=4):
+    """Largest joint error [rad] over the last 0.5 s of holding ``q_goal`` (from 0.05 rad off)
+    under gravity compensation + PD, the PD commanded at ``rate``, the arm integrated finer."""
+    q, qd = q_goal + 0.05, np.zeros_like(q_goal)
+    dt = 1.0 / (rate * substeps)
+    worst = []
+    for k in range(int(t_end * rate)):
+        tau = np.clip(model.gravity(q) + kp * (q_goal - q) - kd * qd, -1e4, 1e4)
+        for _ in range(substeps):
+            qd = qd + dt * model.forward(q, qd, tau)
+            q = q + dt * qd
+        if not np.all(np.isfinite(q)) or np.max(np.abs(q - q_goal)) > 10.0:
+            return np.inf
+        if k >= (t_end - 0.5) * rate:
+            worst.append(np.max(np.abs(q - q_goal)))
+    return max(worst)
+
+
+def test_pd_gains_are_the_classic_ones_where_the_joints_do_not_couple():
+    h = np.diag([2.0, 0.5])
+    kp, kd = pd_gains(h, omega=10.0, dt=1e-3)
+    assert np.allclose(kp, 100.0 * np.diag(h)) and np.allclose(kd, 20.0 * np.diag(h))
+    # too stiff for the rate: lowered until the sampled loop is stable
+    kp, kd = pd_gains(h, omega=2000.0, dt=1e-3)
+    assert np.all(kd < 4000.0 * np.diag(h)) and np.all(kp > 0)
+
+
+def test_pd_gains_hold_a_panda_where_two_axes_line_up():
+    """At mid range a Panda's joints 1 and 3 are collinear: gains from the diagonal of H drive
+    their common mode unstable at 250 Hz; the gains of ``pd_gains`` hold the arm (slowly where
+    the two turn together: that mode's inertia is large for the gains it gets)."""
+    from delan_control.robot_model import RobotModel, find_urdf
+    model = RobotModel(find_urdf('panda.urdf'))
+    lo, hi = model.sample_bounds()
+    q_mid = 0.5 * (lo + hi)
+    h = model.mass_matrix(q_mid)
+    kp, kd = pd_gains(h, omega=12.0, dt=1.0 / 250.0)
+    assert _hold(model, kp, kd, q_mid, t_end=8.0) < 0.02     # from 0.05 rad off
+    diag = np.diag(h)
+    assert _hold(model, 144.0 * diag, 24.0 * diag, q_mid) == np.inf

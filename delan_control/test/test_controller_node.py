@@ -586,6 +586,26 @@ def test_states_restart_rejoin_the_reference_smoothly_or_drop_a_far_one(rig_fact
     assert rig.diags[-1][3]['references_rejoined'] == '1'
 
 
+def test_a_jump_of_the_arm_is_taken_as_a_restart(rig_factory):
+    """A sim reset (or a re-homed driver) while joint states flow: the reference, now 0.5 rad
+    from the arm, is dropped and the arm held where it now is, instead of the feedback pulling
+    it across the jump at once; a step the arm can make is no jump."""
+    rig = rig_factory(ctl={'model': 'pd', 'resume_tolerance': 0.1})
+    pub = rig.probe.create_publisher(JointState, 'joint_states', 100)
+    t_sim = _stream(rig, pub, None, 100.0, 0.5)
+    rig.ref_pub.publish(hold_msg(np.add(Q0, [0.05, 0.0])))
+    deadline = time.monotonic() + 30.0
+    while rig.ctl._reference is None:
+        assert time.monotonic() < deadline, 'the reference never arrived'
+        t_sim = _stream(rig, pub, None, t_sim, 0.05)
+    t_sim = _stream(rig, pub, None, t_sim, 0.3, position=np.add(Q0, [0.01, 0.0]))
+    assert rig.ctl.references_dropped == 0 and rig.ctl._reference is not None
+    assert rig.commands[-1][1] == pytest.approx([60.0 * 0.04 - 0.6, 0.6])
+    _stream(rig, pub, None, t_sim, 0.3, position=np.add(Q0, [0.5, 0.0]))
+    assert rig.ctl.references_dropped == 1 and rig.ctl._reference is None
+    assert rig.commands[-1][1] == pytest.approx([-0.6, 0.6])      # held where it is
+
+
 def test_non_finite_model_output_falls_back_to_pd(rig_factory, tmp_path):
     nan_ckpt = _save_delan(str(tmp_path / 'nan.pt'), URDF, fill=float('nan'))
     rig = rig_factory(ctl={'model': 'delan', 'delan_checkpoint': nan_ckpt})

@@ -20,6 +20,7 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
 from delan_control.nodes.reference import ReferenceNode
+from delan_control.trajectories import PiecewiseQuintic
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.testing import node_process, ros_context, spin_in_thread
 from delan_learning.urdf_joints import RobotDescription
@@ -148,19 +149,21 @@ def test_republished_when_trajectory_speed_or_seed_change(reference_process):
     assert np.abs(qd2).max(axis=0) == pytest.approx(2.0 * np.abs(qd1).max(axis=0), rel=0.02)
     assert np.abs(qdd2).max(axis=0) == pytest.approx(4.0 * np.abs(qdd1).max(axis=0), rel=0.05)
     assert np.allclose(q2.min(axis=0), q1.min(axis=0), atol=0.01)   # same path
-    # another trajectory kind
-    assert all(r.successful for r in lis.set(trajectory='excitation', speed=1.0))
+    # another trajectory kind (not repeated: the next seed would come on its own)
+    assert all(r.successful for r in lis.set(trajectory='excitation', speed=1.0, repeat=False))
     lis.wait_count(n + 2)
     time.sleep(0.5)
     exc = lis.received[-1][1]
     _, q3, _, _ = arrays(exc)
     assert not np.allclose(q3[:len(q1)], q1[:len(q3)])
     # a new seed: a new excitation
+    k = len(lis.received)
     assert lis.set(seed=7)[0].successful
-    lis.wait_count(len(lis.received) + 1)
+    lis.wait_count(k + 1)
     _, q4, _, _ = arrays(lis.received[-1][1])
     assert q4.shape == q3.shape and not np.allclose(q4, q3)
-    # `repeat` is not a change of the reference: nothing is published
+    # `repeat` is not a change of the reference: nothing is published (set again as it is:
+    # turned on, the excitation would go on by itself and the later tests see it)
     k = len(lis.received)
     assert lis.set(repeat=False)[0].successful
     time.sleep(1.0)
@@ -219,6 +222,38 @@ def test_starts_from_the_current_joint_state():
             # the approach meets the figure eight smoothly: no jump between points
             assert np.abs(np.diff(q, axis=0)).max() < 0.05
             assert node.published == 1
+        finally:
+            lis.ex.remove_node(node)
+            lis.close()
+            node.destroy_node()
+
+
+def test_a_repeated_excitation_is_handed_over_before_the_last_one_ends():
+    """In-process: the next seed's excitation comes while the current one still runs, stamped so
+    that both command the same motion until the current one ends (no stop, no velocity step)."""
+    with ros_context() as ctx:
+        node = ReferenceNode(context=ctx, namespace='handover', parameter_overrides=[
+            Parameter('urdf_path', value=URDF), Parameter('trajectory', value='excitation'),
+            Parameter('approach_time', value=0.5), Parameter('duration', value=2.0),
+            Parameter('wait_for_joint_states', value=0.0), Parameter('repeat', value=True)])
+        lis = Listener(ctx)
+        try:
+            lis.ex.add_node(node)
+            lis.subscribe('/handover/reference_trajectory')
+            lis.wait_count(3, timeout=60.0)
+            for (arrived0, first), (arrived1, second) in zip(lis.received, lis.received[1:]):
+                stamp = [m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec
+                         for m in (first, second)]
+                a, b = arrays(first), arrays(second)
+                end = stamp[0] + a[0][-1]
+                # the next begins 1 s (half a trajectory at most) before the last one ends ...
+                assert end - stamp[1] == pytest.approx(min(1.0, 0.5 * a[0][-1]), abs=0.011)
+                # ... arrives before it ends, and agrees with it over that second
+                assert arrived1 - arrived0 < a[0][-1]
+                ta, tb = PiecewiseQuintic(*a), PiecewiseQuintic(*b)
+                times = np.linspace(stamp[1], end - 1e-6, 20)
+                for x, y in zip(ta.sample(times - stamp[0]), tb.sample(times - stamp[1])):
+                    assert np.allclose(x, y, atol=1e-9)
         finally:
             lis.ex.remove_node(node)
             lis.close()

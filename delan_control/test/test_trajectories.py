@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from delan_control.trajectories import (PiecewiseQuintic, figure_eight, random_fourier_trajectory,
-                                        rejoin_offset)
+from delan_control.trajectories import (PiecewiseQuintic, figure_eight, make_reference,
+                                        random_fourier_trajectory, rejoin_offset, splice)
 
 LOWER, UPPER, VMAX = np.array([-3.1, -2.8]), np.array([3.1, 2.8]), np.array([6.0, 8.0])
 
@@ -93,3 +93,26 @@ def test_rejoin_offset_starts_at_the_arm_and_ends_at_zero_within_the_speed_budge
     assert rejoin_offset(0.0, [0.01, 0.0], [0.0, 0.0], [np.inf, 0.0], 0.5).end_time == 0.5
     assert rejoin_offset(0.0, [0.0, 0.5], [0.0, 0.0], [np.inf, 0.0], 0.5).end_time == \
         pytest.approx(1.875 * 0.5 / 0.25)
+
+
+def test_a_spliced_excitation_repeats_the_end_of_the_last_one_then_follows_on():
+    lo, hi, vmax = np.array([-2.0, -1.5]), np.array([2.0, 1.5]), np.array([2.0, 2.0])
+    first = make_reference('excitation', lo, hi, vmax, np.zeros(2), seed=1, duration=3.0)
+    following = make_reference('excitation', lo, hi, vmax, first[1][-1], seed=2, duration=3.0,
+                               start=tuple(a[-1] for a in first[1:]))
+    offset, spliced = splice(first, following, overlap=1.0)
+    t = spliced[0]
+    assert offset == pytest.approx(first[0][-1] - 1.0) and t[0] == 0.0
+    assert np.all(np.diff(t) > 0)
+    # over the overlap both references command the same motion at the same (absolute) time,
+    # so the handover is seamless whenever within it the new one arrives ...
+    a, b = PiecewiseQuintic(*first), PiecewiseQuintic(*spliced)
+    times = np.linspace(offset, first[0][-1] - 1e-6, 50)
+    for x, y in zip(a.sample(times), b.sample(times - offset)):
+        assert np.allclose(x, y, atol=1e-9)
+    # ... and after it the new one is the following excitation
+    later = np.linspace(0.0, following[0][-1] - 1e-6, 200)
+    for x, y in zip(PiecewiseQuintic(*following).sample(later),
+                    b.sample(later + first[0][-1] - offset)):
+        assert np.allclose(x, y, atol=1e-9)
+    assert spliced[0][-1] == pytest.approx(1.0 + following[0][-1])

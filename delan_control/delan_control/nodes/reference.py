@@ -3,7 +3,9 @@ eight at 1x/2x speed) as ``trajectory_msgs/JointTrajectory`` on ``reference_traj
 
 Each trajectory starts from the arm's current position (from ``joint_states``) with a smooth
 approach; setting ``trajectory``, ``speed`` or ``seed`` at runtime publishes a new one at once.
-With ``repeat`` a finished excitation is followed by the next seed, so learning data keeps coming.
+With ``repeat`` an excitation is followed by the next seed without stopping, so learning data
+keeps coming: the next one is made during the current one and sent ``HANDOVER_S`` before it ends,
+beginning with the current one's last stretch (``trajectories.splice``).
 """
 from __future__ import annotations
 
@@ -16,13 +18,18 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from delan_control.trajectories import REFERENCE_KINDS, make_reference
+from delan_control.trajectories import REFERENCE_KINDS, make_reference, splice
 from delan_learning.joint_state import JointStateError, JointStateMapper
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot
 from delan_learning.ros.spin import run_node, steady_timer
+
+
+#: A continued excitation is sent this long [s] before the current one ends (at most half
+#: of a trajectory): time enough for a node starved of CPU by the learner and the sim.
+HANDOVER_S = 1.0
 
 
 def to_msg(joint_names, t0_ns: int, t, q, qd, qdd) -> JointTrajectory:
@@ -79,8 +86,10 @@ class ReferenceNode(Node):
         self.q_now: Optional[np.ndarray] = None
         self._last_state: Optional[bytes] = None
         self.published = 0
+        self._t0_ns: Optional[int] = None   # stamp of the reference in force
         self._end_ns: Optional[int] = None
-        self._end_state = None          # (q, qd, qdd) where the last excitation ends
+        self._last = None               # its waypoints (t, q, qd, qdd)
+        self._next = None               # the continued excitation, made ahead
         self._design = None             # (RobotModel, RegressorConditioning), built once
         self.pub = self.create_publisher(JointTrajectory, 'reference_trajectory', LATCHED)
         # raw: only the newest state is ever looked at (when a reference is made), so the
@@ -118,10 +127,17 @@ class ReferenceNode(Node):
             waited = (now - self._start_ns) * 1e-9
             if self._current_position() is not None or waited >= self.wait_for_state:
                 self.publish_reference()
-        elif (self.repeat and self.kind == 'excitation' and self._end_ns is not None
-              and now >= self._end_ns):
-            self.seed += 1
-            self.publish_reference(continued=True)
+        elif self.repeat and self.kind == 'excitation' and self._end_ns is not None:
+            if self._next is None:
+                # made a tick after the current one went out: when it is due, only the splice
+                # is left to do
+                self._next = self._make(self.seed + 1, start=tuple(a[-1] for a in self._last[1:]))
+            if now >= self._end_ns - int(self._handover() * 1e9):
+                self.seed += 1
+                self.publish_reference(continued=True)
+
+    def _handover(self) -> float:
+        return min(HANDOVER_S, 0.5 * float(self._last[0][-1]))
 
     def _model(self):
         """``(RobotModel, RegressorConditioning)`` of the URDF, built once; None when Pinocchio
@@ -170,21 +186,32 @@ class ReferenceNode(Node):
         return random_fourier_trajectory(r.lower, r.upper, r.planning_velocity_limits,
                                          seed=seed, velocity_fraction=velocity_fraction)
 
-    def publish_reference(self, continued: bool = False) -> None:
-        """``continued``: an excitation following the last one, approached from where that one
-        ends (moving) instead of from rest."""
+    def _make(self, seed: int, start=None):
+        """Waypoints ``(t, q, qd, qdd)`` of the reference for the parameters and ``seed``;
+        ``start = (q, qd, qdd)``: an excitation continuing from that moving state."""
         r = self.robot
-        t, q, qd, qdd = make_reference(
+        return make_reference(
             self.kind, r.lower, r.upper, r.planning_velocity_limits,
-            self._current_position(), speed=self.speed,
-            seed=self.seed, duration=self.duration, period=self.period,
+            start[0] if start is not None else self._current_position(), speed=self.speed,
+            seed=seed, duration=self.duration, period=self.period,
             dt=1.0 / self.point_rate, approach_time=self.approach_time,
-            excitation=self._excitation, fit=self._fit,
-            start=self._end_state if continued else None)
-        t0 = self.get_clock().now().nanoseconds + 20_000_000  # 20 ms lead for transport
-        self.pub.publish(to_msg(r.joint_names, t0, t, q, qd, qdd))
+            excitation=self._excitation, fit=self._fit, start=start)
+
+    def publish_reference(self, continued: bool = False) -> None:
+        """``continued``: the next excitation, spliced to the end of the one in force (sent
+        before that one ends); otherwise a new reference from the arm's position, at once."""
+        if continued:
+            following = self._next if self._next is not None else \
+                self._make(self.seed, start=tuple(a[-1] for a in self._last[1:]))
+            offset, (t, q, qd, qdd) = splice(self._last, following, self._handover())
+            t0 = self._t0_ns + int(round(offset * 1e9))
+        else:
+            t, q, qd, qdd = self._make(self.seed)
+            t0 = self.get_clock().now().nanoseconds + 20_000_000  # 20 ms lead for transport
+        self._next = None
+        self.pub.publish(to_msg(self.robot.joint_names, t0, t, q, qd, qdd))
+        self._t0_ns, self._last = t0, (t, q, qd, qdd)
         self._end_ns = t0 + int(t[-1] * 1e9)
-        self._end_state = (q[-1], qd[-1], qdd[-1])
         self.published += 1
         self.get_logger().info(f'published {self.kind} (speed {self.speed}, seed {self.seed}, '
                                f'{t[-1]:.1f} s, {t.size} points)')

@@ -49,7 +49,8 @@ integrator            rk4 (ro)                rk4 | semi_implicit_euler (see pla
 publish_rate          500.0                   joint_states rate, Hz of sim time, <= physics
 real_time_factor      1.0                     sim s per wall s; 0 = as fast as possible
 publish_clock         False (ro)              publish /clock (sim time from 0)
-clock_rate            1000.0                  /clock rate, Hz of sim time
+clock_rate            100.0                   /clock rate, Hz of sim time (each message
+                                              wakes every node on sim time)
 command_timeout       0.1                     s of sim time; 0 = never
 initial_position      [0.0] (ro)              1 value (all joints) or n
 initial_velocity      [0.0] (ro)              1 or n
@@ -275,7 +276,8 @@ class SimNode(Node):
         self.lockstep_timeout = declare(self, 'lockstep_timeout', 0.05, 'Wall time to wait for '
                                         'the answer to a state in lockstep [s]', min_value=1e-4,
                                         max_value=10.0, registry=v)
-        self.clock_rate = declare(self, 'clock_rate', 1000.0, '/clock rate [Hz, sim time]',
+        self.clock_rate = declare(self, 'clock_rate', 100.0, '/clock rate [Hz, sim time]; every '
+                                  'message is a callback in each node on sim time',
                                   min_value=1.0, max_value=20000.0,
                                   validator=at_most_physics_rate('clock_rate'), registry=v)
         self.command_timeout = declare(self, 'command_timeout', 0.1, 'Zero torque when the '

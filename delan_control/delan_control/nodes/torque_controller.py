@@ -24,6 +24,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from delan_control.control_laws import (LAWS, URDF_FEEDBACK_LAWS, BumplessBlend, Gains,
                                         clamp_torque, control_torque)
+from delan_control.continuity import JumpDetector
 from delan_control.loop_stats import LoopStats, histogram_text
 from delan_control.model_loader import (MODEL_KINDS, LatestLoader, ModelLoadError,
                                          load_dynamics_model)
@@ -113,7 +114,8 @@ class TorqueControllerNode(Node):
                                     'limits to clamp to', min_value=0.01, max_value=1.0,
                                     registry=reg)
         self.resume_tolerance = declare(
-            self, 'resume_tolerance', 1.0, 'When joint states (re)start, a reference farther '
+            self, 'resume_tolerance', 1.0, 'When joint states (re)start, or the arm jumps '
+            '(a sim reset: a step beyond twice the velocity limits), a reference farther '
             'than this from the measured position [rad or m, any joint] is dropped and the arm '
             'held where it is (the arm is elsewhere: a restarted driver, a moved arm); a nearer '
             'one is rejoined smoothly over resume_time', min_value=0.0, max_value=1e3,
@@ -158,6 +160,9 @@ class TorqueControllerNode(Node):
         self._hold: Optional[np.ndarray] = None
         self._last_state_time: Optional[float] = None
         self._stale = True
+        # a position the arm cannot have moved to (a sim reset, a re-homed driver) is handled
+        # as a restart of the joint states (control thread only)
+        self._jumps = JumpDetector(self.robot.velocity_limits)
         self._pending = None
         self._incoming: Dict = {}   # the parameters of the change being validated
         self._set_model(self.model_kind, initial=True)
@@ -402,9 +407,15 @@ class TorqueControllerNode(Node):
             self._last_state_time = now
             resumed, self._stale = self._stale, False
         if resumed:
+            self._jumps.reset()
+        jump = self._jumps.check(t, js.position)
+        if resumed or jump is not None:
             self._hold = js.position.copy()
-            self._check_reference_on_resume(t, js.position, js.velocity)
-            self.get_logger().info('joint states fresh: commanding')
+            self._check_reference_on_resume(t, js.position, js.velocity,
+                                            'the stall' if resumed else 'a jump of the arm')
+            self.get_logger().info('joint states fresh: commanding' if resumed else
+                                   f'the arm jumped {jump:.3f} between two joint states (a '
+                                   'reset, a re-homed driver): taken as a restart')
         with self._lock:
             ref, rejoin, model, old = self._reference, self._rejoin, self._model, self._old_model
             w = self._blend.weight(now)
@@ -431,7 +442,8 @@ class TorqueControllerNode(Node):
         self.commands_sent += 1
         return True
 
-    def _check_reference_on_resume(self, t: float, q: np.ndarray, qd: np.ndarray) -> None:
+    def _check_reference_on_resume(self, t: float, q: np.ndarray, qd: np.ndarray,
+                                   cause: str = 'the stall') -> None:
         """Rejoin the reference smoothly, or drop it when the arm is too far from it.
 
         What the stall added to the deviation "arm minus reference" is taken out of the command
@@ -459,12 +471,12 @@ class TorqueControllerNode(Node):
                 self._reference = None
             self._rejoin = rejoin
         if rejoin is not None:
-            self.get_logger().info(f'rejoining the reference (the stall left it {error:.3f} '
+            self.get_logger().info(f'rejoining the reference ({cause} left it {error:.3f} '
                                    f'farther from the arm) over {rejoin.end_time - t:.2f} s')
             return
         self.references_dropped += 1
         self.get_logger().warning(
-            f'reference dropped: {error:.3f} farther from the arm when joint states (re)started '
+            f'reference dropped: {error:.3f} farther from the arm after {cause} '
             f'(resume_tolerance {self.resume_tolerance}); holding the current position until a '
             'new reference arrives')
 
