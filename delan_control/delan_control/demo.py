@@ -356,9 +356,12 @@ class Demo:
             sim_time, model=self.args.excitation_controller, kp=_list(kp), kd=_list(kd),
             law=self.args.law))
         self.start('delan_learning', 'data_logger', dict(sim_time, bag_dir=self.bag_dir))
+        # training at the priority of the other nodes: the sim runs in lockstep with the
+        # controller (slower when the CPU is short), so yielding to them (the learner's
+        # training_niceness on a real arm) would only starve training on a small machine
         self.start('delan_learning', 'learner', dict(
             sim_time, checkpoint_dir=self.ckpt_dir, resume='false',
-            torch_threads=1))
+            torch_threads=1, training_niceness=0))
         self.wait_until('joint states from the sim', lambda: self.mon.samples() > 50, 60.0)
         # the excitation starts once the arm is controlled (held where it is) and the learner
         # listens: started earlier, the reference would begin from where the uncontrolled arm

@@ -36,7 +36,8 @@ from delan_learning.checkpoint import CheckpointError, load_model, save_model
 from delan_learning.joint_state import (JointStateError, JointStateMapper, MappedJointState,
                                         StampGate)
 from delan_learning.models import build_model
-from delan_learning.online import DelayedDifferentiator, ReplayBuffer, held_out
+from delan_learning.online import (ACCELERATION_SOURCES, DelayedDifferentiator,
+                                   ReplayBuffer, held_out)
 from delan_learning.ros.cdr import JointStateReader
 from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.qos import LATCHED
@@ -132,9 +133,14 @@ class LearnerNode(Node):
                         max_value=100.0, read_only=True)
         estimate_rate = p('estimate_rate', 2.0, 'DynamicsEstimate rate [Hz]; 0 = off',
                           min_value=0.0, max_value=100.0, read_only=True)
-        self.window_s = p('diff_window_s', 0.06, 'Span of the acceleration estimator [s]; '
-                          '~60 ms keeps the qdd noise floor near 1e-3 nMSE at 0.1 mrad encoder '
-                          'noise', min_value=0.005, max_value=1.0, read_only=True)
+        self.window_s = p('diff_window_s', 0.06, 'Span of the acceleration estimator [s] (a '
+                          'cubic fitted over it); longer is less noisy and more smoothed',
+                          min_value=0.005, max_value=1.0, read_only=True)
+        self.acceleration_source = p(
+            'acceleration_source', 'velocity', 'What qdd is estimated from: the measured '
+            'velocities (differentiated once, as delan-train does from a bag) or the positions '
+            '(twice: only for drives whose velocity is worse than a difference of their '
+            'encoder)', choices=ACCELERATION_SOURCES, read_only=True)
         max_gap = p('max_gap', 0.1, 'Time gap that restarts the estimator [s]',
                     min_value=1e-4, max_value=10.0, read_only=True)
         self.range_factor = p('range_factor', 3.0, 'Reject samples whose |torque| or |velocity| '
@@ -272,9 +278,10 @@ class LearnerNode(Node):
                 self._first_stamps.clear()
                 return
             window = DelayedDifferentiator.samples_for(self.window_s, dt)
-            self.diff = DelayedDifferentiator(window=window, max_gap=self.max_gap)
-            self.get_logger().info(f'joint states at {1.0 / dt:.0f} Hz: acceleration window '
-                                   f'{window} samples')
+            self.diff = DelayedDifferentiator(window=window, max_gap=self.max_gap,
+                                              source=self.acceleration_source)
+            self.get_logger().info(f'joint states at {1.0 / dt:.0f} Hz: acceleration from the '
+                                   f'{self.acceleration_source}, window {window} samples')
         sample = self.diff.push(t, js.position, js.velocity, js.effort)
         if sample is None:
             return
