@@ -39,3 +39,25 @@ def test_short_demo_end_to_end(tmp_path):
     assert 'Traceback' not in res.stdout + res.stderr
 
 
+
+
+def test_short_demo_on_the_seven_dof_arm(tmp_path):
+    """The any-arm chain on a 7-DoF arm (continuous wrist, light distal links), shortened: the
+    true plant explains the excitation, a model is published, DeLaN tracks the unseen figure
+    eight with at most 0.7 of nominal Pinocchio's error at 1x and 2x (the demo's own verdict;
+    the full demo's bound is 1/3, a run of 60 s here measured 0.21 / 0.37), no controller but PD
+    diverges, and the identification is consistent."""
+    out = tmp_path / 'demo7'
+    res = subprocess.run([sys.executable, '-m', 'delan_control.demo', '--out', str(out),
+                          '--robot', 'seven_dof_arm.urdf', '--excitation', '60',
+                          '--max-extra', '60', '--test-duration', '4',
+                          '--max-delan-ratio', '0.7'],
+                         capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    r = json.loads((out / 'results.json').read_text())
+    assert r['verdict']['passed'] and not r['verdict']['failures']
+    assert max(r['noise_floor_nmse']) < 0.1
+    assert all(r['identification']['physically_consistent'])
+    assert r['learner']['model_version'] >= 1
+    assert not any(e['diverged'] for e in r['evaluation_runs'] if e['controller'] != 'pd')
+    assert 'Traceback' not in res.stdout + res.stderr
