@@ -17,6 +17,7 @@ import numpy as np
 
 from delan_learning.excitation import FourierTrajectory, random_fourier_trajectory
 from .robot_model import RobotModel
+from .trajectories import effort_share
 from .sysid import parameter_scales, regressor
 
 
@@ -82,7 +83,6 @@ def designed_excitation(robot: RobotModel, lower: np.ndarray, upper: np.ndarray,
     the same trajectory."""
     cond = conditioning or RegressorConditioning.of(robot)
     lim = robot.operating_effort_limit()
-    finite = np.isfinite(lim) & (lim > 0)
     best, best_key = None, (np.inf, np.inf)
     for k in range(max(1, candidates)):
         traj = random_fourier_trajectory(lower, upper, max_velocity, seed=seed * 1009 + k,
@@ -91,8 +91,7 @@ def designed_excitation(robot: RobotModel, lower: np.ndarray, upper: np.ndarray,
             return traj
         t = np.linspace(0.0, traj.period, points, endpoint=False)
         q, qd, qdd = traj.sample(t)
-        need = float(np.max(np.abs(np.asarray(robot.inverse(q, qd, qdd))[:, finite])
-                            / lim[finite])) if finite.any() else 0.0
+        need = effort_share(robot.inverse, lim, q, qd, qdd)
         c = cond.condition_number(robot, q, qd, qdd)
         key = (0.0, c) if need <= effort_fraction else (need, c)
         if key < best_key:

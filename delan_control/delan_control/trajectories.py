@@ -80,6 +80,18 @@ def figure_eight(lower: np.ndarray, upper: np.ndarray, max_velocity: np.ndarray,
     return FigureEight(center=c, amplitude=amp, period=period)
 
 
+def effort_share(inverse: Callable, effort_limit: np.ndarray, q: np.ndarray, qd: np.ndarray,
+                 qdd: np.ndarray) -> float:
+    """Largest share ``|tau| / limit`` of the finite effort limits ``(n,)`` that the motion
+    ``q, qd, qdd (k, n)`` needs by the model ``inverse(q, qd, qdd)``; 0 where none is finite."""
+    lim = np.asarray(effort_limit, dtype=np.float64)
+    finite = np.isfinite(lim) & (lim > 0)
+    if not finite.any():
+        return 0.0
+    tau = np.asarray(inverse(q, qd, qdd))
+    return float(np.max(np.abs(tau[:, finite]) / lim[finite]))
+
+
 def fit_figure_eight(fig: FigureEight, inverse: Callable, effort_limit: np.ndarray,
                      speed: float = 2.0, fraction: float = 0.8, points: int = 400,
                      max_velocity: Optional[np.ndarray] = None,
@@ -107,10 +119,7 @@ def fit_figure_eight(fig: FigureEight, inverse: Callable, effort_limit: np.ndarr
     def need(k: float) -> float:
         """Largest share of an allowed limit used at amplitude factor ``k`` (<= 1: fits)."""
         q, qd, qdd = scaled(k).at_speed(speed).sample(t)
-        worst = 0.0
-        if finite.any():
-            tau = np.asarray(inverse(q, qd, qdd))
-            worst = float(np.max(np.abs(tau[:, finite]) / lim[finite])) / fraction
+        worst = effort_share(inverse, lim, q, qd, qdd) / fraction
         if vfinite.any():
             worst = max(worst, float(np.max(np.abs(qd[:, vfinite]) / vlim[vfinite]))
                         / velocity_fraction)

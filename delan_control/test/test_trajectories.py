@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
-from delan_control.trajectories import (PiecewiseQuintic, figure_eight, make_reference,
-                                        random_fourier_trajectory, rejoin_offset, splice)
+from delan_control.trajectories import (PiecewiseQuintic, effort_share, figure_eight,
+                                        make_reference, random_fourier_trajectory,
+                                        rejoin_offset, splice)
 
 LOWER, UPPER, VMAX = np.array([-3.1, -2.8]), np.array([3.1, 2.8]), np.array([6.0, 8.0])
 
@@ -116,3 +117,10 @@ def test_a_spliced_excitation_repeats_the_end_of_the_last_one_then_follows_on():
                     b.sample(later + first[0][-1] - offset)):
         assert np.allclose(x, y, atol=1e-9)
     assert spliced[0][-1] == pytest.approx(1.0 + following[0][-1])
+
+
+def test_effort_share_counts_only_finite_limits():
+    qdd = np.array([[1.0, 50.0], [-3.0, 0.0]])
+    inverse = lambda q, qd, a: a * np.array([2.0, 1.0])  # noqa: E731
+    assert effort_share(inverse, np.array([4.0, np.inf]), qdd, qdd, qdd) == pytest.approx(1.5)
+    assert effort_share(inverse, np.array([np.inf, 0.0]), qdd, qdd, qdd) == 0.0
