@@ -76,9 +76,9 @@ def pd_gains(mass_matrix: np.ndarray, omega: float, dt: float,
     inertia the joint moves when the others give way (as they do under independent joint
     loops), not ``H_ii``, the inertia with the others held: where two axes line up (a Panda's
     joints 1 and 3 at mid range) ``H_ii`` overstates the inertia of the mode they make together
-    by an order of magnitude or more, and a derivative gain sized on it drives that mode unstable at the control rate.
-    ``omega`` is then lowered (x0.8 at a time) until the sampled loop, with one period of
-    delay, has a spectral radius below ``max_radius``."""
+    by an order of magnitude or more, and a derivative gain sized on it drives that mode
+    unstable at the control rate. ``omega`` is then lowered (x0.8 at a time) until the sampled
+    loop, with one period of delay, has a spectral radius below ``max_radius``."""
     h = np.asarray(mass_matrix, dtype=np.float64)
     n = h.shape[0]
     h_inv = np.linalg.inv(h)
