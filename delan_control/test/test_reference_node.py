@@ -258,3 +258,37 @@ def test_a_repeated_excitation_is_handed_over_before_the_last_one_ends():
             lis.ex.remove_node(node)
             lis.close()
             node.destroy_node()
+
+
+def test_a_repeat_too_late_to_splice_starts_from_rest_where_the_arm_is():
+    """In-process, the node's timer driven by hand: when the node comes to the next excitation
+    only after the last one ended (the arm already holds its last point), the next one starts
+    from rest at the arm's position, now, instead of a splice stamped in the past."""
+    from rclpy.serialization import serialize_message
+    q_now = [0.1, -0.3]
+    with ros_context() as ctx:
+        node = ReferenceNode(context=ctx, namespace='late', parameter_overrides=[
+            Parameter('urdf_path', value=URDF), Parameter('trajectory', value='excitation'),
+            Parameter('approach_time', value=0.5), Parameter('duration', value=2.0),
+            Parameter('wait_for_joint_states', value=0.0), Parameter('repeat', value=True)])
+        lis = Listener(ctx)     # the node is not spun: only the listener
+        try:
+            lis.subscribe('/late/reference_trajectory')
+            time.sleep(1.0)
+            node._tick()
+            lis.wait_count(1)
+            node._tick()          # makes the next one ahead
+            state = JointState(name=NAMES, position=q_now, velocity=[0.0, 0.0])
+            node._last_state = serialize_message(state)
+            node._end_ns = node.get_clock().now().nanoseconds - 500_000_000
+            node._tick()
+            lis.wait_count(2)
+            msg = lis.received[1][1]
+            t, q, qd, qdd = arrays(msg)
+            stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            assert stamp >= node.get_clock().now().nanoseconds * 1e-9 - 1.0
+            assert np.allclose(q[0], q_now) and np.allclose(qd[0], 0.0)
+            assert node.seed == 1 and node.published == 2
+        finally:
+            lis.close()
+            node.destroy_node()
