@@ -133,7 +133,8 @@ class ReferenceNode(Node):
                 # is left to do
                 self._next = self._make(self.seed + 1, start=tuple(a[-1] for a in self._last[1:]))
             if now >= self._end_ns - int(self._handover() * 1e9):
-                # too late to splice (the arm already holds the last point): from where it is
+                # spliced on time; too late (the arm already holds the last point), from rest
+                # where it is
                 self.seed += 1
                 self.publish_reference(continued=now < self._end_ns)
 
