@@ -129,7 +129,7 @@ def pd_gains(urdf: str, rate: float = 500.0) -> Dict[str, str]:
     from delan_control.robot_model import RobotModel
     model = RobotModel(urdf)
     lo, hi = model.sample_bounds()
-    gains = gains_of(model.mass_matrix(0.5 * (lo + hi)), 12.0, 1.0 / rate)
+    gains = gains_of(model.mass_matrix(0.5 * (lo + hi)), 1.0 / rate)
     return {k: '[' + ','.join(f'{v:.6g}' for v in np.asarray(g)) + ']'
             for k, g in zip(('kp', 'kd'), gains)}
 

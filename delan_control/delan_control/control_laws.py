@@ -67,7 +67,11 @@ def control_torque(model: Optional[DynamicsModel], law: str, gains: Gains,
     raise ValueError(f'unknown control law {law!r}; expected one of {LAWS}')
 
 
-def pd_gains(mass_matrix: np.ndarray, omega: float, dt: float,
+#: closed-loop natural frequency of the PD gains of :func:`pd_gains` [rad/s]
+PD_OMEGA = 12.0
+
+
+def pd_gains(mass_matrix: np.ndarray, dt: float, omega: float = PD_OMEGA,
              max_radius: float = 1.0) -> Tuple[np.ndarray, np.ndarray]:
     """Critically damped per-joint PD gains ``(kp, kd)`` ``(n,)`` for an arm of mass matrix
     ``(n, n)`` at one configuration, stable when commanded every ``dt`` seconds.

@@ -350,8 +350,11 @@ class Demo:
         kp, kd = self.pd_gains()
         log(f'PD gains from the URDF inertia: kp {np.round(kp, 1).tolist()}, '
             f'kd {np.round(kd, 2).tolist()}')
-        # holding with the excitation's controller from the first state: PD gains stable on
-        # every arm are too soft to hold a heavy one against gravity
+        # the arm is held, and the excitation tracked, with the nominal model from the first
+        # state (computed torque on the URDF, what a user has before anything is learned): PD
+        # gains stable on every arm are too soft to hold a heavy one against gravity, and PD
+        # alone lets it sag a light wrist into its end stops, where the torque no longer
+        # explains the motion
         self.start('delan_control', 'torque_controller', dict(
             sim_time, model=self.args.excitation_controller, kp=_list(kp), kd=_list(kd),
             law=self.args.law))
@@ -369,10 +372,6 @@ class Demo:
         self.wait_until('the controller', lambda: self.mon.commands > 50, 60.0)
         self.mon.stop_counting_commands()
         self.wait_until('the learner', lambda: bool(self.mon.status), 90.0)
-        # the excitation is tracked with the nominal model (computed torque on the URDF, what a
-        # user has before anything is learned): PD alone lets gravity sag a light wrist into its
-        # end stops, where the torque no longer explains the motion
-        self.mon.set_params('torque_controller', {'model': self.args.excitation_controller})
         # a new designed excitation (next seed) every --segment seconds, each joined to the last
         # without stopping: many paths through the workspace, not one periodic curve
         self.start('delan_control', 'reference', dict(
@@ -386,14 +385,14 @@ class Demo:
         return np.where(finite, 0.5 * (np.where(finite, r.lower, 0) + np.where(finite, r.upper, 0)),
                         0.0)
 
-    def pd_gains(self, omega: float = 12.0) -> Tuple[np.ndarray, np.ndarray]:
+    def pd_gains(self) -> Tuple[np.ndarray, np.ndarray]:
         """Critically damped PD gains per joint from the nominal inertia at mid range
         (``control_laws.pd_gains``): one set of numbers would be too stiff for a wrist and too
         soft for a shoulder, and a stiff derivative gain on a light link is unstable at the
         control rate (the sim's ``publish_rate``)."""
         from delan_control.control_laws import pd_gains
         rate = float(self.node_params('sim').get('publish_rate', 500.0))
-        return pd_gains(self.model.mass_matrix(self.home()), omega, 1.0 / rate)
+        return pd_gains(self.model.mass_matrix(self.home()), 1.0 / rate)
 
     def phase_excitation(self) -> None:
         t0 = self.mon.sim_time()

@@ -140,10 +140,10 @@ def _hold(model, kp, kd, q_goal, rate=250.0, t_end=2.0, substeps=4):
 
 def test_pd_gains_are_the_classic_ones_where_the_joints_do_not_couple():
     h = np.diag([2.0, 0.5])
-    kp, kd = pd_gains(h, omega=10.0, dt=1e-3)
+    kp, kd = pd_gains(h, dt=1e-3, omega=10.0)
     assert np.allclose(kp, 100.0 * np.diag(h)) and np.allclose(kd, 20.0 * np.diag(h))
     # too stiff for the rate: lowered until the sampled loop is stable
-    kp, kd = pd_gains(h, omega=2000.0, dt=1e-3)
+    kp, kd = pd_gains(h, dt=1e-3, omega=2000.0)
     assert np.all(kd < 4000.0 * np.diag(h)) and np.all(kp > 0)
 
 
@@ -156,7 +156,7 @@ def test_pd_gains_hold_a_panda_where_two_axes_line_up():
     lo, hi = model.sample_bounds()
     q_mid = 0.5 * (lo + hi)
     h = model.mass_matrix(q_mid)
-    kp, kd = pd_gains(h, omega=12.0, dt=1.0 / 250.0)
+    kp, kd = pd_gains(h, dt=1.0 / 250.0, omega=12.0)
     assert _hold(model, kp, kd, q_mid, t_end=8.0) < 0.02     # from 0.05 rad off
     diag = np.diag(h)
     assert _hold(model, 144.0 * diag, 24.0 * diag, q_mid) == np.inf

@@ -136,7 +136,7 @@ class ReferenceNode(Node):
                 # spliced on time; too late (the arm already holds the last point), from rest
                 # where it is
                 self.seed += 1
-                self.publish_reference(continued=now < self._end_ns)
+                self.publish_reference(self._next if now < self._end_ns else None)
 
     def _handover(self) -> float:
         return min(HANDOVER_S, 0.5 * float(self._last[0][-1]))
@@ -199,12 +199,11 @@ class ReferenceNode(Node):
             dt=1.0 / self.point_rate, approach_time=self.approach_time,
             excitation=self._excitation, fit=self._fit, start=start)
 
-    def publish_reference(self, continued: bool = False) -> None:
-        """``continued``: the next excitation, spliced to the end of the one in force (sent
-        before that one ends); otherwise a new reference from the arm's position, at once."""
-        if continued:
-            following = self._next if self._next is not None else \
-                self._make(self.seed, start=tuple(a[-1] for a in self._last[1:]))
+    def publish_reference(self, following=None) -> None:
+        """``following``: the waypoints of the next excitation, spliced to the end of the one
+        in force (sent before that one ends); None: a new reference from the arm's position,
+        at once."""
+        if following is not None:
             offset, (t, q, qd, qdd) = splice(self._last, following, self._handover())
             t0 = self._t0_ns + int(round(offset * 1e9))
         else:
