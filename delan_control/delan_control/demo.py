@@ -380,10 +380,7 @@ class Demo:
 
     def home(self) -> np.ndarray:
         """The middle of each joint's limits (0 where there are none)."""
-        r = self.robot
-        finite = np.isfinite(r.lower) & np.isfinite(r.upper)
-        return np.where(finite, 0.5 * (np.where(finite, r.lower, 0) + np.where(finite, r.upper, 0)),
-                        0.0)
+        return self.robot.home()
 
     def pd_gains(self) -> Tuple[np.ndarray, np.ndarray]:
         """Critically damped PD gains per joint from the nominal inertia at mid range

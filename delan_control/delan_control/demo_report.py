@@ -21,16 +21,8 @@ MODEL_LABELS = {'true': 'true plant', 'pinocchio': 'Pinocchio (nominal URDF)',
 
 def true_plant(demo) -> RobotModel:
     """The sim's model with the mismatch of the parameter file: the ground truth."""
-    p = demo.node_params('sim')
-    scale = float(p.get('friction_scale', 1.0))
-    opt = lambda v: None if v is None or all(x < 0 for x in v) else list(v)  # noqa: E731
-    mm = Mismatch(mass_scale=p.get('mass_scale', 1.0), inertia_scale=p.get('inertia_scale', 1.0),
-                  payload_mass=float(p.get('payload_mass', 0.0)),
-                  payload_offset=p.get('payload_offset', (0.0, 0.0, 0.0)),
-                  payload_radius=float(p.get('payload_radius', 0.0)),
-                  viscous=opt(p.get('viscous')), coulomb=opt(p.get('coulomb')),
-                  viscous_scale=scale, coulomb_scale=scale)
-    return RobotModel(demo.urdf, mm, **demo.robot.selection_kwargs())
+    return RobotModel(demo.urdf, Mismatch.from_params(demo.node_params('sim')),
+                      **demo.robot.selection_kwargs())
 
 
 def segment_arrays(segments) -> Dict[str, np.ndarray]:

@@ -36,7 +36,7 @@ import os
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pinocchio as pin
@@ -209,6 +209,21 @@ class Mismatch:
     coulomb: Optional[Sequence[float]] = None
     viscous_scale: float = 1.0
     coulomb_scale: float = 1.0
+
+    @classmethod
+    def from_params(cls, p: Mapping[str, Any]) -> 'Mismatch':
+        """From the sim node's parameters (``payload_mass``, ``friction_scale``, ...; a
+        ``viscous``/``coulomb`` list of negatives means the URDF's values)."""
+        def given(v):
+            return None if v is None or all(x < 0 for x in v) else list(v)
+        scale = float(p.get('friction_scale', 1.0))
+        return cls(mass_scale=p.get('mass_scale', 1.0),
+                   inertia_scale=p.get('inertia_scale', 1.0),
+                   payload_mass=float(p.get('payload_mass', 0.0)),
+                   payload_offset=tuple(p.get('payload_offset', (0.0, 0.0, 0.0))),
+                   payload_radius=float(p.get('payload_radius', 0.0)),
+                   viscous=given(p.get('viscous')), coulomb=given(p.get('coulomb')),
+                   viscous_scale=scale, coulomb_scale=scale)
 
     def is_identity(self) -> bool:
         return (np.all(np.asarray(self.mass_scale) == 1.0)

@@ -440,6 +440,15 @@ class RobotDescription:
     def velocity_given(self):
         return self._array('velocity_given').astype(bool)
 
+    def home(self):
+        """The middle of each joint's limits, 0 where there are none: where the demo starts and
+        resets the arm (0 lies outside some arms' ranges, a Panda's elbow)."""
+        import numpy as np
+        lo, hi = self.lower, self.upper
+        finite = np.isfinite(lo) & np.isfinite(hi)
+        return np.where(finite, 0.5 * (np.where(finite, lo, 0.0) + np.where(finite, hi, 0.0)),
+                        0.0)
+
     @property
     def effort_given(self):
         return self._array('effort_given').astype(bool)

@@ -334,13 +334,11 @@ class SimNode(Node):
         limits = declare(self, 'position_limits', True, 'URDF position limits act as '
                          'inelastic end stops', **ro)
 
-        def opt(vals):
-            return None if all(x < 0 for x in vals) else list(vals)
-        mismatch = Mismatch(mass_scale=list(mass_scale), inertia_scale=list(inertia_scale),
-                            payload_mass=payload, payload_offset=list(payload_offset),
-                            payload_radius=payload_radius, viscous=opt(viscous),
-                            coulomb=opt(coulomb), viscous_scale=friction_scale,
-                            coulomb_scale=friction_scale)
+        mismatch = Mismatch.from_params({
+            'mass_scale': list(mass_scale), 'inertia_scale': list(inertia_scale),
+            'payload_mass': payload, 'payload_offset': list(payload_offset),
+            'payload_radius': payload_radius, 'viscous': list(viscous),
+            'coulomb': list(coulomb), 'friction_scale': friction_scale})
         self.model = nominal
         self.plant = Plant(nominal, mismatch, physics_rate=physics_rate, integrator=integrator,
                            torque_noise=torque_noise, position_noise=position_noise,

@@ -1,0 +1,73 @@
+"""The demo's evaluation replayed without ROS (delan_control.replay). That it reproduces a real
+demo run over DDS is asserted in tests/test_demo.py; here its parts, on arrays."""
+import os
+
+import numpy as np
+import pytest
+
+from delan_control.replay import EvaluationSetup, node_parameters, replay_tracking, true_model
+from delan_control.robot_model import Mismatch, find_urdf
+from delan_learning.urdf_joints import RobotDescription
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PARAMS = os.path.join(ROOT, 'launch', 'config', 'sim_params.yaml')
+
+
+@pytest.fixture(scope='module')
+def two_link():
+    return EvaluationSetup.from_params(find_urdf('two_link_arm.urdf'), PARAMS)
+
+
+def test_setup_reads_the_parameter_file_the_nodes_use(two_link):
+    sim = node_parameters(PARAMS, 'sim')
+    assert two_link.rate == sim['publish_rate']
+    assert two_link.mismatch.payload_mass == sim['payload_mass']
+    assert two_link.mismatch.viscous_scale == sim['friction_scale']
+    ct_kp = node_parameters(PARAMS, 'torque_controller')['ct_kp']
+    np.testing.assert_array_equal(two_link.gains().ct_kp, np.full(2, ct_kp[0]))
+
+
+def test_the_figure_eight_starts_at_rest_at_home(two_link):
+    q, qd, qdd = two_link.figure_eight(2.0).sample(np.array([0.0]))
+    np.testing.assert_allclose(q[0], two_link.home, atol=1e-12)
+    np.testing.assert_allclose(qd[0], 0.0, atol=1e-12)
+
+
+def test_the_true_model_tracks_far_better_than_nominal_and_nominal_than_pd(two_link):
+    for speed in (1.0, 2.0):
+        nominal = replay_tracking(two_link, two_link.nominal, speed, duration=3.0)
+        true = replay_tracking(two_link, true_model(two_link), speed, duration=3.0)
+        pd = replay_tracking(two_link, None, speed, duration=3.0)
+        assert np.all(np.isfinite(nominal)) and np.all(np.isfinite(true))
+        assert np.mean(true) < 0.2 * np.mean(nominal), speed
+        assert np.mean(nominal) < np.mean(pd), speed
+
+
+class _Broken:
+    """A model whose torque is not finite: the loop commands zero, the arm falls."""
+
+    def inverse(self, q, qd, qdd):
+        return np.full(np.shape(q), np.nan)
+
+
+def test_a_run_that_loses_the_arm_is_marked_diverged(two_link):
+    rms = replay_tracking(two_link, _Broken(), 1.0, duration=3.0)
+    assert np.all(np.isinf(rms))
+
+
+def test_mismatch_from_sim_parameters():
+    m = Mismatch.from_params({'payload_mass': 0.6, 'friction_scale': 2.0,
+                              'viscous': [-1.0, -1.0], 'coulomb': [0.1, 0.2]})
+    assert m.payload_mass == 0.6
+    assert m.viscous is None and m.coulomb == [0.1, 0.2]
+    assert m.viscous_scale == m.coulomb_scale == 2.0
+    assert Mismatch.from_params({}).is_identity()
+
+
+def test_home_is_the_middle_of_the_limits_and_zero_without_limits():
+    panda = RobotDescription.load(find_urdf('panda.urdf'))
+    np.testing.assert_allclose(panda.home(), 0.5 * (panda.lower + panda.upper))
+    assert panda.home()[3] < 0   # the elbow's range lies below zero
+    seven = RobotDescription.load(find_urdf('seven_dof_arm.urdf'))
+    cont = np.array([t == 'continuous' for t in seven.joint_types])
+    assert cont.any() and np.all(seven.home()[cont] == 0.0)
