@@ -179,11 +179,14 @@ class Trainer:
             yield perm[start:start + batch_size].to(self.device)
 
     def train_steps(self, data: ArrayData, n_steps: int, batch_size: Optional[int] = None,
-                    lr: Optional[float] = None) -> float:
+                    lr: Optional[float] = None,
+                    stop: Optional[Callable[[], bool]] = None) -> float:
         """``n_steps`` optimiser steps on random minibatches of ``data``; mean loss.
 
         What an online learner calls repeatedly with its growing (or windowed) buffer; the
-        optimiser state carries over between calls.
+        optimiser state carries over between calls. ``stop()`` is asked before every step and
+        ends the call early when true (a node shutting down must not wait for a whole round,
+        which takes seconds on a loaded machine).
         """
         full = self.to_batch(data)
         self._ensure_initialised(full)
@@ -192,6 +195,8 @@ class Trainer:
         losses = []
         it = iter(())
         for _ in range(n_steps):
+            if stop is not None and stop():
+                break
             idx = next(it, None)
             if idx is None or len(idx) < bs:
                 it = self._minibatches(len(full.q), bs)

@@ -40,6 +40,19 @@ def test_online_steps_keep_optimiser_state(small):
     assert set(ev) == {'loss', 'mse', 'nmse'} and len(ev['nmse']) == 2
 
 
+def test_online_steps_end_early_when_asked_to_stop(small):
+    tr = Trainer(DelanModel(small.joint_types, width=16), TrainConfig(batch_size=64))
+    arrays = {'q': small.q, 'qd': small.qd, 'qdd': small.qdd, 'tau': small.tau}
+    asked = []
+
+    def stop() -> bool:
+        asked.append(tr.steps)
+        return tr.steps >= 7
+    tr.train_steps(arrays, 100, stop=stop)
+    assert tr.steps == 7 and asked == list(range(8))
+    assert np.isnan(tr.train_steps(arrays, 5, stop=lambda: True)) and tr.steps == 7
+
+
 def test_fit_metrics_callback_and_stop(small):
     torch.manual_seed(0)
     train, val = split_by_trajectory(small, 0.34, seed=0)

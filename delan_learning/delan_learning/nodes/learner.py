@@ -339,7 +339,10 @@ class LearnerNode(Node):
                 normalizer=TorqueNormalizer.from_torques(data['tau']))
         for g in self.trainer.optimizer.param_groups:
             g['lr'] = self.lr
-        loss = self.trainer.train_steps(data, self.steps_per_round, batch_size=self.batch_size)
+        loss = self.trainer.train_steps(data, self.steps_per_round, batch_size=self.batch_size,
+                                        stop=self._stop.is_set)
+        if self._stop.is_set():
+            return
         self.training_steps += self.steps_per_round
         ev = self.trainer.evaluate(val)
         self.last_round_s = time.perf_counter() - t0
