@@ -56,16 +56,63 @@ PY
   touch "$VENV/.cmake-fixed"
 fi
 
-# 3. colcon build (colcon itself skips up-to-date packages only partly, so guard on sources)
-src_hash=$(find delan_msgs delan_learning delan_control -type f \
-             \( -name '*.msg' -o -name '*.srv' -o -name 'CMakeLists.txt' -o -name 'package.xml' \
-                -o -name 'setup.py' -o -name 'setup.cfg' -o -path '*/config/*' -o -path '*/resource/*' \) -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+# 3. ROS 2's pure-Python tools (launch, launch_ros, the ros2 CLI, rosidl_runtime_py) are not on
+#    PyPI: wheels from ../shared/ros2_python where it exists, else their upstream tags. --no-deps:
+#    their dependencies are in requirements.txt, some under the ros-* wheels' names pip does not
+#    know them by (ament_index_python, rclpy). launch_testing and launch_pytest stay out: their
+#    pytest plugin breaks pytest 9.
+ROS2_PY=$ROOT/../shared/ros2_python
+if [ -d "$ROS2_PY/wheels" ]; then
+  tools=("$ROS2_PY"/wheels/*.whl)
+  tools_hash=$(cat "${tools[@]}" | sha256sum | cut -d' ' -f1)
+else
+  gh=https://github.com/ros2
+  tools=()
+  for p in launch launch_xml launch_yaml; do tools+=("git+$gh/launch@3.7.1#subdirectory=$p"); done
+  for p in launch_ros ros2launch; do tools+=("git+$gh/launch_ros@0.28.0#subdirectory=$p"); done
+  for p in ros2cli ros2action ros2interface ros2lifecycle ros2node ros2param ros2pkg ros2run \
+           ros2service ros2topic; do
+    tools+=("git+$gh/ros2cli@0.36.1#subdirectory=$p")
+  done
+  tools+=("git+$gh/rosidl_runtime_py@0.14.0")
+  tools_hash=$(printf '%s\n' "${tools[@]}" | sha256sum | cut -d' ' -f1)
+fi
+if [ "$(cat "$VENV/.ros2-python.sha256" 2>/dev/null)" != "$tools_hash" ]; then
+  log "installing launch, launch_ros and the ros2 CLI"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "${tools[@]}"
+  echo "$tools_hash" > "$VENV/.ros2-python.sha256"
+else
+  log "ros2 CLI up to date"
+fi
+
+# 4. launch_ros imports composition_interfaces, an interface package that no wheel carries: it is
+#    built with the workspace, from ../shared/ros2_python/src or from rcl_interfaces' tag.
+if [ -d "$ROS2_PY/src/composition_interfaces" ]; then
+  extra_src=$ROS2_PY/src
+else
+  extra_src=$ROOT/.ros2_src  # a dot folder: colcon's crawl of . skips it
+  if [ ! -f "$extra_src/composition_interfaces/package.xml" ]; then
+    log "fetching composition_interfaces (rcl_interfaces 2.2.0)"
+    tmp=$(mktemp -d)
+    git clone -q --depth 1 --branch 2.2.0 https://github.com/ros2/rcl_interfaces "$tmp"
+    mkdir -p "$extra_src"
+    cp -r "$tmp/composition_interfaces" "$extra_src/"
+    rm -rf "$tmp"
+  fi
+fi
+
+# 5. colcon build (colcon itself skips up-to-date packages only partly, so guard on sources)
+src_hash=$(find delan_msgs delan_learning delan_control "$extra_src/composition_interfaces" \
+             -type f \( -name '*.msg' -o -name '*.srv' -o -name 'CMakeLists.txt' \
+                -o -name 'package.xml' -o -name 'setup.py' -o -name 'setup.cfg' \
+                -o -path '*/config/*' -o -path '*/resource/*' \) -print0 \
+           | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
 if [ "$(cat install/.sources.sha256 2>/dev/null)" != "$src_hash" ] || [ ! -f install/setup.bash ]; then
   log "colcon build --symlink-install"
   # shellcheck disable=SC1091
   source scripts/venv_env.sh
   rm -rf build install log
-  colcon build --symlink-install --event-handlers console_direct- \
+  colcon build --symlink-install --base-paths . "$extra_src" --event-handlers console_direct- \
      --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$VENV/bin/python" \
      2>&1 | tail -n 20
   echo "$src_hash" > install/.sources.sha256

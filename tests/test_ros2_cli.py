@@ -1,0 +1,197 @@
+"""The README's ROS 2 recipes, typed as a user types them, through the real `ros2` command line:
+`ros2 launch` starts the simulated suite, `ros2 node list` / `ros2 topic` see its nodes, joint
+states and the learner's status, `ros2 param set` switches the controller's model at runtime and
+Ctrl-C (SIGINT) stops everything. Every command inherits this pytest run's ROS_DOMAIN_ID (root
+conftest.py), so parallel runs do not hear each other.
+
+The commands run in a temporary folder holding links to launch/ and urdf/: the recipes' relative
+paths resolve as in the repository root, and the bags and checkpoints they write land there."""
+import os
+import re
+import shlex
+import signal
+import subprocess
+import threading
+import time
+
+import psutil
+import pytest
+import yaml
+
+from delan_learning.ros.testing import stop_process
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = open(os.path.join(ROOT, 'README.md')).read()
+
+LAUNCH = 'ros2 launch launch/sim.launch.py controller:=pd record:=true'
+NODE_LIST = 'ros2 node list'
+HZ = 'ros2 topic hz /joint_states'
+ECHO_JOINT_STATES = 'ros2 topic echo --once /joint_states'
+ECHO_STATUS = 'ros2 topic echo --once /learner/status'
+SET_MODEL = 'ros2 param set /torque_controller model pinocchio'
+GET_MODEL = 'ros2 param get /torque_controller model'
+RECIPES = [LAUNCH, NODE_LIST, HZ, ECHO_JOINT_STATES, ECHO_STATUS, SET_MODEL, GET_MODEL]
+
+NODES = ['sim', 'reference', 'torque_controller', 'data_logger', 'learner']
+JOINTS = ['shoulder', 'elbow']  # urdf/two_link_arm.urdf, the launch file's default robot
+WAIT = 90.0  # generous: five nodes (one importing torch) and the CLI share two busy cores
+
+
+class Output:
+    """A child's stdout and stderr, read line by line in a thread (so the pipe never fills) and
+    waited on by pattern."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.lines, self.closed = [], False
+        self._cv = threading.Condition()
+        threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
+
+    def _read(self, stream):
+        for line in stream:
+            with self._cv:
+                self.lines.append(line)
+                self._cv.notify_all()
+        with self._cv:
+            self.closed = True
+            self._cv.notify_all()
+
+    @property
+    def text(self) -> str:
+        with self._cv:
+            return ''.join(self.lines)
+
+    def wait_for(self, pattern: str, timeout: float = WAIT) -> re.Match:
+        """The first match of ``pattern``; fails the test if none comes within ``timeout``."""
+        def found():
+            return re.search(pattern, ''.join(self.lines), re.MULTILINE)
+        with self._cv:
+            self._cv.wait_for(lambda: found() or self.closed, timeout)
+            match = found()
+        assert match, f'no {pattern!r} in the output:\n{self.text[-3000:]}'
+        return match
+
+
+def start(command: str, cwd: str) -> tuple:
+    proc = subprocess.Popen(shlex.split(command), cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED='1'))
+    return proc, Output(proc)
+
+
+def run_until(command: str, cwd: str, ok, timeout: float = WAIT) -> str:
+    """Run ``command`` again until its output satisfies ``ok``; returns that output. A new ros2
+    process discovers the graph asynchronously, so a first try may not see a node or topic yet,
+    as a user retyping the command sometimes sees."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            r = subprocess.run(shlex.split(command), cwd=cwd, capture_output=True, text=True,
+                               timeout=max(1.0, min(30.0, deadline - time.monotonic())))
+            out = r.stdout + r.stderr
+            if r.returncode == 0 and ok(r.stdout):
+                return r.stdout
+        except subprocess.TimeoutExpired as e:
+            out = f'timed out; output so far: {e.stdout!r} {e.stderr!r}'
+        if time.monotonic() > deadline:
+            pytest.fail(f'`{command}` never gave the expected output; last try:\n{out}')
+
+
+def first_message(echo_output: str) -> dict:
+    """The message `ros2 topic echo --once` printed. Each record it prints ends with ---; under
+    load a notice of messages lost before it ("A message was lost!!!") may come first."""
+    records = [r for r in echo_output.split('---\n') if not r.startswith('A message was lost')]
+    return yaml.safe_load(records[0])
+
+
+@pytest.fixture(scope='module')
+def workdir(tmp_path_factory):
+    d = tmp_path_factory.mktemp('user')
+    for name in ('launch', 'urdf'):
+        os.symlink(os.path.join(ROOT, name), d / name)
+    yield str(d)
+    # the CLI commands started a ros2 daemon for this domain; a user's would stay, ours may not
+    subprocess.run(['ros2', 'daemon', 'stop'], cwd=d, capture_output=True, timeout=WAIT)
+
+
+@pytest.fixture(scope='module')
+def suite(workdir):
+    # A non-interactive shell starts its background jobs with SIGINT ignored, and children
+    # inherit that; the launch must get Ctrl-C as it does in a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    proc, out = start(LAUNCH, workdir)
+    yield proc, out
+    # after a failed test: the launch stops its nodes on SIGTERM; any it left are killed
+    nodes = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
+    stop_process(proc)
+    for node in psutil.wait_procs(nodes, timeout=WAIT)[1]:
+        node.kill()
+
+
+def test_readme_shows_these_recipes():
+    missing = [c for c in RECIPES if c not in README]
+    assert not missing
+
+
+def test_ros2_launch_starts_every_node(suite, workdir):
+    _, out = suite
+    for node in NODES:
+        out.wait_for(rf'\[{node}-\d+\]: process started')
+    run_until(NODE_LIST, workdir, lambda s: {f'/{n}' for n in NODES} <= set(s.split()))
+
+
+def test_joint_states_flow(suite, workdir):
+    msg = first_message(run_until(ECHO_JOINT_STATES, workdir, lambda s: 'name:' in s))
+    assert msg['name'] == JOINTS
+    assert len(msg['position']) == len(msg['velocity']) == len(msg['effort']) == len(JOINTS)
+
+    hz, out = start(HZ, workdir)
+    try:
+        rate = float(out.wait_for(r'average rate: ([0-9.]+)').group(1))
+        assert rate > 0
+        hz.send_signal(signal.SIGINT)
+        hz.wait(timeout=WAIT)
+    finally:
+        stop_process(hz)
+
+
+def test_learner_status_is_published(suite, workdir):
+    status = first_message(run_until(ECHO_STATUS, workdir, lambda s: 'joint_names:' in s))
+    assert status['joint_names'] == JOINTS
+    assert status['message']
+    assert status['samples_seen'] >= 0
+
+
+def test_param_set_switches_the_controller_model_and_get_reads_it_back(suite, workdir):
+    _, out = suite
+    out.wait_for(r'\[torque_controller\]: controlling .* with model=pd')
+    set_out = run_until(SET_MODEL, workdir, lambda s: 'Set parameter successful' in s)
+    assert 'Set parameter successful' in set_out
+    out.wait_for(r'\[torque_controller\]: switched model pd -> pinocchio')
+    got = run_until(GET_MODEL, workdir, lambda s: 'String value is' in s)
+    assert got.strip() == 'String value is: pinocchio'
+
+
+def test_ctrl_c_stops_every_node_cleanly(suite):
+    proc, out = suite
+    for node in NODES:
+        out.wait_for(rf'\[{node}-\d+\]: process started')
+    nodes = psutil.Process(proc.pid).children(recursive=True)
+    assert len(nodes) >= len(NODES)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=WAIT) == 0, out.text[-3000:]
+    for node in NODES:
+        out.wait_for(rf'\[{node}-\d+\]: process has finished cleanly')
+    assert 'process has died' not in out.text
+    _, alive = psutil.wait_procs(nodes, timeout=WAIT)
+    assert not alive
+
+
+def test_bad_launch_argument_gets_the_launch_systems_error(workdir):
+    r = subprocess.run(shlex.split('ros2 launch launch/sim.launch.py controller:=fast'),
+                       cwd=workdir, capture_output=True, text=True, timeout=WAIT)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert ('Argument "controller" provided value "fast" is not valid. Valid options are: '
+            "['pd', 'pinocchio', 'identified', 'delan']") in out
+    assert 'process started' not in out
