@@ -37,8 +37,30 @@ def test_short_demo_end_to_end(tmp_path):
     assert r['bag']['samples'] > 0.9 * r['timing']['excitation_sim_s'] * 250 * 0.5
     assert r['learner']['model_version'] >= 1
     assert 'Traceback' not in res.stdout + res.stderr
+    _replay_matches_the_demo(out, r, 'two_link_arm.urdf', test_duration=4.0)
 
 
+def _replay_matches_the_demo(out, r, robot: str, test_duration: float) -> None:
+    """The ROS-free replay of the evaluation (delan_control.replay, bench/bench_replay.py)
+    measures what the demo measured over DDS: the sim runs in lockstep, so the same models
+    give the same tracking errors, per joint."""
+    import numpy as np
+    from delan_control.model_loader import load_dynamics_model
+    from delan_control.replay import EvaluationSetup, replay_tracking
+    from delan_control.robot_model import find_urdf
+    setup = EvaluationSetup.from_params(find_urdf(robot), os.path.join(
+        ROOT, 'launch', 'config', 'sim_params.yaml'))
+    models = {'pinocchio': setup.nominal,
+              'identified': load_dynamics_model('identified', setup.robot,
+                                                identified_params=str(out / 'identified.json')),
+              'delan': load_dynamics_model('delan', setup.robot,
+                                           checkpoint=r['learner']['checkpoint'])}
+    measured = {(e['controller'], e['speed']): np.asarray(e['rms']) for e in r['tracking']}
+    for (name, speed), rms in measured.items():
+        if name in models:
+            replayed = replay_tracking(setup, models[name], speed, duration=test_duration)
+            np.testing.assert_allclose(replayed, rms, rtol=0.05, atol=2e-5,
+                                       err_msg=f'{name} at {speed}x')
 
 
 def test_short_demo_on_the_seven_dof_arm(tmp_path):

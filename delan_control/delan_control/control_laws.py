@@ -20,6 +20,7 @@ With no model (``pd``) the feed-forward term is zero: a plain PD controller.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -83,21 +84,83 @@ def pd_gains(mass_matrix: np.ndarray, dt: float, omega: float = PD_OMEGA,
     by an order of magnitude or more, and a derivative gain sized on it drives that mode
     unstable at the control rate. ``omega`` is then lowered (x0.8 at a time) until the sampled
     loop, with one period of delay, has a spectral radius below ``max_radius``."""
-    h = np.asarray(mass_matrix, dtype=np.float64)
-    n = h.shape[0]
-    h_inv = np.linalg.inv(h)
+    h_inv = np.linalg.inv(np.asarray(mass_matrix, dtype=np.float64))
     m = 1.0 / np.diag(h_inv)
+    w = float(omega)
+    while True:
+        kp, kd = w * w * m, 2.0 * w * m
+        if _sampled_loop_stable(kp, kd, h_inv, dt, max_radius) or w < 1e-3 * omega:
+            return kp, kd
+        w *= 0.8
+
+
+#: closed-loop natural frequency of the computed-torque gains (ct_kp = omega^2) [rad/s]
+CT_OMEGA = 20.0
+#: how many times the feedback's stiffness must exceed the nominal model's gravity pulling the
+#: arm away (an upright posture): the unknown payload adds to that pull
+GRAVITY_MARGIN = 4.0
+
+
+def gravity_stiffness(model: DynamicsModel, q: np.ndarray, step: float = 1e-6) -> np.ndarray:
+    """``dg/dq (n, n)`` at ``q``: negative eigenvalues pull the arm away from ``q`` (an
+    inverted pendulum), positive ones pull it back (a hanging one)."""
+    q = np.asarray(q, dtype=np.float64)
+    cols = [(np.asarray(model.gravity(q + step * e)) - np.asarray(model.gravity(q - step * e)))
+            / (2.0 * step) for e in np.eye(q.size)]
+    return np.array(cols).T
+
+
+def _sampled_loop_stable(kp: np.ndarray, kd: np.ndarray, h_inv: np.ndarray, dt: float,
+                         max_radius: float) -> bool:
+    """Whether feedback torques ``kp e + kd e_dot`` (gain matrices ``(n, n)``, or ``(n,)`` for
+    diagonal ones) hold an arm of inverse mass matrix ``h_inv``, commanded every ``dt`` with one
+    period of delay."""
+    n = h_inv.shape[0]
+    kp, kd = (np.diag(k) if np.ndim(k) == 1 else np.asarray(k) for k in (kp, kd))
     eye, zero = np.eye(n), np.zeros((n, n))
     # x = (q, qd, tau applied now); tau from the state of one period ago (zero-order hold)
     step = np.block([[eye, dt * eye], [zero, eye]])
     drive = np.vstack([0.5 * dt * dt * h_inv, dt * h_inv])
-    w = float(omega)
-    while True:
-        kp, kd = w * w * m, 2.0 * w * m
-        loop = np.block([[step, drive], [-np.hstack([np.diag(kp), np.diag(kd)]), zero]])
-        if np.max(np.abs(np.linalg.eigvals(loop))) < max_radius or w < 1e-3 * omega:
-            return kp, kd
-        w *= 0.8
+    loop = np.block([[step, drive], [-np.hstack([kp, kd]), zero]])
+    return bool(np.max(np.abs(np.linalg.eigvals(loop))) < max_radius)
+
+
+def ct_gains(mass_matrix: np.ndarray, gravity: np.ndarray, dt: float, omega: float = CT_OMEGA,
+             margin: float = GRAVITY_MARGIN, max_radius: float = 1.0
+             ) -> Tuple[np.ndarray, np.ndarray, bool]:
+    """Computed-torque gains ``(ct_kp, ct_kd, stiff_enough)`` ``(n,)`` [1/s^2, 1/s], critically
+    damped, for feedback through the mass matrix ``(n, n)`` at a posture where gravity has
+    the stiffness ``gravity`` (:func:`gravity_stiffness`).
+
+    ``omega`` is raised until ``omega^2 H`` exceeds ``margin`` times gravity's pull away from
+    the posture (the largest ``lambda`` of ``-G v = lambda H v``): gains that suit a hanging arm
+    let an upright light one (a Kinova's wrist, with a payload the URDF does not know) sink
+    into a static error no model's feed-forward removes. It is capped where the sampled loop
+    (one period of delay) would no longer be stable; ``stiff_enough`` is False then."""
+    import scipy.linalg
+    h = np.asarray(mass_matrix, dtype=np.float64)
+    g = np.asarray(gravity, dtype=np.float64)
+    pull = float(scipy.linalg.eigh(-0.5 * (g + g.T), h, eigvals_only=True).max())
+    w = max(float(omega), math.sqrt(max(margin * pull, 0.0)))
+    h_inv = np.linalg.inv(h)
+    stiff_enough = True
+    while not _sampled_loop_stable(w * w * h, 2.0 * w * h, h_inv, dt, max_radius):
+        stiff_enough = False
+        w *= 0.9
+        if w < 1e-3 * omega:
+            break
+    n = h.shape[0]
+    return np.full(n, w * w), np.full(n, 2.0 * w), stiff_enough
+
+
+def arm_gains(model: DynamicsModel, q: np.ndarray, dt: float) -> Tuple[Gains, bool]:
+    """Both laws' gains for an arm held about ``q`` by ``model`` (its URDF), commanded every
+    ``dt``: :func:`pd_gains` and :func:`ct_gains`; the flag is False where the computed-torque
+    gains could not be made stiff enough against gravity (see :func:`ct_gains`)."""
+    h = np.asarray(model.mass_matrix(q), dtype=np.float64)
+    kp, kd = pd_gains(h, dt)
+    ct_kp, ct_kd, stiff_enough = ct_gains(h, gravity_stiffness(model, q), dt)
+    return Gains(ct_kp=ct_kp, ct_kd=ct_kd, kp=kp, kd=kd), stiff_enough
 
 
 def clamp_torque(tau: np.ndarray, limits: np.ndarray) -> np.ndarray:

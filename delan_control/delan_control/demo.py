@@ -43,7 +43,7 @@ from std_srvs.srv import Trigger
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from delan_control.control_laws import LAWS
+from delan_control.control_laws import LAWS, Gains, arm_gains
 from delan_control.evaluation import DivergenceCheck, delan_verdict, joint_errors
 from delan_control.robot_model import RobotModel, find_urdf
 from delan_control.trajectories import PiecewiseQuintic
@@ -347,16 +347,18 @@ class Demo:
         self.start('delan_control', 'sim', {'initial_position': _list(self.home()),
                                             'hold_until_commanded': 'true'})
         sim_time = {'use_sim_time': 'true'}
-        kp, kd = self.pd_gains()
-        log(f'PD gains from the URDF inertia: kp {np.round(kp, 1).tolist()}, '
-            f'kd {np.round(kd, 2).tolist()}')
+        gains = self.gains()
+        log(f'gains from the URDF at the start posture: PD kp {np.round(gains.kp, 1).tolist()}, '
+            f'kd {np.round(gains.kd, 2).tolist()}; computed torque {gains.ct_kp[0]:.0f} / '
+            f'{gains.ct_kd[0]:.1f}')
         # the arm is held, and the excitation tracked, with the nominal model from the first
         # state (computed torque on the URDF, what a user has before anything is learned): PD
         # gains stable on every arm are too soft to hold a heavy one against gravity, and PD
         # alone lets it sag a light wrist into its end stops, where the torque no longer
         # explains the motion
         self.start('delan_control', 'torque_controller', dict(
-            sim_time, model=self.args.excitation_controller, kp=_list(kp), kd=_list(kd),
+            sim_time, model=self.args.excitation_controller, kp=_list(gains.kp),
+            kd=_list(gains.kd), ct_kp=_list(gains.ct_kp), ct_kd=_list(gains.ct_kd),
             law=self.args.law))
         self.start('delan_learning', 'data_logger', dict(sim_time, bag_dir=self.bag_dir))
         # training at the priority of the other nodes: the sim runs in lockstep with the
@@ -382,14 +384,22 @@ class Demo:
         """The middle of each joint's limits (0 where there are none)."""
         return self.robot.home()
 
-    def pd_gains(self) -> Tuple[np.ndarray, np.ndarray]:
-        """Critically damped PD gains per joint from the nominal inertia at mid range
-        (``control_laws.pd_gains``): one set of numbers would be too stiff for a wrist and too
-        soft for a shoulder, and a stiff derivative gain on a light link is unstable at the
-        control rate (the sim's ``publish_rate``)."""
-        from delan_control.control_laws import pd_gains
+    def gains(self) -> Gains:
+        """Per-joint gains from the nominal model at the start posture
+        (``control_laws.arm_gains``): one set of numbers would be too stiff for a wrist and too
+        soft for a shoulder, a stiff derivative gain on a light link is unstable at the control
+        rate (the sim's ``publish_rate``), and an upright arm needs the computed-torque loop
+        stiffer than gravity's pull."""
         rate = float(self.node_params('sim').get('publish_rate', 500.0))
-        return pd_gains(self.model.mass_matrix(self.home()), 1.0 / rate)
+        gains, stiff_enough = arm_gains(self.model, self.home(), 1.0 / rate)
+        if not stiff_enough:
+            log(f'warning: at {rate:g} Hz the computed-torque loop cannot be made stiffer than '
+                'gravity pulls this arm away from its start posture: every model will track '
+                'poorly')
+        self.results['gains'] = {k: getattr(gains, k).tolist()
+                                 for k in ('kp', 'kd', 'ct_kp', 'ct_kd')}
+        self.results['gains']['stiff_enough'] = stiff_enough
+        return gains
 
     def phase_excitation(self) -> None:
         t0 = self.mon.sim_time()
@@ -403,8 +413,7 @@ class Demo:
                         progress=self.learner_progress)
         self.timing['excitation_wall_s'] = time.monotonic() - wall
         self.timing['excitation_sim_s'] = self.mon.sim_time() - t0
-        self.mon.set_params('learner', {'training_enabled': False})
-        time.sleep(0.5)
+        self.pause_learner()
         st = self.mon.status[-1][1]
         self.results['learner'] = {
             'samples_seen': int(st.samples_seen), 'training_steps': int(st.training_steps),
@@ -414,6 +423,19 @@ class Demo:
             'rejected': int(st.samples_rejected),
             'steps_per_s': float(st.training_steps) / max(self.timing['excitation_wall_s'], 1e-9)}
         log(self.learner_progress())
+
+    def pause_learner(self) -> None:
+        """Stop training and wait until the learner says it is paused and its newest version
+        has arrived here: a round in flight when the switch came may still publish one, which
+        the controller hot-swaps to, so it, not the one before, is the model under test."""
+        n = len(self.mon.status)
+        self.mon.set_params('learner', {'training_enabled': False})
+
+        def paused() -> bool:
+            fresh = [m for _, m in self.mon.status[n:] if m.state == ModelStatus.STATE_PAUSED]
+            return bool(fresh) and bool(self.mon.updates) and \
+                self.mon.updates[-1].model_version == fresh[-1].model_version
+        self.wait_until('the learner to pause with its newest version', paused, 60.0)
 
     def noise_floor(self, t_start: float) -> np.ndarray:
         """Per-joint torque nMSE of the true plant (the sim's own model) on the excitation

@@ -3,20 +3,20 @@
 ``make demo`` tracks a figure eight with each model over DDS, the sim in lockstep with the
 controller. Lockstep makes that run a deterministic function of the parameter file: the same
 reference (``make_reference`` sized by ``fit_figure_eight``), the same control law and gains at
-the sim's ``publish_rate``, the same mismatched plant and measurement noise. :func:`replay_tracking`
-steps exactly that loop in one process, so a checkpoint, a training change or a control law can
-be compared with nominal Pinocchio on the demo's own terms (``bench/bench_replay.py``).
-ROS-free.
+the sim's ``publish_rate``, the same mismatched plant and measurement noise.
+:func:`replay_tracking` steps exactly that loop in one process (the gains as the demo derives
+them from the URDF), so a checkpoint, a training change or a control law can be compared with
+nominal Pinocchio on the demo's own terms (``bench/bench_replay.py``). ROS-free.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import yaml
 
-from delan_control.control_laws import Gains, clamp_torque, control_torque
+from delan_control.control_laws import Gains, arm_gains, clamp_torque, control_torque
 from delan_control.plant import Plant
 from delan_control.robot_model import Mismatch, RobotModel
 from delan_control.trajectories import PiecewiseQuintic, fit_figure_eight, make_reference
@@ -31,11 +31,6 @@ def node_parameters(params_file: str, node: str) -> dict:
     return dict(tree.get(f'/**/{node}', {}).get('ros__parameters', {}))
 
 
-def _per_joint(value: Any, n: int) -> np.ndarray:
-    v = np.atleast_1d(np.asarray(value, dtype=np.float64))
-    return np.full(n, v[0]) if v.size == 1 else v
-
-
 @dataclass
 class EvaluationSetup:
     """What a demo evaluation run is made of, read from the parameter file the nodes use."""
@@ -44,7 +39,6 @@ class EvaluationSetup:
     nominal: RobotModel
     mismatch: Mismatch
     sim: dict
-    controller: dict
     reference: dict
     home: np.ndarray
 
@@ -55,7 +49,6 @@ class EvaluationSetup:
         nominal = RobotModel(urdf, **robot.selection_kwargs())
         sim = node_parameters(params_file, 'sim')
         return cls(robot, nominal, Mismatch.from_params(sim), sim,
-                   node_parameters(params_file, 'torque_controller'),
                    node_parameters(params_file, 'reference'), robot.home())
 
     @property
@@ -63,9 +56,8 @@ class EvaluationSetup:
         return float(self.sim.get('publish_rate', 500.0))
 
     def gains(self) -> Gains:
-        n, c = len(self.home), self.controller
-        return Gains(_per_joint(c.get('ct_kp', 400.0), n), _per_joint(c.get('ct_kd', 40.0), n),
-                     _per_joint(c.get('kp', 60.0), n), _per_joint(c.get('kd', 6.0), n))
+        """The gains the demo gives the controller (``control_laws.arm_gains`` at home)."""
+        return arm_gains(self.nominal, self.home, 1.0 / self.rate)[0]
 
     def figure_eight(self, speed: float, duration: float = 8.0) -> PiecewiseQuintic:
         """The reference node's figure eight at ``speed``, approached from ``home`` at rest."""

@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
-from delan_control.control_laws import (BumplessBlend, Gains, clamp_torque, control_torque,
-                                        pd_gains)
+from delan_control.control_laws import (CT_OMEGA, GRAVITY_MARGIN, BumplessBlend, Gains,
+                                        clamp_torque, control_torque, ct_gains,
+                                        gravity_stiffness, pd_gains)
 
 
 class Pendulum:
@@ -160,3 +161,36 @@ def test_pd_gains_hold_a_panda_where_two_axes_line_up():
     assert _hold(model, kp, kd, q_mid, t_end=8.0) < 0.02     # from 0.05 rad off
     diag = np.diag(h)
     assert _hold(model, 144.0 * diag, 24.0 * diag, q_mid) == np.inf
+
+
+class _Gravity:
+    def __init__(self, pend: Pendulum):
+        self.pend = pend
+
+    def gravity(self, q):
+        return self.pend.mgl * np.sin(q)
+
+
+def test_ct_gains_stiffer_than_an_upright_pendulum_pulls():
+    """Upright, a pendulum's gravity pulls with g / l [1/s^2] per unit of inertia; the
+    computed-torque gains keep GRAVITY_MARGIN times that, and no less than CT_OMEGA^2."""
+    for length, upright in ((0.5, True), (0.01, True), (0.01, False)):
+        pend = Pendulum(l=length)
+        q = np.array([np.pi if upright else 0.0])
+        g = gravity_stiffness(_Gravity(pend), q)
+        assert np.isclose(g[0, 0], -pend.mgl if upright else pend.mgl, rtol=1e-6)
+        kp, kd, stiff = ct_gains(np.array([[pend.ml2]]), g, dt=1e-3)
+        pull = 9.81 / length if upright else 0.0
+        assert stiff and np.isclose(kp[0], max(CT_OMEGA ** 2, GRAVITY_MARGIN * pull))
+        assert np.isclose(kd[0], 2.0 * np.sqrt(kp[0]))
+        if upright:
+            assert kp[0] * pend.ml2 > pend.mgl    # the feedback holds it up
+
+
+def test_ct_gains_say_when_the_rate_cannot_be_stiff_enough():
+    pend = Pendulum(l=1e-4)                  # pull 98100 / s^2: omega 626 rad/s at least
+    g = np.array([[-pend.mgl]])
+    kp, kd, stiff = ct_gains(np.array([[pend.ml2]]), g, dt=1.0 / 250.0)
+    assert not stiff and kp[0] < GRAVITY_MARGIN * 9.81 / 1e-4
+    kp_fast, _, stiff_fast = ct_gains(np.array([[pend.ml2]]), g, dt=1e-5)
+    assert stiff_fast and kp_fast[0] > kp[0]
