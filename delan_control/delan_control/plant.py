@@ -131,6 +131,7 @@ class Plant:
         self.t = 0.0
         self.steps = 0
         self.last_torque = np.zeros(n)   # clamped torque of the last step (what the motors gave)
+        self.blowups = 0                 # integrations that went non-finite (see advance)
         self.reset(q0, qd0)
 
     def _armature_for_stiff_friction(self, model: RobotModel) -> np.ndarray:
@@ -237,14 +238,23 @@ class Plant:
         return applied.copy()
 
     def advance(self, applied: np.ndarray, n_steps: int = 1) -> None:
-        """:meth:`step` without checks or clamping: ``applied`` must come from :meth:`clamp`."""
+        """:meth:`step` without checks or clamping: ``applied`` must come from :meth:`clamp`.
+
+        A state the integrator made non-finite (an arm flung far beyond what the step size
+        resolves) is never kept: the arm stops where it was before these steps and
+        :attr:`blowups` counts it, so the sim never publishes NaN and a controller keeps
+        getting states it can answer."""
         self.last_torque = applied
         if n_steps <= 0:
             return
+        q0 = self.q                                # the integrators rebind, never write into it
         if self.integrator == 'rk4':
             self._run_rk4(applied, n_steps)
         else:
             self._run_euler(applied, n_steps)
+        if not (np.isfinite(self.q).all() and np.isfinite(self.qd).all()):
+            self.q, self.qd = q0, np.zeros(self.n)
+            self.blowups += 1
         self.steps += n_steps
         self.t = self._t0 + self.steps * self.dt
 

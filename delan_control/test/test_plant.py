@@ -197,3 +197,18 @@ def test_torques_explain_the_motion_where_friction_is_stiff():
     err = plant.truth.inverse(d['q'], d['qd'], d['qdd']) - d['tau']
     nmse = np.mean(err[20:-20] ** 2, axis=0) / np.var(d['tau'][20:-20], axis=0)
     assert np.all(nmse < 0.01), nmse
+
+
+def test_a_state_gone_non_finite_is_never_kept():
+    """An arm flung beyond what the step resolves (here: a torque the step cannot integrate)
+    stops where it was, at rest, and the blow-up is counted; the sim never publishes NaN."""
+    plant = Plant('two_link_arm.urdf', clamp_torque=False, position_limits=False)
+    plant.reset([0.3, -0.2], [0.1, 0.0])
+    q_before = plant.q.copy()
+    plant.step([1e308, -1e308], 5)
+    assert np.all(np.isfinite(plant.q)) and np.all(np.isfinite(plant.qd))
+    np.testing.assert_array_equal(plant.q, q_before)
+    np.testing.assert_array_equal(plant.qd, 0.0)
+    assert plant.blowups == 1
+    plant.step([0.0, 0.0], 5)                  # and goes on from there
+    assert plant.blowups == 1 and np.all(np.isfinite(plant.q))

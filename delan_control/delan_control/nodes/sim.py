@@ -173,7 +173,7 @@ class SimNode(Node):
                                                                 self._on_params))
         n = self.plant.n
         self.rejected = RejectionCounter(self.get_logger(), 'effort command')
-        self.stats = {'steps': 0, 'published': 0, 'commands': 0, 'timeouts': 0,
+        self.stats = {'steps': 0, 'published': 0, 'commands': 0, 'timeouts': 0, 'blowups': 0,
                       'dropped_backlog_s': 0.0, 'lag_events': 0, 'lockstep_timeouts': 0,
                       'publish_errors': 0}
         self._cmd_seq = 0
@@ -398,6 +398,12 @@ class SimNode(Node):
     # ------------------------------------------------------------------ physics thread
     def _publish(self) -> None:
         plant = self.plant
+        if plant.blowups != self.stats['blowups']:
+            self.stats['blowups'] = plant.blowups
+            self.get_logger().error(
+                f'the integration went non-finite at t={plant.t:.3f} s (the arm was flung '
+                f'beyond what {plant.physics_rate:g} Hz physics resolves): held where it was, '
+                f'at rest ({plant.blowups} times so far)', throttle_duration_sec=5.0)
         plant.measure_into(self._js_position, self._js_velocity)
         self._js_effort[:] = plant.last_torque
         sec, nanosec = divmod(self._epoch_ns + int(round(plant.t * 1e9)), 1_000_000_000)
