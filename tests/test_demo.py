@@ -37,6 +37,8 @@ def test_short_demo_end_to_end(tmp_path):
     assert r['bag']['samples'] > 0.9 * r['timing']['excitation_sim_s'] * 250 * 0.5
     assert r['learner']['model_version'] >= 1
     assert 'Traceback' not in res.stdout + res.stderr
+    # the loop's floor (the sim's own model, replayed) is in the results and the report
+    assert sorted(r['loop_floor_rms']) == ['1.0', '2.0'] and 'the loop\'s floor' in report
     _replay_matches_the_demo(out, r, 'two_link_arm.urdf', test_duration=4.0)
 
 

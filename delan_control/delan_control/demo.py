@@ -316,6 +316,7 @@ class Demo:
             self.phase_identification()
             self.phase_evaluation()
             self.stop_all()
+            self.loop_floor()
             self.timing['total_wall_s'] = time.monotonic() - t_start
             from delan_control.demo_report import write_report
             table = write_report(self)
@@ -602,8 +603,21 @@ class Demo:
         diverged = {(s.controller, s.speed): s.diverged is not None for s in self.segments}
         true_nmse = {e['speed']: float(np.mean(e['nmse']))
                      for e in self.results.get('torque_nmse', []) if e['model'] == 'true'}
+        floor = {float(k): float(np.mean(v))
+                 for k, v in self.results.get('loop_floor_rms', {}).items()}
         return delan_verdict(mean_rms, diverged, SPEEDS, self.args.max_delan_ratio, true_nmse,
-                             self.args.max_true_nmse, self.results.get('noise_floor_nmse'))
+                             self.args.max_true_nmse, self.results.get('noise_floor_nmse'),
+                             floor)
+
+    def loop_floor(self) -> None:
+        """How well the sim's own model tracks in this loop, replayed without ROS
+        (delan_control.replay): what the best model could show, per speed."""
+        from delan_control.replay import EvaluationSetup, replay_tracking, true_model
+        setup = EvaluationSetup.from_params(self.urdf, self.params_file, self.joints)
+        truth = true_model(setup)
+        self.results['loop_floor_rms'] = {
+            str(sp): replay_tracking(setup, truth, sp, self.args.law,
+                                     self.args.test_duration).tolist() for sp in SPEEDS}
 
 
 def _list(values: np.ndarray) -> str:

@@ -93,6 +93,9 @@ def write_report(demo) -> str:
         mark = f' **diverged**: {s.diverged}' if s.diverged else ''
         lines.append(f'| {s.controller} | {s.speed:.0f}x | {_fmt(s.rms)} | '
                      f'{np.mean(s.rms):.4f}{mark} |')
+    for speed, rms in sorted(demo.results.get('loop_floor_rms', {}).items()):
+        lines.append(f'| *true plant (replayed: the loop\'s floor)* | {float(speed):.0f}x | '
+                     f'{_fmt(rms)} | {np.mean(rms):.4f} |')
     tracking = '\n'.join(lines)
     lines = ['| model | speed | torque nMSE per joint | mean nMSE |', '|---|---|---|---|']
     for key, speed, v in pred_rows:

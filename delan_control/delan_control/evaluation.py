@@ -86,15 +86,23 @@ class Verdict:
     ratios: Dict[float, float]
 
 
+#: the loop must let the sim's own model track at most this share of nominal's error, or the
+#: evaluation cannot tell a good model from the nominal one
+MAX_LOOP_FLOOR = 0.5
+
+
 def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
                   speeds: Sequence[float], max_ratio: float,
                   true_plant_nmse: Optional[Dict[float, float]] = None,
                   max_true_nmse: float = 0.1,
-                  excitation_floor: Optional[Sequence[float]] = None) -> Verdict:
+                  excitation_floor: Optional[Sequence[float]] = None,
+                  loop_floor: Optional[Dict[float, float]] = None) -> Verdict:
     """DeLaN must not diverge and must track at most ``max_ratio`` x nominal Pinocchio's mean
     RMS error at every speed; the true plant must predict the measured torque (nMSE at most
     ``max_true_nmse``, on the evaluation and, per joint, on the excitation the models learned
-    from: ``excitation_floor``), or the data themselves are broken.
+    from: ``excitation_floor``), or the data themselves are broken; and the control loop must
+    let the true plant's model track far better than nominal (``loop_floor``: its mean RMS
+    error per speed, at most MAX_LOOP_FLOOR of nominal's), or no model can show what it knows.
 
     ``mean_rms`` and ``diverged`` are keyed by ``(controller, speed)``.
     """
@@ -114,6 +122,12 @@ def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
         if not ratios[sp] <= max_ratio:
             failures.append(f'delan mean RMS {d:.4g} is {ratios[sp]:.2f} x pinocchio\'s {p:.4g} '
                             f'at {sp:g}x (bound {max_ratio:.2f})')
+    for sp, v in (loop_floor or {}).items():
+        p = mean_rms.get(('pinocchio', sp))
+        if p is not None and not v <= MAX_LOOP_FLOOR * p:
+            failures.append(f'the control loop cannot tell models apart at {sp:g}x: the sim\'s '
+                            f'own model tracks with {v:.4g} rad, nominal with {p:.4g} (the '
+                            f'gains, the rate or the effort limits, not the models)')
     for sp, v in (true_plant_nmse or {}).items():
         if not v <= max_true_nmse:
             failures.append(f'the true plant predicts the measured torque with nMSE {v:.3g} at '

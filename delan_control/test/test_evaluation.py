@@ -70,3 +70,8 @@ def test_verdict():
     assert delan_verdict(rms, {}, speeds, 1 / 3, excitation_floor=[0.001, 0.002]).passed
     wild = delan_verdict(rms, {}, speeds, 1 / 3, excitation_floor=[0.001, 133.6])
     assert not wild.passed and 'excitation' in wild.failures[0] and '134' in wild.failures[0]
+    # the loop itself cannot track: even the sim's own model is about as far off as nominal
+    assert delan_verdict(rms, {}, speeds, 1 / 3, loop_floor={1.0: 0.001, 2.0: 0.002}).passed
+    stuck = delan_verdict(rms, {}, speeds, 1 / 3, loop_floor={1.0: 0.001, 2.0: 0.048})
+    assert not stuck.passed and len(stuck.failures) == 1
+    assert 'cannot tell models apart at 2x' in stuck.failures[0]
