@@ -80,7 +80,8 @@ def callback_cost(urdf: str, models: List[str], ident: str, checkpoint: str,
                 Parameter('urdf_path', value=urdf), Parameter('model', value=model),
                 Parameter('identified_params', value=ident if model == 'identified' else ''),
                 Parameter('delan_checkpoint', value=checkpoint if model == 'delan' else ''),
-                Parameter('watchdog_timeout', value=10.0)])
+                Parameter('watchdog_timeout', value=10.0),
+                Parameter('command_joints', value=list(robot.joint_names))])
             try:
                 node._on_reference(ref)
                 msgs = []

@@ -1,8 +1,12 @@
 """The suite next to a real arm (or Gazebo) driven by ros2_control: joint_states in,
-``effort_controller/commands`` out (JointGroupEffortController). No sim.
+``effort_controller/commands`` out (a ForwardCommandController, effort interface). No sim.
 
     ros2 launch launch/robot.launch.py robot:=/path/to/arm.urdf controller:=pinocchio \
-        joint_states:=/joint_states commands:=/effort_controller/commands
+        joint_states:=/joint_states commands:=/effort_controller/commands \
+        effort_controller:=/effort_controller
+
+The torque controller sends its commands in the joint order of that controller, read from its
+``joints`` parameter (``effort_controller``, relative to ``namespace``).
 
 Start it in the safe configuration (controller:=pd, conservative gains in
 config/robot_params.yaml) and switch at runtime with `ros2 param set /torque_controller model delan`.
@@ -44,6 +48,9 @@ def generate_launch_description():
                               description='Joint state topic of the robot'),
         DeclareLaunchArgument('commands', default_value='effort_controller/commands',
                               description='Command topic of the effort controller'),
+        DeclareLaunchArgument('effort_controller', default_value='effort_controller',
+                              description='Node name of the effort controller: the torque '
+                                          'controller commands in the order of its joints'),
         GroupAction([
             PushRosNamespace(LaunchConfiguration('namespace')),
             Node(package='delan_control', executable='reference', name='reference',
@@ -54,7 +61,8 @@ def generate_launch_description():
                  parameters=[PARAMS, common, {
                      'model': LaunchConfiguration('controller'),
                      'delan_checkpoint': LaunchConfiguration('model'),
-                     'identified_params': LaunchConfiguration('identified_params')}]),
+                     'identified_params': LaunchConfiguration('identified_params'),
+                     'effort_controller_name': LaunchConfiguration('effort_controller')}]),
             Node(package='delan_learning', executable='data_logger', name='data_logger',
                  output='screen', condition=IfCondition(LaunchConfiguration('record')),
                  remappings=remaps,

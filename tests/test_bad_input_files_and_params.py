@@ -90,7 +90,8 @@ def test_fixed_continuous_prismatic_urdf_from_robot_description(tmp_path):
             Parameter('estimate_rate', value=0.0)])
         ctl = TorqueControllerNode(context=ctx, parameter_overrides=[
             Parameter('robot_description', value=MIXED), Parameter('model', value='pinocchio'),
-            Parameter('watchdog_timeout', value=10.0)])
+            Parameter('watchdog_timeout', value=10.0),
+            Parameter('command_joints', value=MIXED_NAMES)])
         probe = rclpy.create_node('mixed_probe', context=ctx)
         commands = []
         probe.create_subscription(Float64MultiArray, 'effort_controller/commands',
@@ -211,7 +212,9 @@ NAN = math.nan
                             ('ct_kd', [1e9]), ('law', 'bang_bang'), ('model', 'mpc'),
                             ('watchdog_timeout', -0.1), ('effort_limit_scale', 0.0),
                             ('effort_limit_scale', 2.0), ('switch_blend_time', -1.0),
-                            ('urdf_path', SEVEN)]),
+                            ('urdf_path', SEVEN), ('command_joints', ['elbow', 'shoulder']),
+                            ('effort_controller_name', 'sim'),
+                            ('effort_controller_timeout', 1.0)]),
     (LearnerNode, [('learning_rate', -1e-3), ('learning_rate', NAN), ('batch_size', 0),
                    ('steps_per_round', -5), ('publish_period', -1.0), ('range_factor', 0.5),
                    ('min_samples', 1), ('divergence_factor', 1.0), ('keep_versions', 0),

@@ -50,7 +50,8 @@ class Bench:
             Parameter('status_rate', value=20.0)])
         self.ctl = TorqueControllerNode(context=ctx, parameter_overrides=[
             Parameter('urdf_path', value=URDF), Parameter('model', value='pd'),
-            Parameter('law', value='feedforward_pd'), Parameter('watchdog_timeout', value=10.0)])
+            Parameter('law', value='feedforward_pd'), Parameter('watchdog_timeout', value=10.0),
+            Parameter('command_joints', value=list(NAMES))])
         self.probe = rclpy.create_node('bad_input_probe', context=ctx)
         self.pub = self.probe.create_publisher(JointState, 'joint_states', 100)
         self.ref_pub = self.probe.create_publisher(JointTrajectory, 'reference_trajectory',

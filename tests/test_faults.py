@@ -60,6 +60,8 @@ SIM = {'publish_rate': RATE, 'lockstep': True, 'lockstep_timeout': 0.05,
        'real_time_factor': 1.0, 'command_timeout': 0.1, 'payload_mass': 0.6,
        'friction_scale': 2.0, 'position_noise': 1e-4, 'velocity_noise': 2e-3, 'seed': 1,
        'initial_position': [0.3, -0.2]}
+# the controller of sim_params.yaml: the sim applies its commands, in the order of its joints
+CONTROLLER = {'effort_controller_name': 'sim'}
 # (the reference starts from the arm's position: it waits for the sim's first joint state)
 REFERENCE = {'trajectory': 'excitation', 'duration': 10.0, 'approach_time': 1.0, 'repeat': True,
              'wait_for_joint_states': 120.0}
@@ -367,7 +369,7 @@ def test_learner_killed_mid_training_controller_keeps_model_and_learner_resumes(
     rig = rig_factory()
     rig.start('sim', 'delan_control', 'sim', SIM)
     rig.start('controller', 'delan_control', 'torque_controller', {
-        'model': 'delan', 'delan_checkpoint': '', 'law': 'feedforward_pd',
+        **CONTROLLER, 'model': 'delan', 'delan_checkpoint': '', 'law': 'feedforward_pd',
         'watchdog_timeout': 5.0})    # generous: a loaded machine must not trip it here
     rig.start('reference', 'delan_control', 'reference', REFERENCE)
     rig.start('learner', 'delan_learning', 'learner', learner_params)
@@ -509,7 +511,8 @@ def test_sim_stops_watchdog_zeroes_once_then_resumes_cleanly(rig_factory):
     rig = rig_factory()
     rig.start('sim', 'delan_control', 'sim', SIM)
     rig.start('controller', 'delan_control', 'torque_controller', {
-        'model': 'pinocchio', 'law': 'computed_torque', 'watchdog_timeout': timeout,
+        **CONTROLLER, 'model': 'pinocchio', 'law': 'computed_torque',
+        'watchdog_timeout': timeout,
         # the new sim below starts at its initial position, wherever the reference is by then:
         # rejoin it rather than drop it (dropping is tested in test_controller_node)
         'resume_tolerance': 1000.0})
@@ -653,7 +656,7 @@ def test_learner_recovers_from_garbage_and_absurd_data(rig_factory):
     rig = rig_factory(relay=True)
     rig.start('sim', 'delan_control', 'sim', SIM)
     rig.start('controller', 'delan_control', 'torque_controller', {
-        'model': 'pd', 'watchdog_timeout': 5.0})
+        **CONTROLLER, 'model': 'pd', 'watchdog_timeout': 5.0})
     # the excitation starts once the controller holds the arm (as in the demo): before, the
     # lockstep sim creeps along without commands (one step per lockstep_timeout), and on a loaded
     # machine the reference began seconds of stamps before the controller came up

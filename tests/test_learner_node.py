@@ -175,7 +175,8 @@ class Harness:
             '--ros-args', '-r', 'joint_states:=ctl/joint_states',
             '-r', 'effort_controller/commands:=ctl/commands'], parameter_overrides=[
             Parameter('urdf_path', value=URDF), Parameter('model', value='delan'),
-            Parameter('watchdog_timeout', value=10.0)])
+            Parameter('watchdog_timeout', value=10.0),
+            Parameter('command_joints', value=RobotDescription.load(URDF).joint_names)])
         self.ctl_js = self.node.create_publisher(JointState, 'ctl/joint_states', 10)
         self.node.create_subscription(Float64MultiArray, 'ctl/commands',
                                       lambda m: self.commands.append((time.monotonic(),

@@ -97,8 +97,12 @@ class Rig:
                 self.sim = SimNode(context=self.ctx, parameter_overrides=_params(sim_params))
                 self.nodes.append(self.sim)
             # a generous watchdog by default: a scheduling hiccup of this shared machine must
-            # not trip it while a test measures tracking (the watchdog has its own tests)
-            ctl_params = dict(urdf_path=URDF, model='pinocchio', watchdog_timeout=5.0)
+            # not trip it while a test measures tracking (the watchdog has its own tests).
+            # The command order: the sim's, read from it as in the demo; without a sim, given
+            # (test_command_joints.py tests the order)
+            ctl_params = dict(urdf_path=URDF, model='pinocchio', watchdog_timeout=5.0,
+                              **({'effort_controller_name': 'sim'} if sim is not None
+                                 else {'command_joints': NAMES}))
             ctl_params.update(ctl or {})
             self.ctl = TorqueControllerNode(context=self.ctx,
                                             parameter_overrides=_params(ctl_params))
@@ -646,7 +650,8 @@ def test_first_switch_to_delan_does_not_stall_the_loop(tmp_path):
     log = open(tmp_path / 'controller.log', 'w')
     proc = node_process('delan_control', 'torque_controller', [
         '-p', f'urdf_path:={URDF}', '-p', 'model:=pd', '-p', f'delan_checkpoint:={ckpt}',
-        '-p', 'watchdog_timeout:=1.0'], stdout=log, stderr=subprocess.STDOUT)
+        '-p', 'watchdog_timeout:=1.0', '-p', f'command_joints:=[{",".join(NAMES)}]'],
+        stdout=log, stderr=subprocess.STDOUT)
     try:
         with ros_context() as ctx:
             commands = []
@@ -719,7 +724,8 @@ def test_loop_times_itself_and_runs_under_realtime_priority(tmp_path):
     log = open(log_path, 'w')
     proc = node_process('delan_control', 'torque_controller', [
         '-p', f'urdf_path:={URDF}', '-p', 'model:=pinocchio', '-p', 'realtime_priority:=10',
-        '-p', 'watchdog_timeout:=1.0'], stdout=log, stderr=subprocess.STDOUT)
+        '-p', 'watchdog_timeout:=1.0', '-p', f'command_joints:=[{",".join(NAMES)}]'],
+        stdout=log, stderr=subprocess.STDOUT)
     try:
         with ros_context() as ctx:
             commands = []

@@ -166,6 +166,19 @@ def test_malformed_commands_are_rejected_and_counted(sim_env):
     assert node._thread.is_alive()
 
 
+def test_commands_apply_in_the_order_of_joints(sim_env):
+    """As a forward_command_controller, the sim takes commands in the order of its ``joints``
+    parameter (read-only: the torque_controller reads it); joint_states stay in model order."""
+    node, probe, ex = sim_env(('publish_rate', 100.0), ('joints', ['elbow', 'shoulder']),
+                              ('command_timeout', 0.0))
+    assert node.get_parameter('joints').value == ['elbow', 'shoulder']
+    assert node.describe_parameter('joints').read_only
+    assert spin_until(ex, lambda: len(probe.states) >= 3, 10.0)
+    assert list(probe.states[-1][1].name) == ['shoulder', 'elbow']
+    probe.send([1.5, -0.5])                           # elbow 1.5, shoulder -0.5
+    assert spin_until(ex, lambda: list(probe.states[-1][1].effort) == [-0.5, 1.5], 10.0)
+
+
 def test_commands_are_clamped_and_time_out(sim_env):
     node, probe, ex = sim_env(('publish_rate', 200.0), ('command_timeout', 0.05))
     assert spin_until(ex, lambda: len(probe.states) >= 3, 10.0)

@@ -125,5 +125,8 @@ def test_controller_config_matches_urdf(urdf):
     cm = cfg['controller_manager']['ros__parameters']
     assert cm['update_rate'] >= 500
     assert cm['joint_state_broadcaster']['type'] == 'joint_state_broadcaster/JointStateBroadcaster'
-    assert cm['effort_controller']['type'] == 'effort_controllers/JointGroupEffortController'
-    assert cfg['effort_controller']['ros__parameters']['joints'] == RobotModel(path).joint_names
+    assert cm['effort_controller']['type'] == 'forward_command_controller/ForwardCommandController'
+    effort = cfg['effort_controller']['ros__parameters']
+    assert effort['interface_name'] == 'effort'
+    # the torque_controller commands in this order, whatever it is: the model's is the obvious one
+    assert effort['joints'] == RobotModel(path).joint_names

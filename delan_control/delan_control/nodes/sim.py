@@ -9,9 +9,11 @@ Topics (relative names, so a namespace or remap applies):
   stamp is the sim time of the state: ``/clock`` time when ``publish_clock`` is on (starting
   at 0, as Gazebo does), else the node's clock at start-up plus the elapsed sim time.
 * subscribes ``effort_controller/commands`` (std_msgs/Float64MultiArray, one torque per joint
-  in the ``joint_states`` name order) -- the interface of ros2_control's
-  ``effort_controllers/JointGroupEffortController``. Wrong length, NaN or Inf: rejected and
-  counted (:attr:`SimNode.rejected`), the previous command stays in force.
+  in the order of the ``joints`` parameter; model order, as in ``joint_states``, when it is
+  ``[]``) -- the interface of ros2_control's ``forward_command_controller`` with
+  ``interface_name: effort``, whose ``joints`` parameter is its command order too: the
+  torque_controller reads it there (``effort_controller_name: sim``). Wrong length, NaN or Inf:
+  rejected and counted (:attr:`SimNode.rejected`), the previous command stays in force.
 * publishes ``/clock`` (rosgraph_msgs/Clock) at ``clock_rate`` (sim time) when
   ``publish_clock`` is true, so other nodes can run with ``use_sim_time``.
 * service ``~/reset`` (std_srvs/Trigger): puts the robot back to its initial state (sim time
@@ -75,7 +77,7 @@ realtime_priority     0 (ro)                  SCHED_FIFO priority of the sim's t
 
 The robot selection parameters (``joints``, ``locked_joint_positions``, ``effort_limits``,
 ``velocity_limits``, ``robot_description_timeout``) are those of every node
-(``delan_learning.ros.robot_param``).
+(``delan_learning.ros.robot_param``); ``joints`` (read-only) is also the command order.
 """
 from __future__ import annotations
 
@@ -100,6 +102,7 @@ from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot_params
 from delan_learning.ros.spin import run_node
 from delan_learning.ros.stamps import set_seconds
+from ..command_order import CommandOrder
 from ..plant import INTEGRATORS, Plant
 from ..robot_model import Mismatch, RobotModel
 
@@ -218,7 +221,9 @@ class SimNode(Node):
                 f'{", ".join(self.model.joint_names)}) from {self.model.source}; physics '
                 f'{self.plant.physics_rate:g} Hz ({self.plant.integrator}), joint_states at '
                 f'{self.publish_rate:g} Hz, real_time_factor {self.real_time_factor:g}'
-                + (', publishing /clock' if self.publish_clock else ''))
+                + (', publishing /clock' if self.publish_clock else '')
+                + ('' if self.command_order.is_model_order else
+                   f', commands in the order {", ".join(self.command_order.joints)}'))
 
     # ------------------------------------------------------------------ parameters
     def _declare_and_build(self) -> None:
@@ -346,6 +351,8 @@ class SimNode(Node):
                            qd0=list(qd0), position_limits=limits)
         self.q0, self.qd0 = self.plant.q.copy(), self.plant.qd.copy()
         self.joint_names: List[str] = list(nominal.joint_names)
+        # as a forward_command_controller: commands in the order of `joints`
+        self.command_order = CommandOrder(self.joint_names, robot.joints or self.joint_names)
 
     def _on_params(self, params) -> None:
         for p in params:
@@ -367,12 +374,13 @@ class SimNode(Node):
         n = self.plant.n
         if len(data) != n:
             self.rejected.reject('wrong_length', f'{len(data)} values for {n} joints '
-                                 f'({", ".join(self.joint_names)})')
+                                 f'({", ".join(self.command_order.joints)})')
             return
         tau = np.array(data, dtype=np.float64)
         if not np.all(np.isfinite(tau)):
             self.rejected.reject('non_finite', f'NaN/Inf in command {tau.tolist()}')
             return
+        tau = self.command_order.to_model(tau)
         self._cmd = (self.plant.clamp(tau), self.plant.t)   # one atomic tuple swap
         self.stats['commands'] += 1
         self._cmd_seq += 1

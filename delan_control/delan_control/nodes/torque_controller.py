@@ -6,6 +6,12 @@ runtime with ``ros2 param set``; a switch cross-fades the torque (bumpless). Saf
 limits, a watchdog that sends zero torque once when joint states go stale (when they return, the
 command rejoins the reference smoothly from where the arm is, or holds the arm if the reference is
 beyond ``resume_tolerance``), and a fall-back to PD when the model returns non-finite torque.
+
+Commands go out in the joint order of the controller that applies them (a Float64MultiArray
+names no joints): ``command_joints``, or else the ``joints`` parameter of the node
+``effort_controller_name``, read once at start-up without blocking; no commands until it is
+known, the model's order (with a warning) when it cannot be read in time, and none at all
+(diagnostics ERROR) when those joints are not the model's (see :mod:`delan_control.command_order`).
 """
 from __future__ import annotations
 
@@ -17,20 +23,26 @@ from typing import Dict, List, Optional
 import numpy as np
 from delan_msgs.msg import ModelUpdate
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy._rclpy_pybind11 import RCLError
 from rclpy.node import Node
+from rclpy.parameter import parameter_value_to_python
+from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
+from delan_control.command_order import (CommandOrder, CommandOrderError, OrderDecision,
+                                         ReceiverOrderQuery)
 from delan_control.control_laws import (LAWS, URDF_FEEDBACK_LAWS, BumplessBlend, Gains,
                                         clamp_torque, control_torque)
 from delan_control.continuity import JumpDetector
 from delan_control.loop_stats import LoopStats, histogram_text
 from delan_control.model_loader import (MODEL_KINDS, LatestLoader, ModelLoadError,
                                          load_dynamics_model)
-from delan_learning.ros.robot_param import declare_robot
+from delan_learning.ros.robot_param import declare_array, declare_robot
 from delan_control.trajectories import PiecewiseQuintic, rejoin_offset
 from delan_learning.joint_state import JointStateError, JointStateMapper, StampGate
+from delan_learning.urdf_joints import RobotDescription, UrdfError
 from delan_learning.ros.cdr import CommandBytes, JointStateReader
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.params import declare, validating_callback
@@ -64,6 +76,9 @@ STATE_QUEUE_DEPTH = 10
 
 # (position [rad or m], velocity [/s]) offsets too small to rejoin: encoder and velocity noise
 REJOIN_NEGLIGIBLE = np.array([1e-3, 0.05])
+
+# how often the receiving controller's joints are looked for until known [s]
+ORDER_POLL_S = 0.1
 
 
 class TorqueControllerNode(Node):
@@ -132,6 +147,7 @@ class TorqueControllerNode(Node):
             'answered ahead of every normal process (the learner\'s training). 0 = normal '
             'scheduling; needs CAP_SYS_NICE or an rtprio limit (a warning says so otherwise). '
             'Applied at start-up', min_value=0, max_value=98, read_only=True, registry=reg)
+        self._declare_command_order(reg)
         self._feedback_model = None     # RobotModel for the URDF_FEEDBACK_LAWS, lazily
         self.urdf_limits = self._effort_limits()
         self.limits = self.urdf_limits * self.effort_scale
@@ -210,6 +226,99 @@ class TorqueControllerNode(Node):
         # normal priority
         set_realtime_priority(self.realtime_priority, self.get_logger(),
                               exclude=python_thread_ids(self._update_loader.thread))
+
+    # ---------------------------------------------------------------- command order
+    def _declare_command_order(self, reg: Dict) -> None:
+        """``command_joints`` when given (joints other than the model's fail the start-up), else
+        the receiving controller's order, asked for in the background (_poll_command_order)."""
+        explicit = declare_array(
+            self, 'command_joints', str, 'Joint order of the effort commands: the joints '
+            'parameter of the controller applying them; [] = read it from the node '
+            'effort_controller_name')
+        self.effort_controller_name = declare(
+            self, 'effort_controller_name', 'effort_controller', 'Node whose joints parameter '
+            'gives the command order when command_joints is [] (the ros2_control controller '
+            "on effort_controller/commands; relative to this node's namespace)",
+            validator=self._check_node_name, read_only=True, registry=reg)
+        timeout = declare(
+            self, 'effort_controller_timeout', 5.0, 'Wait this long for the joints of '
+            'effort_controller_name, not commanding meanwhile; then command in the model '
+            'order, with a warning [s]', min_value=0.1, max_value=600.0, read_only=True,
+            registry=reg)
+        self._order_query: Optional[ReceiverOrderQuery] = None
+        self._order_future = None
+        # read by the control thread: no commands while None (not known yet, or refused)
+        self._command_order: Optional[CommandOrder] = None
+        if explicit:
+            try:
+                self._command_order = CommandOrder(self.joint_names, explicit)
+            except CommandOrderError as err:
+                raise ValueError(f'invalid parameter: command_joints: {err}') from None
+            self._order_source = 'command_joints'
+            return
+        self._order_source = 'pending'
+        self._order_query = ReceiverOrderQuery(self.joint_names, self._receiver_name(), timeout,
+                                               time.monotonic(), self._main_chain())
+        self._order_client = AsyncParameterClient(self, self.effort_controller_name)
+        self._order_timer = steady_timer(self, ORDER_POLL_S, self._poll_command_order)
+
+    def _check_node_name(self, name: str) -> Optional[str]:
+        if not name or name.startswith('~'):
+            return f'effort_controller_name={name!r} must name the receiving controller node'
+        try:
+            self.resolve_service_name(f'{name}/get_parameters')
+        except (RCLError, ValueError) as err:
+            return f'effort_controller_name={name!r} is not a node name: {err}'
+        return None
+
+    def _receiver_name(self) -> str:
+        """``effort_controller_name`` resolved as the parameter client resolves it."""
+        service = self.resolve_service_name(f'{self.effort_controller_name}/get_parameters')
+        return service[:-len('/get_parameters')]
+
+    def _main_chain(self) -> Optional[List[str]]:
+        """What an empty ``joints`` selects in the suite's nodes (the sim): the URDF's main
+        chain, in model order (None when the URDF has none)."""
+        try:
+            return RobotDescription.load(self.robot.xml).joint_names
+        except UrdfError:
+            return None
+
+    def _poll_command_order(self) -> None:
+        """Executor thread, until decided: ask the receiver for its joints once its parameter
+        services are there, take its answer, or the model order past the deadline."""
+        query, now = self._order_query, time.monotonic()
+        decision = None
+        future = self._order_future
+        if future is not None and future.done():
+            self._order_future = None
+            decision = query.answer(*self._answered_joints(future))
+        if decision is None and query.request_due(now, self._order_client.services_are_ready()):
+            query.sent(now)
+            self._order_future = self._order_client.get_parameters(['joints'])
+        decision = decision or query.expire(now)
+        if decision is not None:
+            self._adopt_order(decision)
+
+    @staticmethod
+    def _answered_joints(future):
+        """(joint names or None, what the receiver has instead) from a GetParameters reply."""
+        try:
+            values = future.result().values
+            value = parameter_value_to_python(values[0]) if values else None
+        except Exception as err:  # noqa: BLE001 -- a failed call is no answer
+            return None, f' (the request failed: {err!r})'
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return value, ''
+        return None, '' if value is None else f' (its joints is {value!r})'
+
+    def _adopt_order(self, decision: OrderDecision) -> None:
+        self._command_order = decision.order
+        self._order_source = decision.source
+        self._order_timer.cancel()
+        log = {'info': self.get_logger().info, 'warning': self.get_logger().warning,
+               'error': self.get_logger().error}[decision.level]
+        log(decision.message)
 
     # ---------------------------------------------------------------- models
     def _load(self, kind: str, checkpoint: Optional[str] = None):
@@ -384,8 +493,10 @@ class TorqueControllerNode(Node):
         """A JointState message (in-process callers, tests)."""
         self._control(msg, seconds(msg.header.stamp))
 
-    def _publish_command(self, tau: np.ndarray) -> None:
-        """Control loop thread only (the pre-serialised buffer is its own)."""
+    def _publish_command(self, tau: np.ndarray, order: CommandOrder) -> None:
+        """``tau`` (model order) in the receiver's order. Control loop thread only (the
+        pre-serialised buffer is its own)."""
+        tau = order.to_command(tau)
         if self._command_bytes is not None:
             self.cmd_pub.publish(self._command_bytes.pack(tau))
         else:
@@ -401,6 +512,9 @@ class TorqueControllerNode(Node):
             self.stamps.check(t)
         except JointStateError as err:
             self.rejected.reject(err.reason, err.detail)
+            return False
+        order = self._command_order
+        if order is None:
             return False
         now = time.monotonic()
         with self._lock:        # against the watchdog (executor thread)
@@ -438,7 +552,7 @@ class TorqueControllerNode(Node):
         tau = self._torque(model, js, q_ref, qd_ref, qdd_ref)
         if w is not None:
             tau = w * tau + (1.0 - w) * self._torque(old, js, q_ref, qd_ref, qdd_ref)
-        self._publish_command(clamp_torque(tau, self.limits))
+        self._publish_command(clamp_torque(tau, self.limits), order)
         self.commands_sent += 1
         return True
 
@@ -522,7 +636,8 @@ class TorqueControllerNode(Node):
                 return
             self._stale = True
             self.watchdog_trips += 1
-            # a JointGroupEffortController keeps applying the last command: replace it by zero
+            # a ForwardCommandController keeps applying the last command: replace it by zero,
+            # the same in every joint order (without an order no command went out: no trip)
             self.cmd_pub.publish(Float64MultiArray(data=[0.0] * len(self.joint_names)))
             self.get_logger().error(f'joint states stale for > {self.watchdog_timeout:.3f} s: '
                                     'zero torque sent, commanding stopped')
@@ -534,9 +649,9 @@ class TorqueControllerNode(Node):
             self.get_logger().error(f'diagnostics failed: {err!r}', throttle_duration_sec=10.0)
 
     def _publish_diagnostics_once(self) -> None:
-        level = DiagnosticStatus.OK
-        msg = 'ok'
-        if self._stale:
+        order = self._command_order
+        level, msg = self._order_diagnostic()
+        if order is not None and self._stale:
             level, msg = DiagnosticStatus.WARN, 'joint states stale: not commanding'
         st = DiagnosticStatus(level=level, name=self.get_fully_qualified_name(), message=msg)
         st.values = [KeyValue(key=k, value=str(v)) for k, v in (
@@ -547,10 +662,25 @@ class TorqueControllerNode(Node):
             ('references_rejoined', self.references_rejoined),
             ('rejected_joint_states', self.rejected.total),
             ('rejected_references', self.rejected_refs.total),
+            ('command_order', self._order_source),
+            ('command_joints', ' '.join(order.joints) if order is not None else ''),
             *self._loop_diagnostics())]
         arr = DiagnosticArray(status=[st])
         arr.header.stamp = self.get_clock().now().to_msg()
         self.diag_pub.publish(arr)
+
+    def _order_diagnostic(self):
+        """(level, message) of the command order: ERROR when refused, WARN while waiting for it
+        and once fallen back to the model order, else OK."""
+        query = self._order_query
+        if query is None:
+            return DiagnosticStatus.OK, 'ok'
+        decision = query.decision
+        if decision is None:
+            return DiagnosticStatus.WARN, f'waiting for the joint order of {query.receiver}'
+        level = {'info': DiagnosticStatus.OK, 'warning': DiagnosticStatus.WARN,
+                 'error': DiagnosticStatus.ERROR}[decision.level]
+        return level, 'ok' if level == DiagnosticStatus.OK else decision.message
 
     def _loop_diagnostics(self):
         """Timing of the loop over the last period [us], its missed cycles and the cumulative

@@ -49,7 +49,7 @@ class RobotParams:
                 'velocity_limits': list(self.velocity_limits)}
 
 
-def _declare_array(node: Node, name: str, kind: type, description: str) -> List:
+def declare_array(node: Node, name: str, kind: type, description: str) -> List:
     """A read-only array parameter, default []: typed by its elements (rclpy cannot type an
     empty default statically, so the type is checked here)."""
     desc = ParameterDescriptor(description=description, read_only=True, dynamic_typing=True,
@@ -124,14 +124,14 @@ def declare_robot_params(node: Node, registry: Optional[Dict] = None, *, default
     ro = dict(read_only=True, registry=registry)
     path = declare(node, 'urdf_path', default_path, path_help, **ro)
     xml = declare(node, 'robot_description', '', description_help, **ro)
-    joints = _declare_array(node, 'joints', str, 'Joints to learn and control (any order; model '
+    joints = declare_array(node, 'joints', str, 'Joints to learn and control (any order; model '
                             'order is depth first); [] = the main chain (urdf_joints)')
-    locked = parse_locked(_declare_array(
+    locked = parse_locked(declare_array(
         node, 'locked_joint_positions', str, 'Positions of other movable joints as name=value '
         '(rad or m); [] = 0 clamped into the limits, mimic joints following'))
-    effort = _declare_array(node, 'effort_limits', float, 'Effort limit per selected joint '
+    effort = declare_array(node, 'effort_limits', float, 'Effort limit per selected joint '
                             '(model order; 0 = from the URDF); [] = from the URDF')
-    velocity = _declare_array(node, 'velocity_limits', float, 'Velocity limit per selected '
+    velocity = declare_array(node, 'velocity_limits', float, 'Velocity limit per selected '
                               'joint (model order; 0 = from the URDF); [] = from the URDF')
     timeout = declare(node, 'robot_description_timeout', 10.0, 'Wait this long for the latched '
                       'robot_description topic when neither urdf_path nor robot_description is '
