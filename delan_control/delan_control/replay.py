@@ -17,6 +17,7 @@ import numpy as np
 import yaml
 
 from delan_control.control_laws import Gains, arm_gains, clamp_torque, control_torque
+from delan_control.evaluation import joint_errors
 from delan_control.plant import Plant
 from delan_control.robot_model import Mismatch, RobotModel
 from delan_control.trajectories import PiecewiseQuintic, fit_figure_eight, make_reference
@@ -80,10 +81,10 @@ def replay_tracking(setup: EvaluationSetup, model: Optional[DynamicsModel], spee
                     diverge_error: float = 1.0) -> np.ndarray:
     """Per-joint RMS tracking error ``(n,)`` [rad or m] of ``model`` (None = PD) on the demo's
     figure eight at ``speed``, after the approach, as the demo measures it: the measured state
-    against the reference at its stamp. Continuous joints' errors are wrapped. All inf once an
-    error passes ``diverge_error`` (the demo stops such a run).
+    against the reference at its stamp. Continuous joints' errors are wrapped. A non-finite
+    torque falls back to PD, as in the controller. All inf once an error passes
+    ``diverge_error`` (the demo stops such a run).
     """
-    from delan_control.evaluation import joint_errors
     sim = setup.sim
     physics_rate = float(sim.get('physics_rate', 1000.0))
     substeps = max(1, int(round(physics_rate / setup.rate)))
@@ -110,7 +111,9 @@ def replay_tracking(setup: EvaluationSetup, model: Optional[DynamicsModel], spee
             count += 1
         tau = control_torque(model, law, gains, q, qd, q_ref, qd_ref, qdd_ref,
                              feedback_model=setup.nominal)
-        plant.step(clamp_torque(np.where(np.isfinite(tau), tau, 0.0), limit), substeps)
+        if not np.all(np.isfinite(tau)):
+            tau = control_torque(None, law, gains, q, qd, q_ref, qd_ref, qdd_ref)
+        plant.step(clamp_torque(tau, limit), substeps)
     return np.sqrt(sq / max(count, 1))
 
 
