@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from typing import List
+from typing import List, Optional, Sequence
 
 import numpy as np
 import pytest
@@ -38,27 +38,40 @@ def cli(name: str, *args: str) -> str:
     return proc.stdout
 
 
-def write_bag(bag_dir: str, data) -> int:
+def write_bag(bag_dir: str, data, command_joints: Optional[Sequence[str]] = None) -> int:
     """The dataset as a logger session: one JointState per sample (position, velocity, effort =
-    the applied torque), header stamp = receive time, 2 s between trajectories."""
+    the applied torque), header stamp = receive time, 2 s between trajectories.
+
+    With ``command_joints``, as a ros2_control robot records it instead: joint_state_broadcaster's
+    states carry a gripper joint too, in a random order per message, and no effort; the applied
+    torque is only on the commands, in ``command_joints`` order, received 0.3 ms before the
+    state it acts at (so the reader pairs each state with its own torque)."""
     names = [str(s) for s in data['joint_names']]
+    rng = np.random.default_rng(5)
+    cmd_col = [names.index(j) for j in command_joints or names]
+    cmd_dt = 300_000 if command_joints is None else -300_000
     writer = SplitBagWriter(bag_dir, [
         TopicSpec('/joint_states', JOINT_STATE_TYPE, (qos_profile(),)),
         TopicSpec('/effort_controller/commands', COMMAND_TYPE, (qos_profile(),))],
         storage='mcap')
     t_ns = 1_700_000_000 * 1_000_000_000
     count = 0
-    msg = JointState(name=names)
+    msg = JointState()
     for traj in np.unique(data['traj']):
         idx = np.flatnonzero(data['traj'] == traj)
         for i in idx:
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t_ns, 1_000_000_000)
-            msg.position = data['q'][i].tolist()
-            msg.velocity = data['qd'][i].tolist()
-            msg.effort = data['tau'][i].tolist()
+            if command_joints is None:
+                msg.name, msg.position = names, data['q'][i].tolist()
+                msg.velocity, msg.effort = data['qd'][i].tolist(), data['tau'][i].tolist()
+            else:
+                order = rng.permutation(len(names) + 1)
+                msg.name = [(names + ['gripper'])[k] for k in order]
+                msg.position = [np.append(data['q'][i], 0.01)[k] for k in order]
+                msg.velocity = [np.append(data['qd'][i], 0.0)[k] for k in order]
             writer.write('/joint_states', t_ns, serialize_message(msg))
-            writer.write('/effort_controller/commands', t_ns + 300_000,
-                         serialize_message(Float64MultiArray(data=data['tau'][i].tolist())))
+            writer.write('/effort_controller/commands', t_ns + cmd_dt, serialize_message(
+                Float64MultiArray(data=data['tau'][i, cmd_col].tolist())))
             count += 1
             t_ns += int(round(1e9 / RATE))
         t_ns += 2_000_000_000
@@ -123,3 +136,38 @@ def test_delan_train_on_bag_reproduces_npz_training(bag):
             assert ev_bag['inverse'][metric][j] == pytest.approx(v, rel=1e-6, abs=1e-12)
     # and training did something: far better than predicting the mean torque
     assert ev_npz['inverse']['nmse_mean'] < 0.2
+
+
+def test_training_on_a_ros2_control_bag_matches_the_logger_bag(bag):
+    """The same motion recorded by a ros2_control robot (no effort in the joint states, a
+    gripper, commands in the controller's joint order) trains as good a model, given the
+    controllers yaml; held-out data from another seed score both."""
+    tmp = bag['tmp']
+    ros2_control = str(tmp / 'ros2_control')
+    assert write_bag(ros2_control, bag['data'], ['elbow', 'shoulder']) == bag['samples']
+    controllers = tmp / 'controllers.yaml'
+    controllers.write_text('effort_controller:\n  ros__parameters:\n'
+                           '    joints: [elbow, shoulder]\n')
+    from delan_control.datagen import generate_dataset
+    from delan_control.robot_model import Mismatch
+    heldout = str(tmp / 'heldout')
+    write_bag(heldout, generate_dataset(
+        URDF, trajectories=2, duration=6.0, rate=RATE, seed=12,
+        mismatch=Mismatch(payload_mass=0.6, viscous_scale=2.0, coulomb_scale=2.0)))
+    # the recovered arrays are the logger bag's, joint by joint
+    ref = read_bag_arrays(bag['dir'], match_torque=False)
+    got = read_bag_arrays(ros2_control, ['shoulder', 'elbow'], match_torque=False,
+                          command_joints=['elbow', 'shoulder'])
+    assert got['rejected'] == {}        # rclpy pads a JointState without effort: still read
+    for key in ('q', 'qd', 'tau'):
+        np.testing.assert_array_equal(got[key], ref[key])
+    _train(['--bag', bag['dir']], str(tmp / 'logger.pt'))
+    trained = _train(['--bag', ros2_control, '--controllers-yaml', str(controllers)],
+                     str(tmp / 'ros2_control.pt'))
+    assert trained['joint_names'] == ['elbow', 'shoulder']      # the commanded joints
+    nmse = {name: json.loads(cli('delan-eval', '--model', str(tmp / f'{name}.pt'), '--bag',
+                                 heldout))['inverse']['nmse_mean']
+            for name in ('logger', 'ros2_control')}
+    print(f'\nheld-out nMSE: {nmse}')
+    assert nmse['logger'] < 0.2
+    assert nmse['ros2_control'] < 1.5 * nmse['logger'] + 0.005

@@ -4,84 +4,23 @@ A ``std_msgs/Float64MultiArray`` command carries no joint names: ros2_control's
 ``forward_command_controller`` applies value k to joint k of its ``joints`` parameter, whatever
 order the model (depth first) or ``joint_states`` (any order) has. A torque vector sent in the
 model's order drives the wrong motors when that list is ordered differently, and a list naming
-other joints cannot be commanded at all. :class:`CommandOrder` reorders;
+other joints cannot be commanded at all. :class:`CommandOrder` (from
+:mod:`delan_learning.command_order`, which the bag reader shares) reorders;
 :class:`ReceiverOrderQuery` decides, once, which order the receiving controller wants.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
-import numpy as np
+from delan_learning.command_order import CommandOrder, CommandOrderError, order_mismatch
+
+__all__ = ['REQUEST_RETRY_S', 'CommandOrder', 'CommandOrderError', 'OrderDecision',
+           'ReceiverOrderQuery', 'order_mismatch']
 
 #: seconds without an answer after which the receiver's joints are asked for again: a request
 #: sent just as its services appeared can be lost while the middleware matches the reply path
 REQUEST_RETRY_S = 1.0
-
-
-class CommandOrderError(ValueError):
-    """The receiver's joints are not the model's joints."""
-
-
-def _repeated(names: Sequence[str]) -> list:
-    seen, out = set(), []
-    for name in names:
-        if name in seen and name not in out:
-            out.append(name)
-        seen.add(name)
-    return out
-
-
-def order_mismatch(model_joints: Sequence[str], command_joints: Sequence[str]) -> Optional[str]:
-    """Why ``command_joints`` cannot carry one torque per model joint (None when it can)."""
-    model, command = list(model_joints), list(command_joints)
-    problems = []
-    repeated = _repeated(command)
-    missing = [j for j in model if j not in command]
-    extra = [j for j in dict.fromkeys(command) if j not in model]
-    if repeated:
-        problems.append(f'repeated {repeated}')
-    if missing:
-        problems.append(f'missing {missing}')
-    if extra:
-        problems.append(f'extra {extra}')
-    if not problems:
-        return None
-    return f'joints {command} are not the model joints {model}: ' + ', '.join(problems)
-
-
-class CommandOrder:
-    """The model's torques in a receiver's joint order: ``command[k] = tau[index[k]]``.
-
-    The index array is computed once: a control cycle pays one fancy index, nothing when the
-    orders agree (``index`` is None then). Raises :class:`CommandOrderError` with the reason
-    when the joints differ (missing, extra or repeated ones)."""
-
-    def __init__(self, model_joints: Sequence[str], command_joints: Sequence[str]):
-        reason = order_mismatch(model_joints, command_joints)
-        if reason is not None:
-            raise CommandOrderError(reason)
-        self.joints: Tuple[str, ...] = tuple(command_joints)
-        position = {name: i for i, name in enumerate(model_joints)}
-        index = np.array([position[name] for name in self.joints], dtype=np.intp)
-        self.index: Optional[np.ndarray] = (
-            None if np.array_equal(index, np.arange(len(index))) else index)
-
-    @property
-    def is_model_order(self) -> bool:
-        return self.index is None
-
-    def to_command(self, tau: np.ndarray) -> np.ndarray:
-        """Model order -> the receiver's order."""
-        return tau if self.index is None else tau[self.index]
-
-    def to_model(self, command: np.ndarray) -> np.ndarray:
-        """The receiver's order -> model order."""
-        if self.index is None:
-            return command
-        out = np.empty_like(command)
-        out[self.index] = command
-        return out
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,9 @@ from typing import List, Optional
 import numpy as np
 
 from delan_learning.bag_io import BagError, BagWarning, read_bag_arrays, recover_bag
+from delan_learning.command_order import add_command_order_args, command_joints_of, csv_list
 
 NPZ_KEYS = ('q', 'qd', 'qdd', 'tau', 'traj', 't', 'joint_names', 'joint_types')
-
-
-def _csv(text: Optional[str]) -> Optional[List[str]]:
-    if text is None:
-        return None
-    items = [s.strip() for s in text.split(',') if s.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError('empty list')
-    return items
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help='bag directory, .mcap/.db3 file, or a directory of bags (a logger '
                         'session split into several bags)')
     p.add_argument('--out', required=True, help='output .npz file')
-    p.add_argument('--joints', type=_csv, default=None,
+    p.add_argument('--joints', type=csv_list, default=None,
                    help='comma-separated joint names (order of the arrays); default: the joints '
                         'of the messages (required when several robots share the topic)')
     p.add_argument('--topic', default=None,
@@ -48,8 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--command-topic', default=None,
                    help='std_msgs/Float64MultiArray torque commands, used when the joint states '
                         'carry no effort (default: the one ending in effort_controller/commands)')
+    add_command_order_args(p)
     p.add_argument('--tau-source', choices=('auto', 'effort', 'command'), default='auto')
-    p.add_argument('--joint-types', type=_csv, default=None,
+    p.add_argument('--joint-types', type=csv_list, default=None,
                    help='comma-separated joint types (revolute, continuous, prismatic); omitted '
                         'from the file when not given')
     p.add_argument('--gap-factor', type=float, default=5.0,
@@ -86,7 +79,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             res = read_bag_arrays(args.bag, joint_names=args.joints, joint_state_topic=args.topic,
                                   command_topic=args.command_topic, gap_factor=args.gap_factor,
                                   joint_types=args.joint_types, tau_source=args.tau_source,
-                                  strict=args.strict)
+                                  strict=args.strict, command_joints=command_joints_of(args))
     except (BagError, ValueError) as exc:
         print(f'delan-bag2npz: error: {exc}', file=sys.stderr)
         return 2

@@ -53,6 +53,7 @@ from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer
 from rosbags.rosbag2 import storage_mcap as _mcap
 from rosbags.typesys import Stores, get_typestore
 
+from delan_learning.command_order import CommandOrder, CommandOrderError
 from delan_learning.joint_state import JointStateError, JointStateMapper
 
 __all__ = [
@@ -740,6 +741,21 @@ def _fmt_topics(topics: Dict[str, str]) -> str:
     return ', '.join(f'{t} [{ty}]' for t, ty in sorted(topics.items())) or 'none'
 
 
+def deserialize_cdr(store, data: Union[bytes, memoryview], msgtype: str):
+    """``store.deserialize_cdr`` that also takes the up to 7 padding bytes rclpy (rmw_fastrtps)
+    appends, where rosbags allows 3: a JointState with an empty last field (no effort, as
+    joint_state_broadcaster publishes for a robot without effort sensing) ends 4 bytes short
+    of its 8-byte padded size. Raises ValueError when the payload is no CDR ``msgtype``."""
+    if len(data) < 4 or bytes(data[:2]) not in (b'\x00\x00', b'\x00\x01'):
+        raise ValueError('not a CDR payload')
+    msgdef = store.get_msgdef(msgtype)
+    decode = msgdef.deserialize_cdr_le if data[1] else msgdef.deserialize_cdr_be
+    msg, pos = decode(memoryview(data)[4:], 0, msgdef.cls, store)
+    if len(data) - 4 - pos > 7:
+        raise ValueError(f'{len(data) - 4 - pos} bytes after the {msgtype} message')
+    return msg
+
+
 def _stamp_ns(msg) -> int:
     return int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
 
@@ -749,20 +765,22 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
                     command_topic: Optional[str] = None, gap_factor: float = 5.0, *,
                     joint_types: Optional[Sequence[str]] = None, tau_source: str = 'auto',
                     strict: bool = False, complete: bool = True, match_torque: bool = True,
-                    min_traj_samples: int = 5) -> dict:
+                    min_traj_samples: int = 5,
+                    command_joints: Optional[Sequence[str]] = None) -> dict:
     """Training arrays from a joint-state bag (this logger's or ``ros2 bag record``'s).
 
     Args:
         path: bag directory, ``.mcap``/``.db3`` file, or a directory of bags (read together).
-        joint_names: joints to extract, in this order. None: the joints of the bag's messages (in
-            the first message's order); an error when messages name different joint sets
-            (several robots on one topic) -- the error lists the sets found.
+        joint_names: joints to extract, in this order. None: ``command_joints`` when given, else
+            the joints of the bag's messages (in the first message's order); an error when
+            messages name different joint sets (several robots on one topic) -- the error lists
+            the sets found.
         joint_state_topic: sensor_msgs/JointState topic; default: the only one, else
             ``/joint_states``.
-        command_topic: std_msgs/Float64MultiArray torque commands (data in ``joint_names`` order);
-            default: the only one ending in ``effort_controller/commands``. Used for tau when the
-            joint states carry no effort (or ``tau_source='command'``): each state takes the
-            latest command received before it (both by bag receive time).
+        command_topic: std_msgs/Float64MultiArray torque commands (data in ``command_joints``
+            order); default: the only one ending in ``effort_controller/commands``. Used for tau
+            when the joint states carry no effort (or ``tau_source='command'``): each state takes
+            the latest command received before it (both by bag receive time).
         gap_factor: a time step above ``gap_factor`` x median step starts a new trajectory.
         joint_types: optional per-joint types ('revolute'/'prismatic'); absent when None.
         tau_source: 'auto' (effort if the states carry it, else commands), 'effort', 'command'.
@@ -774,6 +792,11 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
             wants); False returns the recorded torque. ``info['tau_matched']`` says which.
         min_traj_samples: trajectories with fewer samples are dropped (``rejected
             ['short_trajectory']``); the differentiator needs a few samples per trajectory.
+        command_joints: the joint order of the recorded commands (a ros2_control
+            forward_command_controller's ``joints``, see
+            :func:`delan_learning.command_order.command_joints_from_controllers_yaml`), which need
+            not be ``joint_names`` order: commands carry no names. None: ``joint_names`` order.
+            Commands of another length are dropped (``rejected['command_length']``).
 
     Returns:
         dict with ``q``, ``qd``, ``qdd``, ``tau`` (N x n float64), ``traj`` (N,) int64, ``t`` (N,)
@@ -784,7 +807,7 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
 
     Raises:
         BagError: missing path, unreadable bag, no joint-state topic, no effort and no commands,
-            ambiguous joint sets, no valid sample.
+            ambiguous joint sets, ``command_joints`` not the joints read, no valid sample.
     """
     if gap_factor <= 1.0 or not math.isfinite(gap_factor):
         raise ValueError(f'gap_factor must be > 1, not {gap_factor}')
@@ -824,7 +847,7 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
         for src in sources:
             for topic, ts, data in src.iter(wanted):
                 try:
-                    msg = store.deserialize_cdr(data, topics[topic])
+                    msg = deserialize_cdr(store, data, topics[topic])
                 except Exception:  # noqa: BLE001 - any garbage in the payload
                     rejected['undecodable' if topic == js_topic else 'undecodable_command'] += 1
                     continue
@@ -841,6 +864,8 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
         warnings.warn(note, BagWarning, stacklevel=2)
 
     # -- joint set
+    if joint_names is None and command_joints is not None:
+        joint_names = command_joints        # the commanded joints; a gripper is left out
     if joint_names is None:
         sets: Dict[frozenset, list] = {}
         for _, msg in states:
@@ -857,6 +882,11 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
                            f'{listing}. Pass joint_names to pick one.')
         joint_names = next(iter(sets.values()))[0]
     joint_names = [str(n) for n in joint_names]
+    try:
+        command_order = CommandOrder(joint_names, joint_names if command_joints is None
+                                     else [str(j) for j in command_joints])
+    except CommandOrderError as err:
+        raise BagError(f'command_joints: {err}') from None
     mapper = JointStateMapper(joint_names, allow_extra=True, require_velocity=False)
     n = len(joint_names)
     if joint_types is not None and len(joint_types) != n:
@@ -924,7 +954,7 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
                 keep[i] = False
                 continue
             cmd = commands[j][1]
-            if cmd.shape != (n,):
+            if cmd.shape != (n,):           # n == len(command_joints), checked above
                 rejected['command_length'] += 1
                 keep[i] = False
             elif not np.all(np.isfinite(cmd)):
@@ -934,8 +964,10 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
                 rejected['stale_command'] += 1
                 keep[i] = False
             else:
-                tau[i] = cmd
+                tau[i] = command_order.to_model(cmd)
         torque_from = f'{cmd_topic} (latest before each state)'
+        if not command_order.is_model_order:
+            torque_from += f', joint order {list(command_order.joints)}'
 
     recv, stamp, q, qd, tau = recv[keep], stamp[keep], q[keep], qd[keep], tau[keep]
     if recv.size == 0:

@@ -14,6 +14,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from delan_learning.command_order import add_command_order_args, command_joints_of
+
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
@@ -30,6 +32,13 @@ def _read_data(args, require_tau: bool = True):
     from delan_learning.data import Dataset, DataError, load_npz
 
     try:
+        command_joints = command_joints_of(args)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    try:
+        if args.data and command_joints is not None:
+            raise UsageError('--command-joints and --controllers-yaml are for --bag (an .npz '
+                             'holds torques in its own joint order)')
         if getattr(args, 'bag', None):
             try:
                 from delan_learning.bag_io import read_bag_arrays
@@ -38,7 +47,7 @@ def _read_data(args, require_tau: bool = True):
                                  f'cannot be imported here ({err}); convert the bag to .npz '
                                  f'and use --data') from None
             try:
-                arrays = read_bag_arrays(args.bag)
+                arrays = read_bag_arrays(args.bag, command_joints=command_joints)
             except (OSError, ValueError, KeyError) as err:
                 raise UsageError(f'cannot read bag {args.bag}: {err}') from None
             return Dataset.from_arrays(arrays, require_tau=require_tau, source=str(args.bag))
@@ -51,6 +60,7 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument('--data', metavar='X.npz', help='data file: q, qd, qdd, tau (N x n) ...')
     src.add_argument('--bag', metavar='DIR', help='ROS 2 bag directory (joint states)')
+    add_command_order_args(p)
 
 
 # -- delan-train ----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from delan_learning.bag_io import (COMMAND_TYPE, JOINT_STATE_TYPE, BagError, BagWarning,
                                    SplitBagWriter, TopicSpec, iter_bag_messages, list_bags,
                                    qos_profile, read_bag_arrays, recover_bag, ros2_typestore)
+from delan_learning.command_order import command_joints_from_controllers_yaml
 
 STORE = ros2_typestore()
 JointState = STORE.types[JOINT_STATE_TYPE]
@@ -80,9 +81,10 @@ def write_ros2_bag(path: Path, storage: str, messages):
 
 
 def arm_messages(rate=100.0, segments=((0.0, 2.0), (3.0, 5.0)), with_effort=True,
-                 reorder=True, extra_joint=True, stamp_zero=False):
+                 reorder=True, extra_joint=True, stamp_zero=False, rng=None):
     """JointStates of joints j1, j2 (+ a gripper) over time segments (a gap between them); the
-    name order flips on every other message. effort = 10*q + 1 (an arbitrary known map)."""
+    name order flips on every other message (with ``rng``: a random order per message, as
+    joint_state_broadcaster may publish). effort = 10*q + 1 (an arbitrary known map)."""
     out, truth = [], []
     for a, b in segments:
         for t in np.arange(a, b, 1.0 / rate):
@@ -91,7 +93,10 @@ def arm_messages(rate=100.0, segments=((0.0, 2.0), (3.0, 5.0)), with_effort=True
             if extra_joint:
                 names, pos, vel, eff = names + ['gripper'], pos + [0.01], vel + [0.0], eff + [0.0]
             k = len(out)
-            if reorder and k % 2:
+            if rng is not None:
+                p = rng.permutation(len(names))
+                names, pos, vel, eff = ([x[i] for i in p] for x in (names, pos, vel, eff))
+            elif reorder and k % 2:
                 names, pos, vel, eff = names[::-1], pos[::-1], vel[::-1], eff[::-1]
             stamp = 0 if stamp_zero else T0 + int(round(t * 1e9))
             recv = T0 + int(round(t * 1e9)) + 2_000_000       # received 2 ms after the stamp
@@ -171,6 +176,94 @@ def test_tau_from_commands_when_effort_missing(tmp_path, storage):
     assert np.all(read_bag_arrays(bag2, ['j1', 'j2'])['tau'][:, 0] != 7.0)
     forced = read_bag_arrays(bag2, ['j1', 'j2'], tau_source='command')
     np.testing.assert_allclose(forced['tau'], np.tile([7.0, 8.0], (len(forced['t']), 1)))
+
+
+def true_torque(t):
+    """A torque per model joint [j1, j2] at times t: j1's always positive, j2's negative, so
+    values read into the wrong joint show."""
+    q, _, _ = motion(t)
+    return np.stack([2.0 + q[:, 0], -2.0 + q[:, 1]], 1)
+
+
+def ros2_control_bag(path: Path, command_joints, storage='mcap', bad_length=()):
+    """A ``ros2 bag record`` of a ros2_control robot: joint_state_broadcaster's joint_states
+    (every joint, the gripper too, in a random order per message, no effort) and the
+    forward_command_controller's commands in its ``joints`` order, 1 ms before each state
+    (messages whose index is in ``bad_length`` get one value too many). Returns the states'
+    times and the torques in model order."""
+    msgs, t = arm_messages(with_effort=False, segments=((0.0, 2.0),),
+                           rng=np.random.default_rng(4))
+    tau = true_torque(t)
+    col = [['j1', 'j2'].index(j) for j in command_joints]
+    cmds = [('/effort_controller/commands', COMMAND_TYPE, m[2] - 1_000_000,
+             cmd_cdr(list(tau[i, col]) + ([0.0] if i in bad_length else [])))
+            for i, m in enumerate(msgs)]
+    write_ros2_bag(path, storage, sorted(msgs + cmds, key=lambda m: m[2]))
+    return t, tau
+
+
+CONTROLLERS_YAML = """controller_manager:
+  ros__parameters:
+    effort_controller:
+      type: forward_command_controller/ForwardCommandController
+effort_controller:
+  ros__parameters:
+    interface_name: effort
+    joints: [j2, j1]
+"""
+
+
+@pytest.mark.parametrize('storage', ['mcap', 'sqlite3'])
+def test_commands_in_the_controllers_joint_order(tmp_path, storage):
+    t, tau = ros2_control_bag(tmp_path / 'rec', ['j2', 'j1'], storage)
+    res = read_bag_arrays(tmp_path / 'rec', ['j1', 'j2'], command_joints=['j2', 'j1'],
+                          match_torque=False)
+    assert res['rejected'] == {} and len(res['t']) == len(t)
+    np.testing.assert_array_equal(res['tau'], tau)                # exact, per joint
+    np.testing.assert_allclose(res['q'], motion(t)[0], atol=1e-12)
+    assert "joint order ['j2', 'j1']" in res['info']['tau_source']
+    # the order from the controllers yaml; without joint_names, the commanded joints in their
+    # order (the gripper, which no command drives, is left out)
+    yaml_file = tmp_path / 'controllers.yaml'
+    yaml_file.write_text(CONTROLLERS_YAML)
+    joints = command_joints_from_controllers_yaml(yaml_file)
+    assert joints == ['j2', 'j1']
+    res_yaml = read_bag_arrays(tmp_path / 'rec', command_joints=joints, match_torque=False)
+    assert list(res_yaml['joint_names']) == ['j2', 'j1']
+    np.testing.assert_array_equal(res_yaml['tau'], tau[:, ::-1])
+    # read as if in model order, every torque lands on the other joint
+    wrong = read_bag_arrays(tmp_path / 'rec', ['j1', 'j2'], match_torque=False)
+    assert np.all(wrong['tau'][:, 0] < 0) and np.all(tau[:, 0] > 0)
+
+
+def test_command_joints_not_the_joints_read_is_a_clear_error(tmp_path):
+    ros2_control_bag(tmp_path / 'rec', ['j2', 'j1'])
+    with pytest.raises(BagError, match=r"missing \['j2'\], extra \['gripper'\]"):
+        read_bag_arrays(tmp_path / 'rec', ['j1', 'j2'], command_joints=['gripper', 'j1'])
+    with pytest.raises(BagError, match=r"missing \['j1'\]"):
+        read_bag_arrays(tmp_path / 'rec', ['j1', 'j2'], command_joints=['j2'])
+    with pytest.raises(BagError, match=r"repeated \['j2'\]"):
+        read_bag_arrays(tmp_path / 'rec', ['j1', 'j2'], command_joints=['j2', 'j2', 'j1'])
+
+
+def test_command_of_another_length_than_command_joints_rejected(tmp_path):
+    t, tau = ros2_control_bag(tmp_path / 'rec', ['j2', 'j1'], bad_length=range(50, 60))
+    res = read_bag_arrays(tmp_path / 'rec', ['j1', 'j2'], command_joints=['j2', 'j1'],
+                          match_torque=False)
+    assert res['rejected'] == {'command_length': 10}
+    keep = np.r_[0:50, 60:len(t)]
+    np.testing.assert_array_equal(res['tau'], tau[keep])
+
+
+def test_controllers_yaml_without_the_controller_is_a_clear_error(tmp_path):
+    yaml_file = tmp_path / 'controllers.yaml'
+    yaml_file.write_text(CONTROLLERS_YAML.replace('joints: [j2, j1]', 'joint: j2'))
+    with pytest.raises(ValueError, match='effort_controller.ros__parameters.joints'):
+        command_joints_from_controllers_yaml(yaml_file)
+    with pytest.raises(ValueError, match="no entry for controller 'arm_controller'"):
+        command_joints_from_controllers_yaml(yaml_file, 'arm_controller')
+    with pytest.raises(ValueError, match='cannot read'):
+        command_joints_from_controllers_yaml(tmp_path / 'missing.yaml')
 
 
 def test_no_effort_and_no_commands_is_a_clear_error(tmp_path):
@@ -418,6 +511,29 @@ def test_bag2npz_cli(tmp_path):
                  '--joint-types', 'revolute,prismatic']) == 0
     with np.load(out2) as f:
         assert list(f['joint_types']) == ['revolute', 'prismatic']
+
+
+def test_bag2npz_cli_command_order(tmp_path):
+    exe = _cli()
+    t, tau = ros2_control_bag(tmp_path / 'rec', ['j2', 'j1'])
+    yaml_file = tmp_path / 'controllers.yaml'
+    yaml_file.write_text(CONTROLLERS_YAML)
+    for option in (['--controllers-yaml', str(yaml_file)], ['--command-joints', 'j2,j1']):
+        out = tmp_path / 'data.npz'
+        r = subprocess.run([exe, '--bag', str(tmp_path / 'rec'), '--out', str(out),
+                            '--joints', 'j1,j2', *option],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        with np.load(out) as f:
+            np.testing.assert_allclose(f['tau'], matched(tau, f), atol=1e-12)
+    r = subprocess.run([exe, '--bag', str(tmp_path / 'rec'), '--out', str(out),
+                        '--command-joints', 'j2,j1', '--controllers-yaml', str(yaml_file)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and 'not allowed with' in r.stderr
+    r = subprocess.run([exe, '--bag', str(tmp_path / 'rec'), '--out', str(tmp_path / 'x.npz'),
+                        '--joints', 'j1,j2', '--command-joints', 'j1,gripper'],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "missing ['j2']" in r.stderr and 'Traceback' not in r.stderr
 
 
 def test_bag2npz_cli_bad_input_exit_2(tmp_path):

@@ -124,7 +124,8 @@ def bad(files, name, **change):
     return path
 
 
-@pytest.mark.parametrize('case', ['missing_tau', 'nan_q', 'no_file', 'bad_budget'])
+@pytest.mark.parametrize('case', ['missing_tau', 'nan_q', 'no_file', 'bad_budget',
+                                  'command_order_for_npz', 'no_yaml'])
 def test_train_bad_input_exit_2(files, case):
     arrays = dict(np.load(files / 'train.npz'))
     q = arrays['q'].copy()
@@ -132,12 +133,16 @@ def test_train_bad_input_exit_2(files, case):
     args = {'missing_tau': ['--data', bad(files, 'notau.npz', tau=None)],
             'nan_q': ['--data', bad(files, 'nan.npz', q=q)],
             'no_file': ['--data', files / 'absent.npz'],
-            'bad_budget': ['--data', files / 'train.npz', '--time-budget', -1]}[case]
+            'bad_budget': ['--data', files / 'train.npz', '--time-budget', -1],
+            'command_order_for_npz': ['--data', files / 'train.npz', '--command-joints', 'a,b'],
+            'no_yaml': ['--bag', files / 'absent', '--controllers-yaml', files / 'absent.yaml']
+            }[case]
     r = run('delan-train', *args, '--out', files / 'never.pt')
     assert r.returncode == 2
     assert r.stderr.startswith('delan-train: error:') and 'Traceback' not in r.stderr
     expected = {'missing_tau': "'tau'", 'nan_q': 'non-finite', 'no_file': 'no such data file',
-                'bad_budget': '--time-budget'}[case]
+                'bad_budget': '--time-budget', 'command_order_for_npz': 'are for --bag',
+                'no_yaml': 'cannot read controllers yaml'}[case]
     assert expected in r.stderr
     assert not os.path.exists(files / 'never.pt')
 
