@@ -69,8 +69,8 @@ def test_short_demo_on_the_seven_dof_arm(tmp_path):
     """The any-arm chain on a 7-DoF arm (continuous wrist, light distal links), shortened: the
     true plant explains the excitation, a model is published, DeLaN tracks the unseen figure
     eight with at most 0.7 of nominal Pinocchio's error at 1x and 2x (the demo's own verdict;
-    the full demo's bound is 1/3, a run of 60 s here measured 0.21 / 0.37), no controller but PD
-    diverges, and the identification is consistent."""
+    the full demo's bound is 1/3), no controller but PD diverges, and the identification is
+    consistent."""
     out = tmp_path / 'demo7'
     res = subprocess.run([sys.executable, '-m', 'delan_control.demo', '--out', str(out),
                           '--robot', 'seven_dof_arm.urdf', '--excitation', '60',
