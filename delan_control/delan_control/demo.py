@@ -45,7 +45,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from delan_control.control_laws import LAWS, Gains, arm_gains
 from delan_control.evaluation import DivergenceCheck, delan_verdict, joint_errors
-from delan_control.robot_model import RobotModel, find_urdf
+from delan_control.robot_model import Mismatch, RobotModel, find_urdf
 from delan_control.trajectories import PiecewiseQuintic
 from delan_learning.joint_state import JointStateError, JointStateMapper
 from delan_learning.ros.cdr import JointStateReader
@@ -613,7 +613,9 @@ class Demo:
         """How well the sim's own model tracks in this loop, replayed without ROS
         (delan_control.replay): what the best model could show, per speed."""
         from delan_control.replay import EvaluationSetup, replay_tracking, true_model
-        setup = EvaluationSetup.from_params(self.urdf, self.params_file, self.joints)
+        sim = self.node_params('sim')
+        setup = EvaluationSetup(self.robot, self.model, Mismatch.from_params(sim), sim,
+                                self.node_params('reference'), self.home())
         truth = true_model(setup)
         self.results['loop_floor_rms'] = {
             str(sp): replay_tracking(setup, truth, sp, self.args.law,

@@ -127,8 +127,8 @@ def add_command_order_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument('--command-joints', type=csv_list, default=None, metavar='A,B,...',
                        help='joint order of the recorded torque commands (the effort '
                             "controller's joints parameter); default: the order of the joints "
-                            'read; without --joints, also the joints read (a gripper in the '
-                            'joint states that no command drives is left out)')
+                            'read; where no joints are selected, also the joints read (a '
+                            'gripper in the joint states that no command drives is left out)')
     group.add_argument('--controllers-yaml', default=None, metavar='FILE',
                        help='ros2_control controllers yaml whose effort_controller joints give '
                             'the command order (as --command-joints)')
