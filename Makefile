@@ -1,6 +1,6 @@
 # delan_ros: the commands a user types. Everything runs inside .venv (made by `make setup`).
 SHELL := /bin/bash
-ROBOT ?= urdf/two_link_arm.urdf
+ROBOT ?= two_link_arm.urdf
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 

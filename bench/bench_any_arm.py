@@ -23,7 +23,7 @@ from node_set import load_text, log, provenance
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-#: the demo resolves names of urdf/ and of example-robot-data (robot_model.find_urdf)
+#: the demo resolves names of delan_bringup/urdf/ and of example-robot-data (robot_model.find_urdf)
 ROBOTS = {'two_link': 'two_link_arm.urdf', 'seven_dof': 'seven_dof_arm.urdf',
           'ur5': 'ur5_joint_limited_robot.urdf', 'panda': 'panda.urdf'}
 #: more vendor arms of example-robot-data, run on request (--robots xarm7 z1 ...)

@@ -3,12 +3,12 @@
 
 Set-up (``node_set.py``): real processes from the installed console scripts with the parameter
 file of the launch files and the demo -- ``sim`` (the mismatched arm of
-launch/config/sim_params.yaml: 0.6 kg payload, friction x2, sensor noise; joint states at
+delan_bringup/config/sim_params.yaml: 0.6 kg payload, friction x2, sensor noise; joint states at
 ``--rate`` Hz, *not* lockstep, real time), ``torque_controller`` (PD gains from the URDF
 inertia, as in ``make demo``), ``reference`` (excitation, repeating) and ``learner`` (training
 continually on the same joint states, publishing a model version every 5 s) -- plus a probe
 node in this process (``loop_probe.py``). ``--urdf`` selects the robot for all of them (and for
-the identification below): ``urdf/seven_dof_arm.urdf`` is the 7-DoF arm.
+the identification below): ``delan_bringup/urdf/seven_dof_arm.urdf`` is the 7-DoF arm.
 
 For each model (pd, pinocchio, identified, delan; switched at runtime with a parameter set, as
 ``ros2 param set`` does) the controller's own timing is read for ``--duration`` seconds from
@@ -32,7 +32,7 @@ every new one it publishes during the run (``delan_checkpoint`` empty) -- the pr
 RSS of every process is read from /proc at the start of the first and the end of the last run.
 
 Usage: ``python bench/bench_control_loop.py [--duration 60] [--models pd,delan] [--rate 1000]
-[--urdf urdf/seven_dof_arm.urdf]`` (``--duration 20`` for a quick run). Prints a table; exit
+[--urdf seven_dof_arm.urdf]`` (``--duration 20`` for a quick run). Prints a table; exit
 code 1 only if a node dies.
 """
 from __future__ import annotations
@@ -110,7 +110,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument('--duration', type=float, default=60.0, help='seconds measured per model')
     ap.add_argument('--models', default=','.join(MODELS), help='comma-separated subset')
     ap.add_argument('--rate', type=float, default=1000.0, help='joint_states rate [Hz]')
-    ap.add_argument('--urdf', default=TWO_LINK, help='robot (e.g. urdf/seven_dof_arm.urdf); '
+    ap.add_argument('--urdf', default=TWO_LINK, help='robot (e.g. seven_dof_arm.urdf); '
                     'sim, controller, learner and the identification all use it')
     ap.add_argument('--settle', type=float, default=3.0, help='seconds after a switch')
     ap.add_argument('--no-learner', action='store_true', help='without the learner')

@@ -33,7 +33,7 @@ from delan_learning.training import (Batch, TorqueNormalizer, TrainConfig, Train
                                      train_model)
 
 REFERENCE_SAMPLES_PER_S = 17_500.0
-TWO_LINK_URDF = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
+TWO_LINK_URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 
 
 def panda_urdf() -> str:

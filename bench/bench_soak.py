@@ -2,7 +2,7 @@
 """Soak: the whole suite at 1 kHz for ten minutes -- does anything grow, slow down or get lost?
 
 Set-up (``node_set.py``, as ``bench_control_loop.py``): real processes from the installed console
-scripts with launch/config/sim_params.yaml -- ``sim`` (the mismatched arm: 0.6 kg payload,
+scripts with delan_bringup/config/sim_params.yaml -- ``sim`` (the mismatched arm: 0.6 kg payload,
 friction x2, sensor noise; joint states at ``--rate`` Hz in real time, not lockstep),
 ``reference`` (excitation, repeating), ``learner`` (training continually, publishing model
 versions), ``data_logger`` (an mcap bag of joint_states + commands) and ``torque_controller``

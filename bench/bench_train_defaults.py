@@ -5,7 +5,7 @@ mismatch; trajectories held out for the test score. For each setting: optimiser 
 seconds, what stopped it, and the held-out torque nMSE (mean and worst joint). The settings:
 the plateau default, 300 epochs of cosine decay (the earlier default) and 3,000 epochs.
 
-    python bench/bench_train_defaults.py [--urdf urdf/two_link_arm.urdf] [--sizes 2000,20000]
+    python bench/bench_train_defaults.py [--urdf two_link_arm.urdf] [--sizes 2000,20000]
 """
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ import time
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 
 
 def main() -> int:
@@ -29,7 +27,7 @@ def main() -> int:
     from delan_learning.training import train_model
 
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--urdf', default=os.path.join(ROOT, 'urdf', 'seven_dof_arm.urdf'))
+    ap.add_argument('--urdf', default='seven_dof_arm.urdf')
     ap.add_argument('--sizes', default='2000,20000', help='training samples, comma separated')
     ap.add_argument('--settings', default='plateau,300,3000',
                     help="'plateau' and/or epoch counts (cosine decay)")

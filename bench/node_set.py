@@ -2,7 +2,7 @@
 the per-process numbers read from /proc.
 
 Shared by ``bench_control_loop.py`` and ``bench_soak.py`` so that both measure the same set-up:
-the parameter file the launch files and ``make demo`` use (``launch/config/sim_params.yaml``,
+the parameter file the launch files and ``make demo`` use (``config/sim_params.yaml``,
 i.e. the arm with a payload and twice the friction), overridden where a benchmark needs it (1 kHz
 joint states, real time instead of lockstep), and the demo's PD gains from the URDF inertia (the
 controller's default gains fit the 2-link arm only: on the light wrist of the 7-DoF arm they are
@@ -22,8 +22,8 @@ import numpy as np
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PARAMS_FILE = os.path.join(ROOT, 'launch', 'config', 'sim_params.yaml')
-TWO_LINK = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
+PARAMS_FILE = os.path.join(ROOT, 'delan_bringup', 'config', 'sim_params.yaml')
+TWO_LINK = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 
 
 def log(msg: str) -> None:

@@ -102,10 +102,11 @@ else
 fi
 
 # 5. colcon build (colcon itself skips up-to-date packages only partly, so guard on sources)
-src_hash=$(find delan_msgs delan_learning delan_control "$extra_src/composition_interfaces" \
+src_hash=$(find delan_msgs delan_learning delan_control delan_bringup "$extra_src/composition_interfaces" \
              -type f \( -name '*.msg' -o -name '*.srv' -o -name 'CMakeLists.txt' \
                 -o -name 'package.xml' -o -name 'setup.py' -o -name 'setup.cfg' \
-                -o -path '*/config/*' -o -path '*/resource/*' \) -print0 \
+                -o -path '*/config/*' -o -path '*/resource/*' -o -path '*/launch/*' \
+                -o -path '*/urdf/*' \) -print0 \
            | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
 if [ "$(cat install/.sources.sha256 2>/dev/null)" != "$src_hash" ] || [ ! -f install/setup.bash ]; then
   log "colcon build --symlink-install"

@@ -26,8 +26,8 @@ from delan_learning.ros.testing import ros_context, spin_in_thread
 from delan_learning.urdf_joints import RobotDescription, actuated_joints
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-URDF = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
-SEVEN = os.path.join(ROOT, 'urdf', 'seven_dof_arm.urdf')
+URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
+SEVEN = os.path.join(ROOT, 'delan_bringup', 'urdf', 'seven_dof_arm.urdf')
 
 _INERTIAL = ('<inertial><origin xyz="0 0 0.1"/><mass value="{m}"/><inertia ixx="0.02" ixy="0" '
              'ixz="0" iyy="0.02" iyz="0" izz="0.01"/></inertial>')

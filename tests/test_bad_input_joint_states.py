@@ -23,7 +23,7 @@ from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.testing import ros_context, spin_in_thread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-URDF = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
+URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 NAMES = ['shoulder', 'elbow']
 Q = [0.1, 0.2]
 QD = [0.3, -0.4]

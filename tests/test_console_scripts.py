@@ -12,7 +12,7 @@ import rclpy
 from delan_learning.ros.testing import node_process, ros_context
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-URDF = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
+URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 
 # Extra arguments a node needs to start (everything else has working defaults).
 NODE_ARGS = {

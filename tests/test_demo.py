@@ -51,7 +51,7 @@ def _replay_matches_the_demo(out, r, robot: str, test_duration: float) -> None:
     from delan_control.replay import EvaluationSetup, replay_tracking
     from delan_control.robot_model import find_urdf
     setup = EvaluationSetup.from_params(find_urdf(robot), os.path.join(
-        ROOT, 'launch', 'config', 'sim_params.yaml'))
+        ROOT, 'delan_bringup', 'config', 'sim_params.yaml'))
     models = {'pinocchio': setup.nominal,
               'identified': load_dynamics_model('identified', setup.robot,
                                                 identified_params=str(out / 'identified.json')),

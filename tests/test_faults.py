@@ -47,14 +47,14 @@ from delan_learning.ros.testing import (malformed_joint_state, node_process, ros
 from delan_learning.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-URDF = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
+URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 ROBOT = RobotDescription.load(URDF)
 NAMES = list(ROBOT.joint_names)
 LIMITS = np.asarray(ROBOT.effort_limits, float)
 RATE = 250.0            # joint states [Hz of sim time]
 WAIT = 90.0             # generous deadline for anything that needs processes to start / train
 
-# the sim of launch/config/sim_params.yaml, without /clock (stamps: wall time at start-up + sim
+# the sim of delan_bringup/config/sim_params.yaml, without /clock (stamps: wall time at start-up + sim
 # time, so they stay continuous across a SIGSTOP and a restarted sim starts after the old one)
 SIM = {'publish_rate': RATE, 'lockstep': True, 'lockstep_timeout': 0.05,
        'real_time_factor': 1.0, 'command_timeout': 0.1, 'payload_mass': 0.6,

@@ -36,8 +36,8 @@ from delan_learning.ros.testing import (malformed_joint_state, node_process, ros
 from delan_learning.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-URDF = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
-URDF7 = os.path.join(ROOT, 'urdf', 'seven_dof_arm.urdf')
+URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
+URDF7 = os.path.join(ROOT, 'delan_bringup', 'urdf', 'seven_dof_arm.urdf')
 ROBOT = RobotDescription.load(URDF)
 NAMES = list(ROBOT.joint_names)
 RATE = 500.0            # stamps of the stream [Hz]

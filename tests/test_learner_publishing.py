@@ -25,7 +25,7 @@ from delan_learning.online import Sample, held_out
 from delan_learning.ros.testing import ros_context
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-URDF = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
+URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 RATE = 250.0
 BURST_GAIN = 1.5
 

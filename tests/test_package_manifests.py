@@ -8,7 +8,7 @@ import pytest
 from catkin_pkg.package import parse_package
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ['delan_msgs', 'delan_learning', 'delan_control']
+PACKAGES = ['delan_msgs', 'delan_learning', 'delan_control', 'delan_bringup']
 
 # top-level Python module -> rosdep key
 ROSDEP_KEYS = {
@@ -21,7 +21,7 @@ ROSDEP_KEYS = {
 # ROS packages imported by their own name
 ROS_PACKAGES = {'xacro', 'rclpy', 'std_msgs', 'std_srvs', 'sensor_msgs', 'trajectory_msgs',
                 'builtin_interfaces', 'rosgraph_msgs', 'rcl_interfaces', 'diagnostic_msgs',
-                'delan_msgs', 'delan_learning', 'delan_control'}
+                'delan_msgs', 'delan_learning', 'delan_control', 'delan_bringup'}
 
 
 def imported_modules(package_dir):
@@ -54,14 +54,14 @@ def test_manifest_is_format_3_and_valid(name):
     assert pkg.licenses and pkg.maintainers and pkg.description
 
 
-@pytest.mark.parametrize('name', ['delan_learning', 'delan_control'])
+@pytest.mark.parametrize('name', ['delan_learning', 'delan_control', 'delan_bringup'])
 def test_manifest_declares_every_import(name):
     pkg = parse_package(os.path.join(ROOT, name, 'package.xml'))
     runtime = {d.name for d in pkg.exec_depends + pkg.build_export_depends}
     test = {d.name for d in pkg.test_depends}
     stdlib = set(sys.stdlib_module_names)
     problems = []
-    for sub, is_test in ((name, False), ('test', True)):
+    for sub, is_test in ((name, False), ('launch', False), ('test', True)):
         for mod, where in imported_modules(os.path.join(ROOT, name, sub)).items():
             if mod in stdlib or mod == name or mod.startswith('test_') or mod == 'conftest':
                 continue
@@ -81,3 +81,12 @@ def test_ament_python_layout(name):
     setup = open(os.path.join(base, 'setup.py')).read()
     assert "'resource/' + package_name" in setup and "'package.xml'" in setup
     assert "install_scripts=$base/lib/" + name in open(os.path.join(base, 'setup.cfg')).read()
+
+
+def test_bringup_installs_its_launch_config_and_urdf_folders():
+    """Launch files find these with FindPackageShare: they must be in the share folder."""
+    setup = open(os.path.join(ROOT, 'delan_bringup', 'setup.py')).read()
+    for folder, pattern in (('launch', '*.launch.py'), ('config', '*.yaml'), ('urdf', '*.urdf')):
+        assert f"'/{folder}', glob('{folder}/{pattern}')" in setup
+        assert os.listdir(os.path.join(ROOT, 'delan_bringup', folder))
+    assert os.path.isfile(os.path.join(ROOT, 'delan_bringup', 'resource', 'delan_bringup'))

@@ -4,8 +4,9 @@ states and the learner's status, `ros2 param set` switches the controller's mode
 Ctrl-C (SIGINT) stops everything. Every command inherits this pytest run's ROS_DOMAIN_ID (root
 conftest.py), so parallel runs do not hear each other.
 
-The commands run in a temporary folder holding links to launch/ and urdf/: the recipes' relative
-paths resolve as in the repository root, and the bags and checkpoints they write land there."""
+The launch files are found in the installed delan_bringup package, as on an apt ROS 2 machine;
+the commands run in a temporary folder, where the bags and checkpoints they write land.
+robot.launch.py runs beside the sim standing in for ros2_control's effort controller."""
 import os
 import re
 import shlex
@@ -23,7 +24,9 @@ from delan_learning.ros.testing import stop_process
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = open(os.path.join(ROOT, 'README.md')).read()
 
-LAUNCH = 'ros2 launch launch/sim.launch.py controller:=pd record:=true'
+LAUNCH = 'ros2 launch delan_bringup sim.launch.py model:=pd record:=true'
+ROBOT_LAUNCH = ('ros2 launch delan_bringup robot.launch.py urdf:=two_link_arm.urdf '
+                'model:=pinocchio record:=false reference:=false namespace:=arm1')
 NODE_LIST = 'ros2 node list'
 HZ = 'ros2 topic hz /joint_states'
 ECHO_JOINT_STATES = 'ros2 topic echo --once /joint_states'
@@ -33,7 +36,7 @@ GET_MODEL = 'ros2 param get /torque_controller model'
 RECIPES = [LAUNCH, NODE_LIST, HZ, ECHO_JOINT_STATES, ECHO_STATUS, SET_MODEL, GET_MODEL]
 
 NODES = ['sim', 'reference', 'torque_controller', 'data_logger', 'learner']
-JOINTS = ['shoulder', 'elbow']  # urdf/two_link_arm.urdf, the launch file's default robot
+JOINTS = ['shoulder', 'elbow']  # two_link_arm.urdf, the launch file's default robot
 WAIT = 90.0  # generous: five nodes (one importing torch) and the CLI share two busy cores
 
 
@@ -106,8 +109,6 @@ def first_message(echo_output: str) -> dict:
 @pytest.fixture(scope='module')
 def workdir(tmp_path_factory):
     d = tmp_path_factory.mktemp('user')
-    for name in ('launch', 'urdf'):
-        os.symlink(os.path.join(ROOT, name), d / name)
     yield str(d)
     # the CLI commands started a ros2 daemon for this domain; a user's would stay, ours may not
     subprocess.run(['ros2', 'daemon', 'stop'], cwd=d, capture_output=True, timeout=WAIT)
@@ -187,11 +188,59 @@ def test_ctrl_c_stops_every_node_cleanly(suite):
     assert not alive
 
 
-def test_bad_launch_argument_gets_the_launch_systems_error(workdir):
-    r = subprocess.run(shlex.split('ros2 launch launch/sim.launch.py controller:=fast'),
+@pytest.mark.parametrize('argument,message', [
+    ('record:=maybe', 'Argument "record" provided value "maybe" is not valid. Valid options are: '
+                      "['true', 'false']"),
+    ('model:=fast', "model:=fast is not a model kind; valid: "
+                    "['pd', 'pinocchio', 'identified', 'delan']"),
+    ('controller:=fast', 'controller:=fast is not a model kind'),
+    ('urdf:=no_such_arm.urdf', "URDF 'no_such_arm.urdf' not found"),
+])
+def test_bad_launch_argument_is_a_clear_error(workdir, argument, message):
+    r = subprocess.run(shlex.split(f'ros2 launch delan_bringup sim.launch.py {argument}'),
                        cwd=workdir, capture_output=True, text=True, timeout=WAIT)
     out = r.stdout + r.stderr
     assert r.returncode != 0
-    assert ('Argument "controller" provided value "fast" is not valid. Valid options are: '
-            "['pd', 'pinocchio', 'identified', 'delan']") in out
+    assert message in out
     assert 'process started' not in out
+
+
+def test_robot_launch_commands_the_effort_controller_and_stops_on_ctrl_c(workdir):
+    """The README's real-arm launch: the torque controller reads the effort controller's joints,
+    commands flow to it, and Ctrl-C stops every node cleanly."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from std_msgs.msg import Float64MultiArray
+
+    from delan_learning.ros.testing import node_process, ros_context, spin_until
+    # ros2_control's part, played by the sim under the effort controller's name; all in a
+    # namespace of their own, apart from the sim.launch.py suite of the tests above
+    robot = node_process('delan_control', 'sim', [
+        '-r', '__node:=effort_controller', '-r', '__ns:=/arm1',
+        '-p', 'urdf_path:=two_link_arm.urdf',
+        '-p', 'publish_clock:=false', '-p', 'lockstep:=false'], cwd=workdir,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    launch, out = start(ROBOT_LAUNCH, workdir)
+    try:
+        out.wait_for(r'\[arm1\.torque_controller\]: controlling .* with model=pinocchio')
+        commands = []
+        with ros_context() as ctx:
+            node = rclpy.create_node('command_listener', context=ctx)
+            node.create_subscription(Float64MultiArray, '/arm1/effort_controller/commands',
+                                     lambda m: commands.append(list(m.data)), 10)
+            ex = SingleThreadedExecutor(context=ctx)
+            ex.add_node(node)
+            assert spin_until(ex, lambda: len(commands) > 20, WAIT), out.text[-3000:]
+            ex.remove_node(node)
+            node.destroy_node()
+        assert all(len(c) == len(JOINTS) for c in commands)
+        nodes = psutil.Process(launch.pid).children(recursive=True)
+        launch.send_signal(signal.SIGINT)
+        assert launch.wait(timeout=WAIT) == 0, out.text[-3000:]
+        for name in ('torque_controller', 'learner'):
+            out.wait_for(rf'\[{name}-\d+\]: process has finished cleanly')
+        assert 'process has died' not in out.text
+        assert not psutil.wait_procs(nodes, timeout=WAIT)[1]
+    finally:
+        stop_process(launch)
+        stop_process(robot)

@@ -24,7 +24,7 @@ from delan_learning.bag_io import (COMMAND_TYPE, JOINT_STATE_TYPE, SplitBagWrite
                                    qos_profile, read_bag_arrays)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-URDF = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
+URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 RATE = 500.0
 
 

@@ -1,7 +1,7 @@
 """The main job (``make demo``): learn a mismatched arm's dynamics online, then compare controllers.
 
 Real nodes over real DDS, each its own process started from the installed console scripts with
-the parameter file the launch files use (``launch/config/sim_params.yaml``):
+the parameter file the launch files use (``delan_bringup/config/sim_params.yaml``):
 ``sim`` (the "true" arm: nominal URDF plus payload and extra friction, publishing ``/clock``),
 ``reference``, ``torque_controller``, ``data_logger`` and ``learner``. This process adds a
 monitor node that records topics and drives the phases through parameter services, exactly as
@@ -45,7 +45,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from delan_control.control_laws import LAWS, Gains, arm_gains
 from delan_control.evaluation import DivergenceCheck, delan_verdict, joint_errors
-from delan_control.robot_model import Mismatch, RobotModel, find_urdf
+from delan_control.robot_model import Mismatch, RobotModel, bringup_path, find_urdf
 from delan_control.trajectories import PiecewiseQuintic
 from delan_learning.joint_state import JointStateError, JointStateMapper
 from delan_learning.ros.cdr import JointStateReader
@@ -56,8 +56,6 @@ from delan_learning.ros.state_taker import JointStateTaker, decode_joint_state
 from delan_learning.ros.stamps import seconds
 from delan_learning.urdf_joints import RobotDescription
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
-DEFAULT_PARAMS = os.path.join(ROOT, 'launch', 'config', 'sim_params.yaml')
 CONTROLLERS = ('pd', 'pinocchio', 'identified', 'delan')
 SPEEDS = (1.0, 2.0)
 
@@ -631,14 +629,15 @@ def _list(values: np.ndarray) -> str:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--robot', default=os.path.join(ROOT, 'urdf', 'two_link_arm.urdf'),
-                    help='URDF or xacro of the arm: a path, a file of urdf/ or of '
+    ap.add_argument('--robot', '--urdf', default='two_link_arm.urdf',
+                    help='URDF or xacro of the arm: a path, a file of delan_bringup/urdf/ or of '
                          'example-robot-data (e.g. panda.urdf); default: the 2-link arm')
     ap.add_argument('--joints', default='',
                     help='joints to learn and control, comma separated (default: the arm chain '
                          'of the URDF; every other movable joint is locked)')
     ap.add_argument('--out', default='out/demo', help='output folder for report, bag, logs')
-    ap.add_argument('--params', default=DEFAULT_PARAMS, help='node parameter file')
+    ap.add_argument('--params', default=None,
+                    help='node parameter file (default: config/sim_params.yaml of delan_bringup)')
     ap.add_argument('--excitation', type=float, default=120.0,
                     help='sim seconds of excitation / online learning')
     ap.add_argument('--law', default='feedforward_urdf_pd', choices=LAWS,
@@ -677,6 +676,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.robot = find_urdf(args.robot)
+        args.params = args.params or bringup_path('config', 'sim_params.yaml')
     except FileNotFoundError as err:
         print(f'demo: {err}', file=sys.stderr)
         return 2

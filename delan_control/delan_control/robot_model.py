@@ -53,6 +53,8 @@ JOINT_TYPES = ACTUATED_TYPES
 #: :meth:`RobotModel.default_effort_limit`.
 NOMINAL_ACCELERATION = 10.0
 EFFORT_SAFETY = 2.0
+#: the package whose share folder holds the suite's URDFs, parameters and launch files
+BRINGUP = 'delan_bringup'
 
 
 class RobotDescriptionError(UrdfError):
@@ -63,9 +65,8 @@ def find_urdf(name: str) -> str:
     """Resolve a robot description file name.
 
     ``name`` may be a path (absolute or relative to the working directory), or a bare file name
-    of this workspace's ``urdf/`` folder (e.g. ``'seven_dof_arm.urdf'``), looked up in
-    ``$DELAN_URDF_DIR``, then in ``urdf/`` of every folder above this module (the source checkout
-    behind a --symlink-install build) and of the working directory, then among the robots of the
+    looked up in ``$DELAN_URDF_DIR``, then in the ``urdf/`` folder of the installed
+    ``delan_bringup`` package (e.g. ``'seven_dof_arm.urdf'``), then among the robots of the
     ``example-robot-data`` package when it is installed (e.g. ``'panda.urdf'``).
     """
     if os.path.isfile(name):
@@ -75,22 +76,18 @@ def find_urdf(name: str) -> str:
     env_dir = os.environ.get('DELAN_URDF_DIR')
     if env_dir:
         candidates.append(os.path.join(env_dir, base))
-    for start in (os.path.dirname(os.path.realpath(__file__)), os.getcwd()):
-        d = start
-        while True:
-            candidates.append(os.path.join(d, 'urdf', base))
-            parent = os.path.dirname(d)
-            if parent == d:
-                break
-            d = parent
+    try:
+        candidates.append(os.path.join(package_share_directory(BRINGUP), 'urdf', base))
+    except FileNotFoundError:
+        pass
     for c in candidates:
         if os.path.isfile(c):
             return c
     shipped = example_robot_data_files().get(base)
     if shipped:
         return shipped
-    raise FileNotFoundError(f'URDF {name!r} not found (looked at {name!r} and urdf/{base} in '
-                            f'$DELAN_URDF_DIR, above {__file__}, above {os.getcwd()} and in '
+    raise FileNotFoundError(f'URDF {name!r} not found (looked at {name!r} and at {base} in '
+                            f'$DELAN_URDF_DIR, in the urdf/ folder of {BRINGUP} and in '
                             'example-robot-data)')
 
 
@@ -118,11 +115,17 @@ def package_share_directory(package: str) -> str:
     raise FileNotFoundError(f'package {package!r} not found in AMENT_PREFIX_PATH')
 
 
+def bringup_path(*parts: str) -> str:
+    """A file of the installed ``delan_bringup`` share folder (its ``config/``, ``urdf/``,
+    ``launch/``), e.g. ``bringup_path('config', 'sim_params.yaml')``."""
+    return os.path.join(package_share_directory(BRINGUP), *parts)
+
+
 def resolve_package_paths(xml: str) -> str:
     """Replace ``$(find pkg)`` with the package's installed share directory (as xacro would).
 
     The URDFs of this suite are plain URDF, but their ``<gazebo>`` block names the controller
-    config as ``$(find delan_control)/config/...yaml``; gz_ros2_control reads ``<parameters>``
+    config as ``$(find delan_bringup)/config/...yaml``; gz_ros2_control reads ``<parameters>``
     verbatim, so a Gazebo launch passes the description through xacro or through this function.
     """
     return re.sub(r'\$\(find\s+([A-Za-z0-9_]+)\)',

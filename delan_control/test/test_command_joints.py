@@ -30,8 +30,8 @@ from delan_learning.ros.testing import make_executor, ros_context, spin_in_threa
 from delan_learning.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
-URDF7 = os.path.join(ROOT, 'urdf', 'seven_dof_arm.urdf')
-URDF2 = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
+URDF7 = os.path.join(ROOT, 'delan_bringup', 'urdf', 'seven_dof_arm.urdf')
+URDF2 = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 MODEL = RobotDescription.load(URDF7).joint_names
 SCRAMBLED = [MODEL[i] for i in (3, 0, 6, 1, 5, 2, 4)]
 REVERSED = MODEL[::-1]
@@ -236,8 +236,8 @@ def test_bad_order_parameters_fail_the_start_up(name, value, match):
 
 def test_the_sim_is_commanded_in_the_order_of_its_joints():
     """The sim takes commands in the order of its ``joints`` (here not the model's); the
-    controller, told ``effort_controller_name: sim`` as in launch/config/sim_params.yaml, reads
-    it there. Computed torque with the exact model holds the two-link arm against gravity;
+    controller, told ``effort_controller_name: sim`` as in delan_bringup's sim_params.yaml,
+    reads it there. Computed torque with the exact model holds the two-link arm against gravity;
     the shoulder's holding torque sent to the elbow would drop it."""
     q0 = np.array([0.3, -0.2])
     with ros_context() as ctx:

@@ -40,12 +40,12 @@ from delan_learning.ros.testing import ros_context, spin_in_thread, stop_process
 from delan_learning.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
-URDF = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
-URDF7 = os.path.join(ROOT, 'urdf', 'seven_dof_arm.urdf')
+URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
+URDF7 = os.path.join(ROOT, 'delan_bringup', 'urdf', 'seven_dof_arm.urdf')
 ROBOT = RobotDescription.load(URDF)
 NAMES = list(ROBOT.joint_names)
 Q0 = [0.3, -0.2]
-# controller defaults (launch/config/sim_params.yaml): computed torque 400 / 40, PD 60 / 6
+# controller defaults (delan_bringup/config/sim_params.yaml): computed torque 400 / 40, PD 60 / 6
 GAINS = Gains(ct_kp=np.full(2, 400.0), ct_kd=np.full(2, 40.0), kp=np.full(2, 60.0),
               kd=np.full(2, 6.0))
 APPROACH = 1.0      # [s] approach segment of each reference, not scored

@@ -26,7 +26,7 @@ from delan_learning.ros.testing import node_process, ros_context, spin_in_thread
 from delan_learning.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
-URDF = os.path.join(ROOT, 'urdf', 'two_link_arm.urdf')
+URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 ROBOT = RobotDescription.load(URDF)
 NAMES = list(ROBOT.joint_names)
 

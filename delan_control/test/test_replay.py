@@ -12,7 +12,7 @@ from delan_control.robot_model import Mismatch, find_urdf
 from delan_learning.urdf_joints import RobotDescription
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PARAMS = os.path.join(ROOT, 'launch', 'config', 'sim_params.yaml')
+PARAMS = os.path.join(ROOT, 'delan_bringup', 'config', 'sim_params.yaml')
 
 
 @pytest.fixture(scope='module')

@@ -13,7 +13,8 @@ from delan_control.robot_model import RobotModel, find_urdf, resolve_package_pat
 
 ROBOTS = {'two_link_arm.urdf': 'two_link_arm_controllers.yaml',
           'seven_dof_arm.urdf': 'seven_dof_arm_controllers.yaml'}
-CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'config')
+CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), 'delan_bringup', 'config')
 
 
 @pytest.fixture(params=sorted(ROBOTS))
@@ -111,7 +112,7 @@ def test_gazebo_block_points_to_the_controller_config(urdf):
     assert plugin.get('filename') == 'gz_ros2_control-system'
     assert plugin.get('name') == 'gz_ros2_control::GazeboSimROS2ControlPlugin'
     params = plugin.find('parameters').text.strip()
-    assert params == f'$(find delan_control)/config/{ROBOTS[name]}'
+    assert params == f'$(find delan_bringup)/config/{ROBOTS[name]}'
     assert os.path.isfile(os.path.join(CONFIG_DIR, ROBOTS[name]))
     resolved = resolve_package_paths(params)
     assert '$(find' not in resolved and resolved.endswith(f'/config/{ROBOTS[name]}')

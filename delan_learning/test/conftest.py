@@ -1,4 +1,5 @@
-"""Ground truth for the DeLaN tests: the 2-link arm of ``urdf/two_link_arm.urdf`` in Pinocchio.
+"""Ground truth for the DeLaN tests: the 2-link arm of ``delan_bringup/urdf/two_link_arm.urdf`` in
+Pinocchio.
 
 Torques are ``pinocchio.rnea`` plus the URDF's joint friction (``damping`` as viscous,
 ``friction`` as smooth Coulomb, :func:`delan_learning.dynamics.friction_torque`) along seeded
@@ -15,7 +16,7 @@ import pytest
 from delan_learning.dynamics import friction_torque
 from delan_learning.excitation import random_fourier_trajectory
 
-URDF = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..', 'urdf',
+URDF = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..', 'delan_bringup', 'urdf',
                                      'two_link_arm.urdf'))
 
 

@@ -9,8 +9,8 @@ from delan_learning.urdf_joints import (JointSelectionError, RobotDescription, U
                                         actuated_joints, select_joints)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-URDFS = sorted(os.path.join(ROOT, 'urdf', f) for f in os.listdir(os.path.join(ROOT, 'urdf'))
-               if f.endswith('.urdf'))
+SHIPPED = os.path.join(ROOT, 'delan_bringup', 'urdf')
+URDFS = sorted(os.path.join(SHIPPED, f) for f in os.listdir(SHIPPED) if f.endswith('.urdf'))
 
 BRANCHED = '''<robot name="y">
   <link name="base"/><link name="a"/><link name="b"/><link name="c"/>

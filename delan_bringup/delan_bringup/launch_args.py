@@ -1,0 +1,109 @@
+"""The launch arguments the suite's launch files share, and how old argument names map to new.
+
+Arguments are named for the parameter they set: ``model:=`` sets the torque controller's
+``model`` (its kind, as ``ros2 param set /torque_controller model delan`` does),
+``delan_checkpoint:=`` its ``delan_checkpoint`` and ``urdf:=`` every node's ``urdf_path``. The
+names of the first release stay accepted for one more, with a warning: ``controller:=`` (the
+model kind), ``model:=<checkpoint file>`` (a value that is not a model kind is a checkpoint) and
+``robot:=``. :func:`resolve_arguments` is the plain rule; :func:`resolved` applies it in a launch
+context.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, NamedTuple, Sequence, Tuple
+
+from launch.actions import DeclareLaunchArgument
+from launch.launch_context import LaunchContext
+from launch.logging import get_logger
+from launch.substitutions import LaunchConfiguration
+
+#: the torque controller's model kinds (``delan_control.model_loader.MODEL_KINDS``)
+MODEL_KINDS = ('pd', 'pinocchio', 'identified', 'delan')
+DEFAULT_URDF = 'two_link_arm.urdf'
+
+
+class SuiteArguments(NamedTuple):
+    """Resolved values of the shared arguments."""
+
+    urdf: str
+    model: str
+    delan_checkpoint: str
+
+
+def declare_suite_arguments() -> List[DeclareLaunchArgument]:
+    """The arguments every launch file of the suite declares (sim, robot, Gazebo)."""
+    return [
+        DeclareLaunchArgument(
+            'urdf', default_value='',
+            description='Robot description (.urdf / .xacro): a path, or a file name of this '
+                        f"package's urdf/ folder or of example-robot-data ('' = {DEFAULT_URDF})"),
+        DeclareLaunchArgument(
+            'model', default_value='pd',
+            description=f"Dynamics model of the torque controller: one of {list(MODEL_KINDS)}"),
+        DeclareLaunchArgument(
+            'delan_checkpoint', default_value='',
+            description="DeLaN checkpoint for model:=delan ('' = the learner's latest)"),
+        DeclareLaunchArgument('robot', default_value='',
+                              description='Deprecated name of urdf'),
+        DeclareLaunchArgument('controller', default_value='',
+                              description='Deprecated name of model (the model kind)'),
+    ]
+
+
+def resolve_arguments(values: Dict[str, str],
+                      kinds: Sequence[str] = MODEL_KINDS) -> Tuple[SuiteArguments, List[str]]:
+    """The shared arguments from their launch values, and the deprecation warnings to log.
+
+    Raises ``ValueError`` with the message a user needs when the values contradict each other
+    or name no model kind.
+    """
+    warnings: List[str] = []
+    urdf, robot = values.get('urdf', ''), values.get('robot', '')
+    if robot:
+        warnings.append(f"launch argument 'robot' is deprecated: use urdf:={robot}")
+        if urdf and urdf != robot:
+            raise ValueError(f"urdf:={urdf} and its deprecated name robot:={robot} disagree")
+        urdf = urdf or robot
+    model = values.get('model', '') or 'pd'
+    controller = values.get('controller', '')
+    checkpoint = values.get('delan_checkpoint', '')
+    if model not in kinds:
+        if not controller and not model.endswith('.pt'):
+            raise ValueError(f"model:={model} is not a model kind; valid: {list(kinds)} "
+                             "(a DeLaN checkpoint goes in delan_checkpoint:=)")
+        # the first release's model:= was the checkpoint
+        warnings.append(f"launch argument 'model' as a checkpoint is deprecated: use "
+                        f"delan_checkpoint:={model}")
+        if checkpoint and checkpoint != model:
+            raise ValueError(f'two checkpoints: delan_checkpoint:={checkpoint} and model:={model}')
+        checkpoint, model = model, 'pd'
+    if controller:
+        warnings.append(f"launch argument 'controller' is deprecated: use model:={controller}")
+        if controller not in kinds:
+            raise ValueError(f'controller:={controller} is not a model kind; valid: '
+                             f'{list(kinds)}')
+        if model != 'pd' and model != controller:
+            raise ValueError(f'model:={model} and its deprecated name controller:={controller} '
+                             'disagree')
+        model = controller
+    return SuiteArguments(urdf or DEFAULT_URDF, model, checkpoint), warnings
+
+
+def resolved(context: LaunchContext) -> SuiteArguments:
+    """:func:`resolve_arguments` on the launch configuration, the URDF found as the nodes find
+    it (``delan_control.robot_model.find_urdf``); warnings go to the launch log, a contradiction
+    or a missing URDF stops the launch with its message."""
+    names = ('urdf', 'robot', 'model', 'controller', 'delan_checkpoint')
+    values = {n: LaunchConfiguration(n).perform(context) for n in names}
+    try:
+        args, warnings = resolve_arguments(values)
+    except ValueError as err:
+        raise RuntimeError(str(err)) from None
+    logger = get_logger('launch')
+    for w in warnings:
+        logger.warning(w)
+    from delan_control.robot_model import find_urdf
+    try:
+        return args._replace(urdf=find_urdf(args.urdf))
+    except FileNotFoundError as err:
+        raise RuntimeError(f'urdf:={args.urdf}: {err}') from None

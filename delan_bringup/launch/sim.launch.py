@@ -1,0 +1,62 @@
+"""The whole suite against the simulated arm: sim + reference + torque controller + data logger +
+online learner.
+
+    ros2 launch delan_bringup sim.launch.py model:=pd record:=true
+    ros2 launch delan_bringup sim.launch.py urdf:=seven_dof_arm.urdf namespace:=arm1
+
+Parameters come from config/sim_params.yaml of this package; the arguments below override them.
+"""
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, GroupAction, OpaqueFunction
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch_ros.actions import Node, PushRosNamespace
+from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
+
+from delan_bringup.launch_args import declare_suite_arguments, resolved
+
+PARAMS = PathJoinSubstitution([FindPackageShare('delan_bringup'), 'config', 'sim_params.yaml'])
+
+
+def _nodes(context):
+    args = resolved(context)
+    sim_time = ParameterValue(LaunchConfiguration('use_sim_time'), value_type=bool)
+    common = {'urdf_path': args.urdf, 'use_sim_time': sim_time}
+    return [GroupAction([
+        PushRosNamespace(LaunchConfiguration('namespace')),
+        Node(package='delan_control', executable='sim', name='sim', output='screen',
+             parameters=[PARAMS, {'urdf_path': args.urdf, 'publish_clock': sim_time}]),
+        Node(package='delan_control', executable='reference', name='reference',
+             output='screen', parameters=[PARAMS, common]),
+        Node(package='delan_control', executable='torque_controller',
+             name='torque_controller', output='screen',
+             parameters=[PARAMS, common, {
+                 'model': args.model,
+                 'delan_checkpoint': args.delan_checkpoint,
+                 'identified_params': LaunchConfiguration('identified_params')}]),
+        Node(package='delan_learning', executable='data_logger', name='data_logger',
+             output='screen', condition=IfCondition(LaunchConfiguration('record')),
+             parameters=[PARAMS, {'use_sim_time': sim_time,
+                                  'bag_dir': LaunchConfiguration('bag_dir')}]),
+        Node(package='delan_learning', executable='learner', name='learner', output='screen',
+             parameters=[PARAMS, common, {
+                 'checkpoint_dir': LaunchConfiguration('checkpoint_dir')}]),
+    ])]
+
+
+def generate_launch_description():
+    return LaunchDescription([
+        *declare_suite_arguments(),
+        DeclareLaunchArgument('record', default_value='true', choices=['true', 'false'],
+                              description='Record joint states and commands to a rosbag2'),
+        DeclareLaunchArgument('bag_dir', default_value='bags', description='Where bags go'),
+        DeclareLaunchArgument('identified_params', default_value='',
+                              description='delan-sysid output for model:=identified'),
+        DeclareLaunchArgument('checkpoint_dir', default_value='delan_checkpoints',
+                              description="Learner's checkpoint folder"),
+        DeclareLaunchArgument('use_sim_time', default_value='true', choices=['true', 'false'],
+                              description='Run on the /clock the sim publishes'),
+        DeclareLaunchArgument('namespace', default_value='', description='Namespace of all nodes'),
+        OpaqueFunction(function=_nodes),
+    ])
