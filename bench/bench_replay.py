@@ -47,7 +47,7 @@ def models(setup: EvaluationSetup, args) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    ap.add_argument('--robot', default='two_link_arm.urdf')
+    ap.add_argument('--robot', '--urdf', default='two_link_arm.urdf')
     ap.add_argument('--joints', default='')
     ap.add_argument('--params', default=PARAMS_FILE)
     ap.add_argument('--demo', default='', help='a demo output folder (results.json)')

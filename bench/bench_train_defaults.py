@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 
-
 def main() -> int:
     from delan_control.datagen import generate_dataset
     from delan_control.robot_model import Mismatch

@@ -74,9 +74,12 @@ the algorithms being linear in them) or through the regressor when some identifi
 positive; ``mass_matrix`` by CRBA (or regressor columns); ``forward`` by solving with ``H``.
 Parameters are saved as JSON (with the robot description, so a file is self-contained).
 
-CLI: ``delan-sysid --data X.npz --urdf U --out params.json [--reg R] [--holdout K]
-[--unconstrained]`` fits on all but the last ``K`` trajectories (default 1 when the data hold 2
-or more, else 0) and prints the per-joint nMSE (train and held-out) as JSON.
+CLI: ``delan-sysid (--data X.npz | --bag DIR) --urdf U --out params.json [--joints A,B,...]
+[--reg R] [--holdout K] [--unconstrained]`` fits on all but the last ``K`` trajectories (default
+1 when the data hold 2 or more, else 0) and prints the per-joint nMSE (train and held-out) as
+JSON. A bag is read as ``delan-train --bag`` reads it (same options, same arrays as its
+``delan-bag2npz`` conversion); ``--joints`` selects the joints of the URDF to identify, the
+others locked.
 """
 from __future__ import annotations
 
@@ -91,6 +94,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import pinocchio as pin
 
+from delan_learning.cli_args import add_data_arguments, arrays_from_args
 from delan_learning.dynamics import COULOMB_SMOOTHING, friction_torque
 from .robot_model import RobotModel
 
@@ -843,7 +847,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                  description='Least-squares identification of inertial and '
                                              'friction parameters (ridge toward the URDF), '
                                              'physically consistent unless --unconstrained.')
-    ap.add_argument('--data', required=True, help='.npz with q, qd, qdd, tau (N, n)')
+    add_data_arguments(ap, 'joints to identify, comma separated (default: the main chain of '
+                       'the URDF); the other movable joints are locked, and the data are read '
+                       'for these joints')
     ap.add_argument('--urdf', required=True, help='nominal URDF (path or urdf/ file name)')
     ap.add_argument('--out', required=True, help='identified parameters (.json)')
     ap.add_argument('--reg', type=float, default=DEFAULT_REG,
@@ -855,8 +861,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                          'its mass matrix may be indefinite)')
     args = ap.parse_args(argv)
     try:
-        robot = RobotModel(args.urdf)
-        data = load_data(args.data)
+        robot = RobotModel(args.urdf, joints=args.joints)
+        data = arrays_from_args(args, load_data)
         model, report = identify_dataset(robot, data, reg=args.reg, holdout=args.holdout,
                                          consistent=not args.unconstrained)
         model.save(args.out)

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from delan_learning.command_order import add_command_order_args, command_joints_of
+from delan_learning.cli_args import add_data_arguments, add_renamed_option, arrays_from_args
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -28,39 +28,17 @@ def _fail(prog: str, message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def _read_data(args, require_tau: bool = True):
-    from delan_learning.data import Dataset, DataError, load_npz
+def _read_data(args: argparse.Namespace, require_tau: bool = True):
+    """The :class:`~delan_learning.data.Dataset` of ``--data`` or ``--bag`` (and ``--joints``);
+    UsageError on bad options or unreadable data."""
+    from delan_learning.data import Dataset, load_npz
 
     try:
-        command_joints = command_joints_of(args)
-    except ValueError as err:
+        arrays = arrays_from_args(args, lambda path: load_npz(path, require_tau).arrays())
+        return Dataset.from_arrays(arrays, require_tau=require_tau,
+                                   source=str(args.data or args.bag))
+    except ValueError as err:   # DataError included
         raise UsageError(str(err)) from None
-    try:
-        if args.data and command_joints is not None:
-            raise UsageError('--command-joints and --controllers-yaml are for --bag (an .npz '
-                             'holds torques in its own joint order)')
-        if getattr(args, 'bag', None):
-            try:
-                from delan_learning.bag_io import read_bag_arrays
-            except ImportError as err:
-                raise UsageError(f'--bag needs the rosbag reader delan_learning.bag_io, which '
-                                 f'cannot be imported here ({err}); convert the bag to .npz '
-                                 f'and use --data') from None
-            try:
-                arrays = read_bag_arrays(args.bag, command_joints=command_joints)
-            except (OSError, ValueError, KeyError) as err:
-                raise UsageError(f'cannot read bag {args.bag}: {err}') from None
-            return Dataset.from_arrays(arrays, require_tau=require_tau, source=str(args.bag))
-        return load_npz(args.data, require_tau=require_tau)
-    except DataError as err:
-        raise UsageError(str(err)) from None
-
-
-def _add_data_args(p: argparse.ArgumentParser) -> None:
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument('--data', metavar='X.npz', help='data file: q, qd, qdd, tau (N x n) ...')
-    src.add_argument('--bag', metavar='DIR', help='ROS 2 bag directory (joint states)')
-    add_command_order_args(p)
 
 
 # -- delan-train ----------------------------------------------------------------------------------
@@ -70,9 +48,11 @@ def train_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog='delan-train', description='Fit a DeLaN (or MLP baseline) inverse-dynamics model '
         'to recorded joint data and save a checkpoint.')
-    _add_data_args(p)
+    add_data_arguments(p, 'joints to learn, comma separated, in the order of the model '
+                       '(default: all joints of the data; of a bag, as delan-bag2npz reads them)')
     p.add_argument('--out', required=True, metavar='model.pt', help='checkpoint to write')
-    p.add_argument('--model', choices=('delan', 'mlp'), default='delan')
+    p.add_argument('--model', choices=('delan', 'mlp'), default='delan',
+                   help='kind of model to fit (default %(default)s)')
     p.add_argument('--epochs', type=int, default=None,
                    help='passes over the data at most (default: no limit; training runs until '
                    'the validation loss plateaus, see --schedule)')
@@ -157,8 +137,10 @@ def eval_parser() -> argparse.ArgumentParser:
         prog='delan-eval', description='Score a checkpoint on recorded data: per-joint MSE and '
         'normalised MSE (MSE / Var) of the inverse model, and of the forward model with '
         '--forward. Prints JSON.')
-    p.add_argument('--model', required=True, metavar='model.pt', help='checkpoint')
-    _add_data_args(p)
+    add_renamed_option(p, '--checkpoint', '--model', required=True, metavar='model.pt',
+                       help='checkpoint to score (written by delan-train)')
+    add_data_arguments(p, "joints to read from the data: the checkpoint's joints, comma "
+                       'separated (default: all joints of the data)')
     p.add_argument('--forward', action='store_true', help='also score the forward model (qdd)')
     return p
 
@@ -187,11 +169,14 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         try:
-            model, meta = load_model(args.model)
+            model, meta = load_model(args.checkpoint)
         except CheckpointError as err:
             raise UsageError(str(err)) from None
-        data = _read_data(args)
         names = [str(s) for s in meta['joint_names']]
+        if args.joints is not None and sorted(args.joints) != sorted(names):
+            raise UsageError(f'--joints {args.joints} are not the joints of the checkpoint '
+                             f'{names}')
+        data = _read_data(args)
         order = _column_order(names, list(data.joint_names))
     except UsageError as err:
         return _fail(prog, str(err))
@@ -204,7 +189,7 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
     with torch.no_grad():
         tau_hat = torch.cat([model.inverse(q[i:i + chunk], qd[i:i + chunk], qdd[i:i + chunk])
                              for i in range(0, len(q), chunk)]).numpy()
-    result = {'model': args.model, 'model_kind': meta['model_kind'], 'data': data.source,
+    result = {'model': args.checkpoint, 'model_kind': meta['model_kind'], 'data': data.source,
               'joint_names': names, 'n_samples': len(data),
               'inverse': _errors(tau_hat, tau.numpy(), names)}
     if args.forward:
