@@ -4,7 +4,8 @@ online learner.
     ros2 launch delan_bringup sim.launch.py model:=pd record:=true
     ros2 launch delan_bringup sim.launch.py urdf:=seven_dof_arm.urdf namespace:=arm1
 
-Parameters come from config/sim_params.yaml of this package; the arguments below override them.
+Parameters come from config/sim_params.yaml of this package (``params_file:=`` names another);
+the arguments below override them.
 """
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, GroupAction, OpaqueFunction
@@ -21,26 +22,28 @@ PARAMS = PathJoinSubstitution([FindPackageShare('delan_bringup'), 'config', 'sim
 
 def _nodes(context):
     args = resolved(context)
+    params = LaunchConfiguration('params_file')
+    output = LaunchConfiguration('output')
     sim_time = ParameterValue(LaunchConfiguration('use_sim_time'), value_type=bool)
     common = {'urdf_path': args.urdf, 'use_sim_time': sim_time}
     return [GroupAction([
         PushRosNamespace(LaunchConfiguration('namespace')),
-        Node(package='delan_control', executable='sim', name='sim', output='screen',
-             parameters=[PARAMS, {'urdf_path': args.urdf, 'publish_clock': sim_time}]),
+        Node(package='delan_control', executable='sim', name='sim', output=output,
+             parameters=[params, {'urdf_path': args.urdf, 'publish_clock': sim_time}]),
         Node(package='delan_control', executable='reference', name='reference',
-             output='screen', parameters=[PARAMS, common]),
+             output=output, parameters=[params, common]),
         Node(package='delan_control', executable='torque_controller',
-             name='torque_controller', output='screen',
-             parameters=[PARAMS, common, {
+             name='torque_controller', output=output,
+             parameters=[params, common, {
                  'model': args.model,
                  'delan_checkpoint': args.delan_checkpoint,
                  'identified_params': LaunchConfiguration('identified_params')}]),
         Node(package='delan_learning', executable='data_logger', name='data_logger',
-             output='screen', condition=IfCondition(LaunchConfiguration('record')),
-             parameters=[PARAMS, {'use_sim_time': sim_time,
+             output=output, condition=IfCondition(LaunchConfiguration('record')),
+             parameters=[params, {'use_sim_time': sim_time,
                                   'bag_dir': LaunchConfiguration('bag_dir')}]),
-        Node(package='delan_learning', executable='learner', name='learner', output='screen',
-             parameters=[PARAMS, common, {
+        Node(package='delan_learning', executable='learner', name='learner', output=output,
+             parameters=[params, common, {
                  'checkpoint_dir': LaunchConfiguration('checkpoint_dir')}]),
     ])]
 
@@ -48,6 +51,12 @@ def _nodes(context):
 def generate_launch_description():
     return LaunchDescription([
         *declare_suite_arguments(),
+        DeclareLaunchArgument('params_file', default_value=PARAMS,
+                              description='Node parameter file (the arguments here override it)'),
+        DeclareLaunchArgument('output', default_value='screen',
+                              choices=['screen', 'log', 'both', 'own_log', 'full'],
+                              description="Nodes' output (launch's output configurations; "
+                                          "own_log: a file per node in the launch log folder)"),
         DeclareLaunchArgument('record', default_value='true', choices=['true', 'false'],
                               description='Record joint states and commands to a rosbag2'),
         DeclareLaunchArgument('bag_dir', default_value='bags', description='Where bags go'),

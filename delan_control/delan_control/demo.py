@@ -1,11 +1,12 @@
 """The main job (``make demo``): learn a mismatched arm's dynamics online, then compare controllers.
 
-Real nodes over real DDS, each its own process started from the installed console scripts with
-the parameter file the launch files use (``delan_bringup/config/sim_params.yaml``):
-``sim`` (the "true" arm: nominal URDF plus payload and extra friction, publishing ``/clock``),
-``reference``, ``torque_controller``, ``data_logger`` and ``learner``. This process adds a
-monitor node that records topics and drives the phases through parameter services, exactly as
-``ros2 param set`` would:
+Real nodes over real DDS, launched from delan_bringup's ``sim.launch.py`` (a LaunchService in
+this process, :mod:`delan_control.launched`) with the parameter file the launch files use
+(``config/sim_params.yaml``) plus this run's start posture and gains (``params.yaml`` in the
+output folder): ``sim`` (the "true" arm: nominal URDF plus payload and extra friction,
+publishing ``/clock``), ``reference``, ``torque_controller``, ``data_logger`` and ``learner``.
+This process adds a monitor node that records topics and drives the phases through parameter
+services, exactly as ``ros2 param set`` would:
 
 1. excitation: PD control on Fourier excitation trajectories; the logger records a rosbag2 and
    the learner trains online;
@@ -23,8 +24,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -36,6 +35,7 @@ import rclpy
 import yaml
 from delan_msgs.msg import ModelStatus, ModelUpdate
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.signals import SignalHandlerOptions
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
@@ -45,11 +45,11 @@ from trajectory_msgs.msg import JointTrajectory
 
 from delan_control.control_laws import LAWS, Gains, arm_gains
 from delan_control.evaluation import DivergenceCheck, delan_verdict, joint_errors
+from delan_control.launched import LaunchedSuite
 from delan_control.robot_model import Mismatch, RobotModel, bringup_path, find_urdf
 from delan_control.trajectories import PiecewiseQuintic
 from delan_learning.joint_state import JointStateError, JointStateMapper
 from delan_learning.ros.cdr import JointStateReader
-from delan_learning.ros.processes import node_process
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.state_taker import JointStateTaker, decode_joint_state
@@ -225,7 +225,7 @@ class Demo:
         self.params_file = os.path.abspath(args.params)
         with open(self.params_file) as f:
             self.params_yaml = yaml.safe_load(f)
-        self.procs: Dict[str, subprocess.Popen] = {}
+        self.stopped: set = set()   # nodes stopped on purpose
         self.logs_dir = os.path.join(self.out, 'logs')
         self.bag_dir = os.path.join(self.out, 'bags')
         self.ckpt_dir = os.path.join(self.out, 'checkpoints')
@@ -236,40 +236,52 @@ class Demo:
         return dict(self.params_yaml.get(f'/**/{node}', {}).get('ros__parameters', {}))
 
     # ------------------------------------------------------------------ processes
-    def start(self, package: str, executable: str, extra: Dict) -> None:
-        ros_args = ['--params-file', self.params_file, '-p', f'urdf_path:={self.urdf}']
-        if self.joints:
-            ros_args += ['-p', f'joints:=[{",".join(self.joints)}]']
-        for k, v in extra.items():
-            ros_args += ['-p', f'{k}:={v}']
-        logf = open(os.path.join(self.logs_dir, f'{executable}.log'), 'w')
-        self.procs[executable] = node_process(package, executable, ros_args, stdout=logf,
-                                              stderr=subprocess.STDOUT, cwd=self.out)
+    def write_params(self, gains: Gains) -> str:
+        """The demo's parameter file: the ``--params`` file with what this run sets per node
+        (start posture, gains from the URDF, output folders, the joints); returns its path."""
+        overrides = {
+            'sim': {'initial_position': self.home().tolist(), 'hold_until_commanded': True},
+            'torque_controller': {'kp': gains.kp.tolist(), 'kd': gains.kd.tolist(),
+                                  'ct_kp': gains.ct_kp.tolist(), 'ct_kd': gains.ct_kd.tolist(),
+                                  'law': self.args.law},
+            # training at the priority of the other nodes: the sim runs in lockstep with the
+            # controller (slower when the CPU is short), so yielding to them (the learner's
+            # training_niceness on a real arm) would only starve training on a small machine
+            'learner': {'resume': False, 'torch_threads': 1, 'training_niceness': 0},
+            # held until the controller and the learner are up (phase_start)
+            'reference': {'trajectory': 'hold', 'duration': self.args.segment, 'repeat': True},
+            'data_logger': {}}
+        doc = dict(self.params_yaml)
+        for node, values in overrides.items():
+            if self.joints and node != 'data_logger':
+                values['joints'] = list(self.joints)
+            section = dict(doc.get(f'/**/{node}', {}).get('ros__parameters', {}))
+            section.update(values)
+            doc[f'/**/{node}'] = {'ros__parameters': section}
+        path = os.path.join(self.out, 'params.yaml')
+        with open(path, 'w') as f:
+            yaml.safe_dump(doc, f, sort_keys=False)
+        return path
+
+    def launch_arguments(self, params_file: str) -> Dict[str, str]:
+        """Arguments of delan_bringup's sim.launch.py for this run."""
+        return {'urdf': self.urdf, 'model': self.args.excitation_controller, 'record': 'true',
+                'bag_dir': self.bag_dir, 'checkpoint_dir': self.ckpt_dir,
+                'use_sim_time': 'true', 'params_file': params_file, 'output': 'own_log'}
 
     def check_alive(self) -> None:
-        for name, p in self.procs.items():
-            if p.poll() is not None:
-                raise DemoError(f'node {name} exited with {p.returncode}; see '
-                                f'{self.logs_dir}/{name}.log')
+        for name, code in dict(self.suite.exits).items():
+            if name not in self.stopped:
+                raise DemoError(f'node {name} exited with {code}; see '
+                                f'{self.suite.log_files(name)}')
 
     def stop(self, name: str, timeout: float = 20.0) -> int:
-        p = self.procs.pop(name)
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)
-            try:
-                p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-                raise DemoError(f'{name} did not stop on SIGINT within {timeout} s')
-        return p.returncode
-
-    def stop_all(self) -> None:
-        for name in list(self.procs):
-            try:
-                self.stop(name)
-            except DemoError as err:
-                log(f'warning: {err}')
+        """Stop one node as Ctrl-C would; its exit code."""
+        self.stopped.add(name)
+        code = self.suite.stop(name, timeout)
+        if code is None:
+            raise DemoError(f'{name} did not stop on SIGINT within {timeout} s')
+        return code
 
     # ------------------------------------------------------------------ waiting
     def wait_until(self, what: str, predicate, timeout: float, progress=None) -> None:
@@ -301,19 +313,40 @@ class Demo:
     def run(self) -> int:
         for d in (self.out, self.logs_dir):
             os.makedirs(d, exist_ok=True)
-        rclpy.init()
+        log(f'robot {self.robot.source}: joints {self.robot.joint_names}')
+        gains = self.gains()
+        log(f'gains from the URDF at the start posture: PD kp {np.round(gains.kp, 1).tolist()}, '
+            f'kd {np.round(gains.kd, 2).tolist()}; computed torque {gains.ct_kp[0]:.0f} / '
+            f'{gains.ct_kd[0]:.1f}')
+        launch_file = bringup_path('launch', 'sim.launch.py')
+        self.suite = LaunchedSuite(launch_file, self.launch_arguments(self.write_params(gains)),
+                                   self.logs_dir)
+        log(f'launching {launch_file} (node logs in {self.logs_dir})')
+        # Ctrl-C is the launch's: it stops the nodes, and the phases then fail on their exit
+        rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
         self.mon = Monitor(self.robot.joint_names)
         ex = SingleThreadedExecutor()  # all callbacks are short; the multi-threaded one costs CPU
         ex.add_node(self.mon)
         spinner = threading.Thread(target=ex.spin, daemon=True)
         spinner.start()
+        try:
+            return self.suite.run(self.phases)
+        finally:
+            ex.shutdown()
+            spinner.join(timeout=10.0)
+            self.mon.close()
+            self.mon.destroy_node()
+            rclpy.try_shutdown()
+
+    def phases(self) -> int:
+        """Everything after the launch: the three phases, then the report; the exit status."""
         t_start = time.monotonic()
         try:
             self.phase_start()
             self.phase_excitation()
             self.phase_identification()
             self.phase_evaluation()
-            self.stop_all()
+            self.stopped.update(self.suite.stop_all())
             self.loop_floor()
             self.timing['total_wall_s'] = time.monotonic() - t_start
             from delan_control.demo_report import write_report
@@ -330,43 +363,17 @@ class Demo:
         except DemoError as err:
             log(f'FAILED: {err}')
             return 1
-        finally:
-            self.stop_all()
-            ex.shutdown()
-            spinner.join(timeout=10.0)
-            self.mon.close()
-            self.mon.destroy_node()
-            rclpy.try_shutdown()
 
     def phase_start(self) -> None:
-        log(f'robot {self.robot.source}: joints {self.robot.joint_names}')
-        log(f'starting nodes (logs in {self.logs_dir})')
-        # the arm starts (and is reset to) the middle of its limits: 0 lies outside some arms'
-        # ranges (a Panda's elbow), where it would start against an end stop
-        self.start('delan_control', 'sim', {'initial_position': _list(self.home()),
-                                            'hold_until_commanded': 'true'})
-        sim_time = {'use_sim_time': 'true'}
-        gains = self.gains()
-        log(f'gains from the URDF at the start posture: PD kp {np.round(gains.kp, 1).tolist()}, '
-            f'kd {np.round(gains.kd, 2).tolist()}; computed torque {gains.ct_kp[0]:.0f} / '
-            f'{gains.ct_kd[0]:.1f}')
-        # the arm is held, and the excitation tracked, with the nominal model from the first
-        # state (computed torque on the URDF, what a user has before anything is learned): PD
-        # gains stable on every arm are too soft to hold a heavy one against gravity, and PD
-        # alone lets it sag a light wrist into its end stops, where the torque no longer
-        # explains the motion
-        self.start('delan_control', 'torque_controller', dict(
-            sim_time, model=self.args.excitation_controller, kp=_list(gains.kp),
-            kd=_list(gains.kd), ct_kp=_list(gains.ct_kp), ct_kd=_list(gains.ct_kd),
-            law=self.args.law))
-        self.start('delan_learning', 'data_logger', dict(sim_time, bag_dir=self.bag_dir))
-        # training at the priority of the other nodes: the sim runs in lockstep with the
-        # controller (slower when the CPU is short), so yielding to them (the learner's
-        # training_niceness on a real arm) would only starve training on a small machine
-        self.start('delan_learning', 'learner', dict(
-            sim_time, checkpoint_dir=self.ckpt_dir, resume='false',
-            torch_threads=1, training_niceness=0))
-        self.wait_until('joint states from the sim', lambda: self.mon.samples() > 50, 60.0)
+        """Wait for the launched nodes, then start the excitation.
+
+        The arm starts (and is reset to) the middle of its limits: 0 lies outside some arms'
+        ranges (a Panda's elbow), where it would start against an end stop. It is held, and the
+        excitation tracked, with the nominal model from the first state (computed torque on the
+        URDF, what a user has before anything is learned): PD gains stable on every arm are too
+        soft to hold a heavy one against gravity, and PD alone lets it sag a light wrist into
+        its end stops, where the torque no longer explains the motion."""
+        self.wait_until('joint states from the sim', lambda: self.mon.samples() > 50, 90.0)
         # the excitation starts once the arm is controlled (held where it is) and the learner
         # listens: started earlier, the reference would begin from where the uncontrolled arm
         # was and have moved on by the time the controller came up
@@ -375,9 +382,9 @@ class Demo:
         self.wait_until('the learner', lambda: bool(self.mon.status), 90.0)
         # a new designed excitation (next seed) every --segment seconds, each joined to the last
         # without stopping: many paths through the workspace, not one periodic curve
-        self.start('delan_control', 'reference', dict(
-            sim_time, trajectory='excitation', duration=self.args.segment, repeat='true'))
-        self.wait_until('the reference', lambda: self.mon.reference is not None, 60.0)
+        n_ref = self.mon.reference_count()
+        self.mon.set_params('reference', {'trajectory': 'excitation'})
+        self.wait_until('the reference', lambda: self.mon.reference_count() > n_ref, 60.0)
 
     def home(self) -> np.ndarray:
         """The middle of each joint's limits (0 where there are none)."""
@@ -618,12 +625,6 @@ class Demo:
         self.results['loop_floor_rms'] = {
             str(sp): replay_tracking(setup, truth, sp, self.args.law,
                                      self.args.test_duration).tolist() for sp in SPEEDS}
-
-
-def _list(values: np.ndarray) -> str:
-    """A double-array parameter value: every element written as a float ('0.0', not '0': a
-    ROS parameter array must not mix integers and doubles)."""
-    return '[' + ','.join(repr(float(f'{v:.6g}')) for v in values) + ']'
 
 
 def build_parser() -> argparse.ArgumentParser:
