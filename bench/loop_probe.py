@@ -60,7 +60,7 @@ class Probe:
                                           raw=True)
             self.node.create_subscription(Float64MultiArray, 'effort_controller/commands',
                                           self._on_command, qos, raw=True)
-        self.node.create_subscription(DiagnosticArray, 'diagnostics', self._on_diag, 10)
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
         self.node.create_subscription(ModelStatus, 'learner/status', self._on_status, 10)
         self.node.create_subscription(ModelUpdate, 'learner/model_update', self._on_update,
                                       LATCHED)

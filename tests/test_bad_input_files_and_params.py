@@ -87,7 +87,7 @@ def test_fixed_continuous_prismatic_urdf_from_robot_description(tmp_path):
         learner = LearnerNode(context=ctx, parameter_overrides=[
             Parameter('robot_description', value=MIXED), Parameter('resume', value=False),
             Parameter('checkpoint_dir', value=str(tmp_path / 'ckpt')),
-            Parameter('estimate_rate', value=0.0)])
+            Parameter('estimate_publish_rate', value=0.0)])
         ctl = TorqueControllerNode(context=ctx, parameter_overrides=[
             Parameter('robot_description', value=MIXED), Parameter('model', value='pinocchio'),
             Parameter('watchdog_timeout', value=10.0),
@@ -214,11 +214,13 @@ NAN = math.nan
                             ('effort_limit_scale', 2.0), ('switch_blend_time', -1.0),
                             ('urdf_path', SEVEN), ('command_joints', ['elbow', 'shoulder']),
                             ('effort_controller_name', 'sim'),
-                            ('effort_controller_timeout', 1.0)]),
+                            ('effort_controller_timeout', 1.0), ('state_publish_rate', -1.0),
+                            ('state_publish_rate', NAN)]),
     (LearnerNode, [('learning_rate', -1e-3), ('learning_rate', NAN), ('batch_size', 0),
                    ('steps_per_round', -5), ('publish_period', -1.0), ('range_factor', 0.5),
                    ('min_samples', 1), ('divergence_factor', 1.0), ('keep_versions', 0),
-                   ('buffer_capacity', 1000), ('status_rate', 5.0), ('width', 8)]),
+                   ('buffer_capacity', 1000), ('status_rate', 5.0), ('width', 8),
+                   ('estimate_publish_rate', -5.0), ('estimate_publish_rate', NAN)]),
     (ReferenceNode, [('speed', -1.0), ('speed', 0.0), ('trajectory', 'spiral'),
                      ('point_rate', -10.0), ('duration', 0.0), ('period', NAN),
                      ('approach_time', -1.0), ('seed', -1)]),

@@ -46,7 +46,8 @@ class Bench:
         self.learner = LearnerNode(context=ctx, parameter_overrides=[
             Parameter('urdf_path', value=URDF), Parameter('resume', value=False),
             Parameter('checkpoint_dir', value=str(tmp_path / 'ckpt')),
-            Parameter('min_samples', value=10_000_000), Parameter('estimate_rate', value=0.0),
+            Parameter('min_samples', value=10_000_000),
+            Parameter('estimate_publish_rate', value=0.0),
             Parameter('status_rate', value=20.0)])
         self.ctl = TorqueControllerNode(context=ctx, parameter_overrides=[
             Parameter('urdf_path', value=URDF), Parameter('model', value='pd'),
@@ -60,7 +61,7 @@ class Bench:
         self.probe.create_subscription(Float64MultiArray, 'effort_controller/commands',
                                        lambda m: self.commands.append(list(m.data)), 1000)
         self.probe.create_subscription(ModelStatus, 'learner/status', self.status.append, 100)
-        self.probe.create_subscription(DiagnosticArray, 'diagnostics', self._on_diag, 100)
+        self.probe.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 100)
         self.ex = MultiThreadedExecutor(num_threads=2, context=ctx)
         for n in (self.learner, self.ctl, self.probe):
             self.ex.add_node(n)

@@ -70,7 +70,7 @@ REFERENCE = {'trajectory': 'excitation', 'duration': 10.0, 'approach_time': 1.0,
 STATIONARY = dict(REFERENCE, duration=300.0, point_rate=20.0, repeat=False)
 # a learner that publishes often: small rounds, a version every 0.5 s when it improved
 LEARNER = {'min_samples': 500, 'steps_per_round': 25, 'batch_size': 256, 'publish_period': 0.5,
-           'status_rate': 10.0, 'estimate_rate': 0.0, 'torch_threads': 1, 'seed': 0}
+           'status_rate': 10.0, 'estimate_publish_rate': 0.0, 'torch_threads': 1, 'seed': 0}
 
 
 def _arg(v) -> str:
@@ -111,7 +111,7 @@ class Rig:
         self.node.create_subscription(JointState, 'joint_states', self._on_state, qos)
         self.node.create_subscription(Float64MultiArray, 'effort_controller/commands',
                                       self._on_command, qos)
-        self.node.create_subscription(DiagnosticArray, 'diagnostics', self._on_diag, 100)
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 100)
         self.node.create_subscription(ModelStatus, 'learner/status', self._on_status, 100)
         self.node.create_subscription(ModelUpdate, 'learner/model_update', self._on_update,
                                       LATCHED)
@@ -135,7 +135,7 @@ class Rig:
 
     def _on_diag(self, msg, info) -> None:
         for st in msg.status:
-            if st.name.endswith('torque_controller'):
+            if st.name == f'{self.ns}/torque_controller':
                 with self._lock:
                     self.diags.append((info['source_timestamp'], st.level, st.message,
                                        {kv.key: kv.value for kv in st.values}))

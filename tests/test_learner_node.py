@@ -259,7 +259,7 @@ def learner(tmp_path_factory):
         '-p', f'urdf_path:={URDF}', '-p', f'checkpoint_dir:={tmp / "ckpt"}',
         '-p', 'resume:=false', '-p', 'min_samples:=1000', '-p', 'steps_per_round:=25',
         '-p', 'batch_size:=256', '-p', 'publish_period:=1.0', '-p', 'status_rate:=5.0',
-        '-p', 'estimate_rate:=1.0', '-p', 'torch_threads:=1'],
+        '-p', 'estimate_publish_rate:=1.0', '-p', 'torch_threads:=1'],
         stdout=log, stderr=subprocess.STDOUT, cwd=str(tmp))
     with ros_context() as ctx:
         h = Harness(ctx, tmp)

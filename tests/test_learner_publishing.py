@@ -45,7 +45,7 @@ def _learner(ctx, tmp_path, **params):
     from delan_learning.nodes.learner import LearnerNode
     base = dict(urdf_path=URDF, checkpoint_dir=str(tmp_path), resume=False,
                 training_enabled=False, steps_per_round=50, batch_size=256,
-                estimate_rate=0.0, keep_versions=1000,
+                estimate_publish_rate=0.0, keep_versions=1000,
                 publish_period=3600.0)   # the stream decides when a round may publish
     base.update(params)
     return LearnerNode(context=ctx, parameter_overrides=[

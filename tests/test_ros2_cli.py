@@ -242,5 +242,10 @@ def test_robot_launch_commands_the_effort_controller_and_stops_on_ctrl_c(workdir
         assert 'process has died' not in out.text
         assert not psutil.wait_procs(nodes, timeout=WAIT)[1]
     finally:
+        # after a failure: what the launch leaves behind is killed
+        left = psutil.Process(launch.pid).children(recursive=True) if launch.poll() is None \
+            else []
         stop_process(launch)
+        for node in psutil.wait_procs(left, timeout=WAIT)[1]:
+            node.kill()
         stop_process(robot)

@@ -50,21 +50,33 @@ def control_torque(model: Optional[DynamicsModel], law: str, gains: Gains,
                    ) -> np.ndarray:
     """Unclamped joint torque ``(n,)`` of ``law`` with ``model`` (None = PD only);
     ``feedback_model`` (the URDF's) is needed by the ``URDF_FEEDBACK_LAWS``."""
+    return control_terms(model, law, gains, q, qd, q_ref, qd_ref, qdd_ref, feedback_model)[0]
+
+
+def control_terms(model: Optional[DynamicsModel], law: str, gains: Gains,
+                  q: np.ndarray, qd: np.ndarray, q_ref: np.ndarray, qd_ref: np.ndarray,
+                  qdd_ref: np.ndarray, feedback_model: Optional[DynamicsModel] = None
+                  ) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    """``(torque, model torque)``: :func:`control_torque` and the model's share of it, what
+    ``model.inverse`` returned within the law (None without a model) -- for computed torque
+    that is all of it, the feedback acceleration included: reported, not computed again."""
     e = q_ref - q
     e_dot = qd_ref - qd
     if model is None:
-        return gains.kp * e + gains.kd * e_dot
+        return gains.kp * e + gains.kd * e_dot, None
     if law == 'computed_torque':
-        return np.asarray(model.inverse(q, qd, qdd_ref + gains.ct_kp * e + gains.ct_kd * e_dot))
+        ff = np.asarray(model.inverse(q, qd, qdd_ref + gains.ct_kp * e + gains.ct_kd * e_dot))
+        return ff, ff
     if law == 'feedforward_pd':
-        return np.asarray(model.inverse(q_ref, qd_ref, qdd_ref)) + gains.kp * e + gains.kd * e_dot
+        ff = np.asarray(model.inverse(q_ref, qd_ref, qdd_ref))
+        return ff + gains.kp * e + gains.kd * e_dot, ff
     if law in URDF_FEEDBACK_LAWS:
         if feedback_model is None:
             raise ValueError(f'{law} needs the URDF model (its inertias) for the feedback')
         v = gains.ct_kp * e + gains.ct_kd * e_dot
-        ff = model.inverse(q, qd, qdd_ref) if law == 'computed_torque_urdf_feedback' \
-            else model.inverse(q_ref, qd_ref, qdd_ref)
-        return np.asarray(ff) + np.asarray(feedback_model.mass_matrix(q)) @ v
+        ff = np.asarray(model.inverse(q, qd, qdd_ref) if law == 'computed_torque_urdf_feedback'
+                        else model.inverse(q_ref, qd_ref, qdd_ref))
+        return ff + np.asarray(feedback_model.mass_matrix(q)) @ v, ff
     raise ValueError(f'unknown control law {law!r}; expected one of {LAWS}')
 
 

@@ -17,7 +17,8 @@ class ModelLoadError(ValueError):
 
 def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = '',
                         identified_params: str = '') -> Optional[DynamicsModel]:
-    """``None`` for ``pd``; else a :class:`DynamicsModel` whose joints are the robot's."""
+    """``None`` for ``pd``; else a :class:`DynamicsModel` whose joints are the robot's. A delan
+    model carries ``model_version``, the learner's version in its checkpoint (0 when none)."""
     if kind == 'pd':
         return None
     if kind == 'pinocchio':
@@ -50,10 +51,15 @@ def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = ''
             raise ModelLoadError('model=delan needs a checkpoint (delan_checkpoint parameter or '
                                  'a model update from the learner)')
         try:
-            model, _ = load_model(checkpoint, expected_joint_names=robot.joint_names)
-            return dynamics_model(model, robot.joint_names)
+            model, meta = load_model(checkpoint, expected_joint_names=robot.joint_names)
+            loaded = dynamics_model(model, robot.joint_names)
         except (CheckpointError, OSError) as err:
             raise ModelLoadError(str(err)) from None
+        try:
+            loaded.model_version = int(meta.get('model_version') or 0)
+        except (TypeError, ValueError):
+            loaded.model_version = 0
+        return loaded
     raise ModelLoadError(f'unknown model {kind!r}; expected one of {MODEL_KINDS}')
 
 

@@ -79,7 +79,7 @@ class Setup:
         self.logs: List[Log] = []
         self.probe.create_subscription(Float64MultiArray, 'effort_controller/commands',
                                        lambda m: self.commands.append(list(m.data)), 1000)
-        self.probe.create_subscription(DiagnosticArray, 'diagnostics', self._on_diag, 100)
+        self.probe.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 100)
         self.probe.create_subscription(Log, '/rosout', self._on_log, ROSOUT)
         self.pub = self.probe.create_publisher(JointState, 'joint_states', 100)
         self.t = 100.0
@@ -100,7 +100,7 @@ class Setup:
 
     def _on_diag(self, msg: DiagnosticArray) -> None:
         for st in msg.status:
-            if st.name.endswith('torque_controller'):
+            if st.name == f'{self.namespace}/torque_controller':
                 self.diags.append((st.level, st.message, {kv.key: kv.value for kv in st.values}))
 
     def _on_log(self, msg: Log) -> None:

@@ -117,7 +117,7 @@ class Rig:
             self.probe.create_subscription(
                 Float64MultiArray, 'effort_controller/commands',
                 lambda m: self.commands.append((time.monotonic(), list(m.data))), 10000)
-            self.probe.create_subscription(DiagnosticArray, 'diagnostics', self._on_diag, 100)
+            self.probe.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 100)
             self.ref_pub = self.probe.create_publisher(JointTrajectory, 'reference_trajectory',
                                                        LATCHED)
             self.params = AsyncParameterClient(self.probe, 'torque_controller')
@@ -632,8 +632,9 @@ def _process_probe(ctx, name: str, on_command):
     node = rclpy.create_node(name, context=ctx)
     diags: List[Dict[str, str]] = []
     node.create_subscription(Float64MultiArray, 'effort_controller/commands', on_command, 1000)
-    node.create_subscription(DiagnosticArray, 'diagnostics', lambda m: diags.extend(
-        {kv.key: kv.value for kv in s.values} for s in m.status), 100)
+    node.create_subscription(DiagnosticArray, '/diagnostics', lambda m: diags.extend(
+        {kv.key: kv.value for kv in s.values} for s in m.status
+        if s.name.endswith('torque_controller')), 100)
     pub = node.create_publisher(JointState, 'joint_states', 100)
     ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(node)

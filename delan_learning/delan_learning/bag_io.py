@@ -51,7 +51,7 @@ from rosbags.interfaces import (MessageDefinition, MessageDefinitionFormat, Qos,
                                 QosHistory, QosLiveliness, QosReliability, QosTime)
 from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer
 from rosbags.rosbag2 import storage_mcap as _mcap
-from rosbags.typesys import Stores, get_typestore
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from delan_learning.command_order import CommandOrder, CommandOrderError
 from delan_learning.joint_state import JointStateError, JointStateMapper
@@ -59,6 +59,7 @@ from delan_learning.joint_state import JointStateError, JointStateMapper
 __all__ = [
     'BagError', 'BagWarning', 'TopicSpec', 'SplitBagWriter', 'read_bag_arrays', 'recover_bag',
     'list_bags', 'iter_bag_messages', 'ros2_typestore', 'type_definition', 'qos_profile',
+    'normalize_msgtype', 'parse_topic_entry', 'register_installed_type',
     'JOINT_STATE_TYPE', 'COMMAND_TYPE', 'ARRAY_KEYS',
 ]
 
@@ -95,9 +96,70 @@ def ros2_typestore():
 
 @lru_cache(maxsize=None)
 def type_definition(msgtype: str) -> Tuple[str, str]:
-    """(ros2msg definition text, RIHS01 type hash) of a ROS 2 message type, from the typestore."""
+    """(ros2msg definition text, RIHS01 type hash) of a ROS 2 message type, from the typestore;
+    a type it does not ship (this suite's delan_msgs, ...) is added to it first from the
+    installed ``.msg`` files (:func:`register_installed_type`)."""
     store = ros2_typestore()
+    if msgtype not in store.fielddefs:
+        register_installed_type(msgtype)
     return store.generate_msgdef(msgtype, ros_version=2)[0], store.hash_rihs01(msgtype)
+
+
+def normalize_msgtype(name: str) -> str:
+    """``pkg/msg/Type`` of ``pkg/msg/Type`` or ``pkg/Type``; ValueError for anything else."""
+    parts = name.strip().split('/')
+    if len(parts) == 2:
+        parts.insert(1, 'msg')
+    if len(parts) != 3 or parts[1] != 'msg' or not all(
+            re.fullmatch(r'[A-Za-z][A-Za-z0-9_]*', p) for p in parts):
+        raise ValueError(f'{name!r} is not a message type (pkg/msg/Type or pkg/Type)')
+    return '/'.join(parts)
+
+
+def parse_topic_entry(entry: str) -> Tuple[str, Optional[str]]:
+    """``(topic, message type or None)`` of ``'topic'`` or ``'topic:pkg/msg/Type'`` (a topic
+    name has no ``:``); ValueError for an empty topic or a malformed type."""
+    topic, sep, msgtype = entry.strip().partition(':')
+    topic = topic.strip()
+    if not topic:
+        raise ValueError(f'{entry!r}: no topic name')
+    return topic, normalize_msgtype(msgtype) if sep else None
+
+
+def installed_interface_file(msgtype: str) -> Path:
+    """``share/<pkg>/msg/<Type>.msg`` of the first prefix in ``$AMENT_PREFIX_PATH`` that has it;
+    BagError when none does."""
+    pkg, kind, name = normalize_msgtype(msgtype).split('/')
+    for prefix in os.environ.get('AMENT_PREFIX_PATH', '').split(os.pathsep):
+        path = Path(prefix, 'share', pkg, kind, f'{name}.msg') if prefix else None
+        if path is not None and path.is_file():
+            return path
+    raise BagError(f'message type {msgtype}: no share/{pkg}/{kind}/{name}.msg in '
+                   'AMENT_PREFIX_PATH (is its package built and sourced?)')
+
+
+def register_installed_type(msgtype: str) -> None:
+    """Add ``msgtype``, and every type it uses that the typestore lacks, to the typestore from
+    their installed ``.msg`` files, so bags can name them with definition and type hash."""
+    store = ros2_typestore()
+    todo = [normalize_msgtype(msgtype)]
+    while todo:
+        name = todo.pop()
+        if name in store.fielddefs:
+            continue
+        types = get_types_from_msg(installed_interface_file(name).read_text(), name)
+        todo.extend(t for t in _named_types(types[name][1]) if t not in store.fielddefs)
+        store.register(types)
+
+
+def _named_types(node) -> Iterator[str]:
+    """The ``pkg/msg/Type`` names in a rosbags field definition (nested tuples)."""
+    if isinstance(node, str):
+        if node.count('/') == 2:
+            yield node
+    elif isinstance(node, (tuple, list)):
+        for item in node:
+            yield from _named_types(item)
 
 
 def qos_profile(reliable: bool = True, depth: int = 100) -> Qos:
@@ -204,12 +266,7 @@ class SplitBagWriter:
                         else StoragePlugin.SQLITE3)
         writer.open()
         try:
-            conns = {}
-            for spec in self.topics:
-                msgdef, rihs01 = type_definition(spec.msgtype)
-                conns[spec.name] = writer.add_connection(
-                    spec.name, spec.msgtype, msgdef=msgdef, rihs01=rihs01,
-                    offered_qos_profiles=list(spec.qos))
+            conns = {spec.name: self._add_connection(writer, spec) for spec in self.topics}
             for key, value in self.custom_data.items():
                 writer.set_custom_data(key, str(value))
             writer.set_custom_data('delan.session', self.session)
@@ -226,6 +283,20 @@ class SplitBagWriter:
             # schema, topics and definitions durable now: a crash leaves a bag with all topics
             writer.storage.conn.commit()
         return path
+
+    def add_topic(self, spec: TopicSpec) -> None:
+        """Record ``spec`` too, from now on: in the open split and every later one."""
+        if any(t.name == spec.name for t in self.topics):
+            raise ValueError(f'topic {spec.name} is recorded already')
+        if self._writer is not None:
+            self._conns[spec.name] = self._add_connection(self._writer, spec)
+        self.topics.append(spec)
+
+    @staticmethod
+    def _add_connection(writer: Writer, spec: TopicSpec):
+        msgdef, rihs01 = type_definition(spec.msgtype)
+        return writer.add_connection(spec.name, spec.msgtype, msgdef=msgdef, rihs01=rihs01,
+                                     offered_qos_profiles=list(spec.qos))
 
     def _needs_split(self, timestamp: int, size: int) -> bool:
         if self._bag_messages == 0:

@@ -398,6 +398,11 @@ class RobotDescription:
                 'velocity_limits': self.velocity_limits.tolist()}
 
     @property
+    def name(self) -> str:
+        """The ``<robot name>`` of the URDF ('' when it has none); parses the XML."""
+        return parse_xml(self.xml, self.source).get('name', '')
+
+    @property
     def joint_names(self) -> List[str]:
         return [j.name for j in self.joints]
 

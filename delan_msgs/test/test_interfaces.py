@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 import rclpy
-from delan_msgs.msg import DynamicsEstimate, ModelStatus, ModelUpdate
+from delan_msgs.msg import ControllerState, DynamicsEstimate, ModelStatus, ModelUpdate
 from delan_msgs.srv import LoadModel, SaveModel
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
@@ -58,8 +58,24 @@ def sample_update() -> ModelUpdate:
     return m
 
 
+def sample_controller_state() -> ControllerState:
+    m = ControllerState()
+    m.header.stamp.sec, m.header.stamp.nanosec = 12, 500
+    m.joint_names = ['shoulder', 'elbow']
+    m.reference.positions, m.reference.velocities = [0.5, -0.25], [0.1, 0.0]
+    m.reference.accelerations = [1.0, -1.0]
+    m.feedback.positions, m.feedback.velocities = [0.4, -0.3], [0.0, 0.2]
+    m.feedback.effort = [3.0, -1.5]
+    m.error.positions, m.error.velocities = [0.1, 0.05], [0.1, -0.2]
+    m.feedforward, m.command = [2.5, -1.0], [3.5, -1.25]
+    m.model, m.model_version, m.law = 'delan', 4, 'feedforward_pd'
+    m.fallback, m.holding = ControllerState.FALLBACK_PD_MODEL_FAILED, True
+    return m
+
+
 SAMPLES = {'status': (ModelStatus, sample_status), 'estimate': (DynamicsEstimate, sample_estimate),
-           'update': (ModelUpdate, sample_update)}
+           'update': (ModelUpdate, sample_update),
+           'controller_state': (ControllerState, sample_controller_state)}
 
 
 def fields_equal(a, b) -> bool:
@@ -123,13 +139,14 @@ def test_messages_and_services_in_one_process():
 ECHO_CHILD = textwrap.dedent('''
     import rclpy, sys
     from rclpy.qos import QoSProfile, ReliabilityPolicy, DurabilityPolicy
-    from delan_msgs.msg import ModelStatus, DynamicsEstimate, ModelUpdate
+    from delan_msgs.msg import ControllerState, ModelStatus, DynamicsEstimate, ModelUpdate
     sys.path.insert(0, {testdir!r})
     from test_interfaces import _serve, RELIABLE
     rclpy.init()
     node = rclpy.create_node('echo_child')
     pubs = {{}}
-    for key, typ in (('status', ModelStatus), ('estimate', DynamicsEstimate), ('update', ModelUpdate)):
+    for key, typ in (('status', ModelStatus), ('estimate', DynamicsEstimate),
+                     ('update', ModelUpdate), ('controller_state', ControllerState)):
         pubs[key] = node.create_publisher(typ, 'pong/' + key, RELIABLE)
         node.create_subscription(typ, 'ping/' + key, lambda m, k=key: pubs[k].publish(m), RELIABLE)
     _serve(node)

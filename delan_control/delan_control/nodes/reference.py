@@ -20,7 +20,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from delan_control.trajectories import REFERENCE_KINDS, make_reference, splice
 from delan_learning.joint_state import JointStateError, JointStateMapper
-from delan_learning.ros.qos import LATCHED
+from delan_learning.ros.qos import (LATCHED, create_publisher, create_subscription,
+                                    joint_states_qos)
 from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot
@@ -91,10 +92,11 @@ class ReferenceNode(Node):
         self._last = None               # its waypoints (t, q, qd, qdd)
         self._next = None               # the continued excitation, made ahead
         self._design = None             # (RobotModel, RegressorConditioning), built once
-        self.pub = self.create_publisher(JointTrajectory, 'reference_trajectory', LATCHED)
+        self.pub = create_publisher(self, JointTrajectory, 'reference_trajectory', LATCHED)
         # raw: only the newest state is ever looked at (when a reference is made), so the
         # 1 kHz stream is not deserialised -- that cost ~30 % of a core
-        self.create_subscription(JointState, 'joint_states', self._on_joint_state, 10, raw=True)
+        create_subscription(self, JointState, 'joint_states', self._on_joint_state,
+                            joint_states_qos(10), raw=True)
         self._start_ns = self.get_clock().now().nanoseconds
         steady_timer(self, 0.05, self._tick)
 

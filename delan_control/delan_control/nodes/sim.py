@@ -18,6 +18,10 @@ Topics (relative names, so a namespace or remap applies):
   ``publish_clock`` is true, so other nodes can run with ``use_sim_time``.
 * service ``~/reset`` (std_srvs/Trigger): puts the robot back to its initial state (sim time
   keeps running forward, so ``/clock`` never jumps back).
+* publishes ``/diagnostics`` (diagnostic_msgs/DiagnosticArray) at 1 Hz: the rates, the real-time
+  factor reached over the last second (or lockstep), blow-ups of the integration, the joint
+  count, the counters of :attr:`SimNode.stats`; WARN when the integration blew up, the physics
+  fell behind or a publish failed during the last second.
 
 Timing. Physics runs in a dedicated thread, not a timer: a 1 kHz rclpy timer on a loaded 2-core
 machine fires late and in bursts, and the physics would inherit that jitter. The thread keeps
@@ -87,6 +91,7 @@ import time
 from typing import Dict, List, Optional
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
 from rclpy.type_support import check_for_type_support
@@ -96,7 +101,9 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from delan_learning.ros.cdr import STAMP, joint_state_layout
+from delan_learning.ros.diagnostics import OK, WARN, DiagnosticsReporter, hardware_id
 from delan_learning.ros.params import declare, validating_callback
+from delan_learning.ros.qos import create_publisher, create_subscription
 from delan_learning.ros.realtime import set_realtime_priority
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot_params
@@ -109,7 +116,7 @@ from ..robot_model import Mismatch, RobotModel
 # Load the type supports now, before the node exists: rclpy otherwise imports them inside the
 # constructor, widening the window in which the node is visible on the graph but not yet
 # spinning (a signal arriving then would abort the start-up).
-for _t in (JointState, Float64MultiArray, Clock, Trigger):
+for _t in (JointState, Float64MultiArray, Clock, Trigger, DiagnosticArray):
     check_for_type_support(_t)
 try:
     from rcl_interfaces.srv import (DescribeParameters, GetParameters, GetParameterTypes,
@@ -186,11 +193,11 @@ class SimNode(Node):
         self._timed_out = True
         self._reset_requested = threading.Event()
         self._rebase = threading.Event()
-        self.js_pub = self.create_publisher(JointState, 'joint_states', 10)
-        self.clock_pub = (self.create_publisher(Clock, '/clock', 10)
+        self.js_pub = create_publisher(self, JointState, 'joint_states', 10)
+        self.clock_pub = (create_publisher(self, Clock, '/clock', 10)
                           if self.publish_clock else None)
-        self.create_subscription(Float64MultiArray, 'effort_controller/commands',
-                                 self._on_command, 10)
+        create_subscription(self, Float64MultiArray, 'effort_controller/commands',
+                            self._on_command, 10)
         self.create_service(Trigger, '~/reset', self._on_reset)
         self._epoch_ns = 0 if self.publish_clock else self.get_clock().now().nanoseconds
         # One joint state, reused: each publish writes the state in place through numpy views
@@ -211,6 +218,9 @@ class SimNode(Node):
             arrays = [np.frombuffer(self._raw, np.float64, n, off) for off in offsets]
         self._js_position, self._js_velocity, self._js_effort = arrays
         self._clock_msg = Clock()
+        self._diag_last = (time.monotonic(), self.plant.t, dict(self.stats))
+        self._diagnostics = DiagnosticsReporter(self, self._diagnostics_report,
+                                                hardware_id(self, self.model.name))
         self._thread = threading.Thread(target=self._physics_loop, name='sim_physics',
                                         daemon=True)
         self._thread.start()
@@ -367,6 +377,23 @@ class SimNode(Node):
                 self.plant.position_noise = np.full(self.plant.n, float(p.value))
             elif p.name == 'velocity_noise':
                 self.plant.velocity_noise = np.full(self.plant.n, float(p.value))
+
+    def _diagnostics_report(self):
+        """(level, message, values) of the 1 Hz status on /diagnostics."""
+        now, t, stats = time.monotonic(), self.plant.t, dict(self.stats)
+        then, t_then, before = self._diag_last
+        self._diag_last = (now, t, stats)
+        rtf = (t - t_then) / max(now - then, 1e-9)
+        new = {k: stats[k] - before.get(k, 0) for k in ('blowups', 'lag_events',
+                                                        'publish_errors')}
+        trouble = [f'{n} {k.replace("_", " ")}' for k, n in new.items() if n]
+        level, message = (WARN, 'in the last period: ' + ', '.join(trouble)) if trouble \
+            else (OK, 'lockstep' if self.lockstep else f'running at {rtf:.2f}x real time')
+        return level, message, {
+            'joints': self.plant.n, 'physics_rate': self.plant.physics_rate,
+            'publish_rate': self.publish_rate, 'real_time_factor_set': self.real_time_factor,
+            'real_time_factor': f'{rtf:.3f}', 'lockstep': self.lockstep,
+            'sim_time': f'{t:.3f}', **stats}
 
     # ------------------------------------------------------------------ callbacks
     def _on_command(self, msg: Float64MultiArray) -> None:

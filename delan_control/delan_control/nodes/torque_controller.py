@@ -12,17 +12,21 @@ names no joints): ``command_joints``, or else the ``joints`` parameter of the no
 ``effort_controller_name``, read once at start-up without blocking; no commands until it is
 known, the model's order (with a warning) when it cannot be read in time, and none at all
 (diagnostics ERROR) when those joints are not the model's (see :mod:`delan_control.command_order`).
+
+What a cycle computed goes out on ``~/controller_state`` (delan_msgs/ControllerState: reference,
+feedback, error, the model's torque and the command), at most ``state_publish_rate`` times a
+second: when one is due the loop only hands its arrays over, a worker thread of normal priority
+builds and publishes the message. Health on ``/diagnostics`` at 1 Hz.
 """
 from __future__ import annotations
 
 import sys
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
-from delan_msgs.msg import ModelUpdate
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from delan_msgs.msg import ControllerState, ModelUpdate
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.node import Node
 from rclpy.parameter import parameter_value_to_python
@@ -34,22 +38,25 @@ from trajectory_msgs.msg import JointTrajectory
 from delan_control.command_order import (CommandOrder, CommandOrderError, OrderDecision,
                                          ReceiverOrderQuery)
 from delan_control.control_laws import (LAWS, URDF_FEEDBACK_LAWS, BumplessBlend, Gains,
-                                        clamp_torque, control_torque)
+                                        clamp_torque, control_terms)
 from delan_control.continuity import JumpDetector
+from delan_control.evaluation import joint_errors
 from delan_control.loop_stats import LoopStats, histogram_text
 from delan_control.model_loader import (MODEL_KINDS, LatestLoader, ModelLoadError,
                                          load_dynamics_model)
 from delan_learning.ros.robot_param import declare_array, declare_robot
 from delan_control.trajectories import PiecewiseQuintic, rejoin_offset
 from delan_learning.joint_state import JointStateError, JointStateMapper, StampGate
+from delan_learning.decimation import Decimator
 from delan_learning.urdf_joints import RobotDescription, UrdfError
 from delan_learning.ros.cdr import CommandBytes, JointStateReader
-from delan_learning.ros.qos import LATCHED
+from delan_learning.ros.diagnostics import OK, WARN, ERROR, DiagnosticsReporter, hardware_id
+from delan_learning.ros.qos import LATCHED, create_publisher, create_subscription
 from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.realtime import python_thread_ids, set_realtime_priority
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.spin import run_node, steady_timer
-from delan_learning.ros.stamps import seconds
+from delan_learning.ros.stamps import seconds, set_seconds
 from delan_learning.ros.state_taker import JointStateTaker, Taken, decode_joint_state
 
 
@@ -79,6 +86,28 @@ REJOIN_NEGLIGIBLE = np.array([1e-3, 0.05])
 
 # how often the receiving controller's joints are looked for until known [s]
 ORDER_POLL_S = 0.1
+
+
+class CycleState(NamedTuple):
+    """What one control cycle computed (model order), handed over by the loop for
+    ``~/controller_state``: its arrays are the cycle's own (made anew every cycle, never written
+    again; the model's torque is copied, a model may return a buffer it reuses), so the message
+    is built from them off the loop."""
+
+    stamp: float                    # source stamp of the joint state [s]
+    q_ref: np.ndarray
+    qd_ref: np.ndarray
+    qdd_ref: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    effort: Optional[np.ndarray]
+    feedforward: Optional[np.ndarray]   # None: no model in the torque
+    command: np.ndarray
+    model: str
+    model_version: int
+    law: str
+    fallback: str
+    holding: bool
 
 
 class TorqueControllerNode(Node):
@@ -147,6 +176,12 @@ class TorqueControllerNode(Node):
             'answered ahead of every normal process (the learner\'s training). 0 = normal '
             'scheduling; needs CAP_SYS_NICE or an rtprio limit (a warning says so otherwise). '
             'Applied at start-up', min_value=0, max_value=98, read_only=True, registry=reg)
+        state_rate = declare(
+            self, 'state_publish_rate', 100.0, 'Rate of ~/controller_state [Hz of wall time]: '
+            'at most one control cycle per 1/rate is published (reference, feedback, error, '
+            'the model\'s torque, the command); 0 = off', min_value=0.0, max_value=10000.0,
+            registry=reg)
+        self._state_rate = Decimator(state_rate)
         self._declare_command_order(reg)
         self._feedback_model = None     # RobotModel for the URDF_FEEDBACK_LAWS, lazily
         self.urdf_limits = self._effort_limits()
@@ -164,6 +199,7 @@ class TorqueControllerNode(Node):
         self._reader = JointStateReader()
         self._lock = threading.RLock()
         self._model = None          # active DynamicsModel (None = PD)
+        self._model_version = 0     # its learner version (ControllerState.model_version)
         self._old_model = None      # model being faded out
         self._blend = BumplessBlend(self.blend_time)
         self._latest_update: Optional[ModelUpdate] = None
@@ -206,26 +242,30 @@ class TorqueControllerNode(Node):
         self.add_on_set_parameters_callback(on_set)
         self.add_post_set_parameters_callback(self._apply_params)
 
-        self.cmd_pub = self.create_publisher(Float64MultiArray, 'effort_controller/commands', 10)
+        self.cmd_pub = create_publisher(self, Float64MultiArray, 'effort_controller/commands', 10)
         # commands go out as pre-serialised bytes, joint states come in as bytes (read with
         # numpy): ~90 us less per cycle than message objects
         self._command_bytes = CommandBytes.create(n)
-        self.diag_pub = self.create_publisher(DiagnosticArray, 'diagnostics', 10)
+        self.state_pub = create_publisher(self, ControllerState, '~/controller_state', 10)
+        self._state_worker = LatestLoader(self._publish_state, lambda *_: None,
+                                          self._state_failed, name='controller_state')
+        self._diagnostics = DiagnosticsReporter(self, self._diagnostics_report,
+                                                hardware_id(self, self.robot.name))
         self._start_control_loop()
-        self.create_subscription(JointTrajectory, 'reference_trajectory', self._on_reference,
-                                 LATCHED)
-        self.create_subscription(ModelUpdate, 'learner/model_update', self._on_model_update,
-                                 LATCHED)
+        create_subscription(self, JointTrajectory, 'reference_trajectory', self._on_reference,
+                            LATCHED)
+        create_subscription(self, ModelUpdate, 'learner/model_update', self._on_model_update,
+                            LATCHED)
         # Staleness is wall time (time.monotonic), so the checks run on the steady clock: with
         # use_sim_time a ROS-time timer stops with /clock -- exactly when the sim is gone.
         self._watchdog_timer = steady_timer(self, self.watchdog_timeout / 2.0, self._watchdog)
-        steady_timer(self, 1.0, self._publish_diagnostics)
         self.get_logger().info(f'controlling {self.joint_names} with model={self.model_kind} '
                                f'law={self.law}')
-        # last: the middleware's and the loop's threads exist now; the model loader stays at
-        # normal priority
+        # last: the middleware's and the loop's threads exist now; the model loader and the
+        # state publisher stay at normal priority
         set_realtime_priority(self.realtime_priority, self.get_logger(),
-                              exclude=python_thread_ids(self._update_loader.thread))
+                              exclude=python_thread_ids(self._update_loader.thread,
+                                                        self._state_worker.thread))
 
     # ---------------------------------------------------------------- command order
     def _declare_command_order(self, reg: Dict) -> None:
@@ -347,6 +387,7 @@ class TorqueControllerNode(Node):
                 self._blend.duration = self.blend_time
                 self._blend.start(time.monotonic())
             self._model = model
+            self._model_version = getattr(model, 'model_version', 0)
             self.model_kind = kind
 
     def _check_model(self, kind: str) -> Optional[str]:
@@ -401,6 +442,8 @@ class TorqueControllerNode(Node):
                 self._watchdog_timer = steady_timer(self, p.value / 2.0, self._watchdog)
             elif p.name == 'effort_limit_scale':
                 self.limits = self.urdf_limits * p.value
+            elif p.name == 'state_publish_rate':
+                self._state_rate.rate_hz = p.value
             elif p.name in ('delan_checkpoint', 'identified_params', 'resume_tolerance',
                             'resume_time'):
                 setattr(self, p.name, p.value)
@@ -549,12 +592,53 @@ class TorqueControllerNode(Node):
             with self._lock:
                 if self._reference is ref:
                     self._deviation = deviation
-        tau = self._torque(model, js, q_ref, qd_ref, qdd_ref)
+        tau, ff, failed = self._torque(model, js, q_ref, qd_ref, qdd_ref)
         if w is not None:
-            tau = w * tau + (1.0 - w) * self._torque(old, js, q_ref, qd_ref, qdd_ref)
-        self._publish_command(clamp_torque(tau, self.limits), order)
+            tau_old, ff_old, _ = self._torque(old, js, q_ref, qd_ref, qdd_ref)
+            tau = w * tau + (1.0 - w) * tau_old
+        command = clamp_torque(tau, self.limits)
+        self._publish_command(command, order)
         self.commands_sent += 1
+        if self._state_rate.due(now):
+            if w is not None:
+                ff = _blend(w, ff, ff_old)
+            self._state_worker.submit(CycleState(
+                t, q_ref, qd_ref, qdd_ref, js.position, js.velocity, js.effort,
+                None if ff is None else ff.copy(), command, self.model_kind,
+                self._model_version, self.law, self._fallback(model, failed), ref is None))
         return True
+
+    def _fallback(self, model, failed: bool) -> str:
+        """What stands in for the selected model this cycle (ControllerState.fallback)."""
+        if failed:
+            return ControllerState.FALLBACK_PD_MODEL_FAILED
+        if model is None and self.model_kind != 'pd':
+            return ControllerState.FALLBACK_PD_NO_MODEL
+        return ControllerState.FALLBACK_NONE
+
+    def _publish_state(self, s: CycleState) -> None:
+        """State worker thread: ``~/controller_state`` of one cycle."""
+        msg = ControllerState(joint_names=self.joint_names, model=s.model,
+                              model_version=s.model_version, law=s.law, fallback=s.fallback,
+                              holding=s.holding)
+        set_seconds(msg.header.stamp, s.stamp)
+        ref, fb, err = msg.reference, msg.feedback, msg.error
+        ref.positions, ref.velocities, ref.accelerations = (
+            s.q_ref.tolist(), s.qd_ref.tolist(), s.qdd_ref.tolist())
+        fb.positions, fb.velocities = s.q.tolist(), s.qd.tolist()
+        if s.effort is not None:
+            fb.effort = s.effort.tolist()
+        err.positions = joint_errors(s.q_ref, s.q, self.robot.joint_types).tolist()
+        err.velocities = (s.qd_ref - s.qd).tolist()
+        msg.feedforward = ([0.0] * len(s.q) if s.feedforward is None
+                           else s.feedforward.tolist())
+        msg.command = s.command.tolist()
+        self.state_pub.publish(msg)
+
+    def _state_failed(self, state: CycleState, err: Exception) -> None:
+        if self.context.ok():
+            self.get_logger().error(f'publishing the controller state failed: {err!r}',
+                                    throttle_duration_sec=10.0)
 
     def _check_reference_on_resume(self, t: float, q: np.ndarray, qd: np.ndarray,
                                    cause: str = 'the stall') -> None:
@@ -610,23 +694,26 @@ class TorqueControllerNode(Node):
                 self.get_logger().error(f'no URDF model for the feedback: {err}')
         return self._feedback_model or None
 
-    def _torque(self, model, js, q_ref, qd_ref, qdd_ref) -> np.ndarray:
+    def _torque(self, model, js, q_ref, qd_ref, qdd_ref
+                ) -> Tuple[np.ndarray, Optional[np.ndarray], bool]:
+        """``(torque, the model's share, whether the model failed and PD stands in)``."""
         law = self.law
         try:
-            tau = control_torque(model, law, self.gains, js.position, js.velocity, q_ref, qd_ref,
-                                 qdd_ref, self._urdf_feedback())
+            tau, ff = control_terms(model, law, self.gains, js.position, js.velocity, q_ref,
+                                    qd_ref, qdd_ref, self._urdf_feedback())
             ok = bool(np.all(np.isfinite(tau)))
         except (ValueError, ArithmeticError, RuntimeError) as err:
             ok, tau = False, None
             self.get_logger().error(f'model {self.model_kind} failed: {err}',
                                     throttle_duration_sec=2.0)
         if ok:
-            return tau
+            return tau, ff, False
         self.fallbacks += 1
         self.get_logger().error(f'model {self.model_kind} returned non-finite torque: PD '
                                 f'fallback ({self.fallbacks} so far)', throttle_duration_sec=2.0)
-        return control_torque(None, law, self.gains, js.position, js.velocity, q_ref, qd_ref,
-                              qdd_ref)
+        tau, _ = control_terms(None, law, self.gains, js.position, js.velocity, q_ref, qd_ref,
+                               qdd_ref)
+        return tau, None, True
 
     def _watchdog(self) -> None:
         with self._lock:
@@ -642,45 +729,36 @@ class TorqueControllerNode(Node):
             self.get_logger().error(f'joint states stale for > {self.watchdog_timeout:.3f} s: '
                                     'zero torque sent, commanding stopped')
 
-    def _publish_diagnostics(self) -> None:
-        try:
-            self._publish_diagnostics_once()
-        except Exception as err:  # noqa: BLE001 -- a report must never stop the controller
-            self.get_logger().error(f'diagnostics failed: {err!r}', throttle_duration_sec=10.0)
-
-    def _publish_diagnostics_once(self) -> None:
+    def _diagnostics_report(self):
+        """(level, message, values) of the 1 Hz status on /diagnostics."""
         order = self._command_order
         level, msg = self._order_diagnostic()
         if order is not None and self._stale:
-            level, msg = DiagnosticStatus.WARN, 'joint states stale: not commanding'
-        st = DiagnosticStatus(level=level, name=self.get_fully_qualified_name(), message=msg)
-        st.values = [KeyValue(key=k, value=str(v)) for k, v in (
-            ('model', self.model_kind), ('law', self.law),
-            ('commands_sent', self.commands_sent), ('fallbacks', self.fallbacks),
-            ('watchdog_trips', self.watchdog_trips),
-            ('references_dropped', self.references_dropped),
-            ('references_rejoined', self.references_rejoined),
-            ('rejected_joint_states', self.rejected.total),
-            ('rejected_references', self.rejected_refs.total),
-            ('command_order', self._order_source),
-            ('command_joints', ' '.join(order.joints) if order is not None else ''),
-            *self._loop_diagnostics())]
-        arr = DiagnosticArray(status=[st])
-        arr.header.stamp = self.get_clock().now().to_msg()
-        self.diag_pub.publish(arr)
+            level, msg = WARN, 'joint states stale: not commanding'
+        return level, msg, {
+            'model': self.model_kind, 'model_version': self._model_version, 'law': self.law,
+            'commands_sent': self.commands_sent, 'fallbacks': self.fallbacks,
+            'watchdog_trips': self.watchdog_trips,
+            'references_dropped': self.references_dropped,
+            'references_rejoined': self.references_rejoined,
+            'rejected_joint_states': self.rejected.total,
+            'rejected_references': self.rejected_refs.total,
+            'command_order': self._order_source,
+            'command_joints': ' '.join(order.joints) if order is not None else '',
+            'state_publish_rate': self._state_rate.rate_hz,
+            **dict(self._loop_diagnostics())}
 
     def _order_diagnostic(self):
         """(level, message) of the command order: ERROR when refused, WARN while waiting for it
         and once fallen back to the model order, else OK."""
         query = self._order_query
         if query is None:
-            return DiagnosticStatus.OK, 'ok'
+            return OK, 'ok'
         decision = query.decision
         if decision is None:
-            return DiagnosticStatus.WARN, f'waiting for the joint order of {query.receiver}'
-        level = {'info': DiagnosticStatus.OK, 'warning': DiagnosticStatus.WARN,
-                 'error': DiagnosticStatus.ERROR}[decision.level]
-        return level, 'ok' if level == DiagnosticStatus.OK else decision.message
+            return WARN, f'waiting for the joint order of {query.receiver}'
+        level = {'info': OK, 'warning': WARN, 'error': ERROR}[decision.level]
+        return level, 'ok' if level == OK else decision.message
 
     def _loop_diagnostics(self):
         """Timing of the loop over the last period [us], its missed cycles and the cumulative
@@ -700,13 +778,22 @@ class TorqueControllerNode(Node):
         taker = getattr(self, '_taker', None)
         if taker is not None:
             taker.close()
-        loader = getattr(self, '_update_loader', None)
-        if loader is not None:
-            loader.close()
+        for worker in (getattr(self, '_update_loader', None),
+                       getattr(self, '_state_worker', None)):
+            if worker is not None:
+                worker.close()
 
     def destroy_node(self):
         self.close()
         return super().destroy_node()
+
+
+def _blend(w: float, new: Optional[np.ndarray], old: Optional[np.ndarray]
+           ) -> Optional[np.ndarray]:
+    """``w new + (1 - w) old`` of two model torques, None standing for no model (zero)."""
+    if new is None and old is None:
+        return None
+    return w * (0.0 if new is None else new) + (1.0 - w) * (0.0 if old is None else old)
 
 
 def main(args=None) -> int:

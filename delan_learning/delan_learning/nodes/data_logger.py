@@ -3,9 +3,19 @@
 Topics (relative, so namespaces and remapping apply):
     sub ``joint_states`` (sensor_msgs/JointState)
     sub ``effort_controller/commands`` (std_msgs/Float64MultiArray), when ``record_commands``
+    sub every entry of ``topics``: ``name`` (its type is taken from the graph once a publisher
+        appears; until then it is listed as waiting in the diagnostics) or ``name:pkg/msg/Type``
+        (subscribed at once), e.g. ``/torque_controller/controller_state`` and
+        ``/learner/dynamics_estimate`` for a bag to replay into PlotJuggler or Foxglove
     pub ``/diagnostics`` (diagnostic_msgs/DiagnosticArray): messages received / written / dropped
         (queue full) / lost (write errors) / dds_lost (reported lost by the middleware), malformed
         messages by reason, current bag, queue fill
+
+Every subscription has the logger's QoS (``qos_reliability``, ``qos_depth``). ``reliable`` (the
+default) makes a reliable publisher resend what the network lost, which a recording needs; it
+does not hear best-effort publishers (sensor-data QoS): that is logged as a warning naming the
+topic, and ``qos_reliability:=best_effort`` hears every publisher (as the other nodes' joint-state
+subscriptions do, ``delan_learning.ros.qos.JOINT_STATES``), without resends.
 
 The bag is written through ``rosbags`` (see :mod:`delan_learning.bag_io`): mcap (default) or
 sqlite3, CDR payloads exactly as received (the subscriptions are raw), topic names as resolved by
@@ -37,6 +47,7 @@ counted by reason in the diagnostics and logged throttled.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import queue
 import re
@@ -47,25 +58,43 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import rclpy.logging
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import ParameterEvent
-from rclpy.event_handler import SubscriptionEventCallbacks, UnsupportedEventTypeError
+from rclpy.event_handler import UnsupportedEventTypeError
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from rclpy.type_support import check_for_type_support
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from delan_learning.bag_io import (COMMAND_TYPE, JOINT_STATE_TYPE, STORAGES, SplitBagWriter,
-                                   TopicSpec, qos_profile, type_definition)
+from delan_learning.bag_io import (COMMAND_TYPE, JOINT_STATE_TYPE, STORAGES, BagError,
+                                   SplitBagWriter, TopicSpec, parse_topic_entry, qos_profile,
+                                   type_definition)
 from delan_learning.joint_state import JointStateError, JointStateMapper
+from delan_learning.ros.diagnostics import (OK, WARN, ERROR, DiagnosticsReporter,
+                                            hardware_id)
 from delan_learning.ros.params import declare, validating_callback
+from delan_learning.ros.qos import joint_states_qos, subscription_events
+from delan_learning.ros.robot_param import declare_array
 from delan_learning.ros.spin import run_node, steady_timer
 
 _STOP = object()
 _MAPPER_CACHE = 64
+
+
+#: how often the graph is looked at for the types of ``topics`` entries given without one [s]
+DISCOVERY_PERIOD_S = 0.5
+
+
+def message_class(msgtype: str):
+    """The Python class of ``pkg/msg/Type`` (its package imported); ValueError if none."""
+    pkg, _, name = msgtype.split('/')
+    try:
+        return getattr(importlib.import_module(f'{pkg}.msg'), name)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f'message type {msgtype} cannot be imported: {err}') from None
 
 
 def _prefix_ok(value: str) -> Optional[str]:
@@ -107,31 +136,31 @@ class DataLoggerNode(Node):
         self._stop = threading.Event()
         self._closed = False
 
-        reliability = (ReliabilityPolicy.RELIABLE if self.qos_reliability == 'reliable'
-                       else ReliabilityPolicy.BEST_EFFORT)
-        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=self.qos_depth,
-                         reliability=reliability, durability=DurabilityPolicy.VOLATILE)
-        wanted = [('joint_states', JointState, JOINT_STATE_TYPE)]
+        # the joint states' profile; reliable unless asked otherwise (see the module docstring)
+        self._qos = joint_states_qos(self.qos_depth)
+        if self.qos_reliability == 'reliable':
+            self._qos.reliability = ReliabilityPolicy.RELIABLE
+        wanted = [('joint_states', JOINT_STATE_TYPE)]
         if self.record_commands:
-            wanted.append(('effort_controller/commands', Float64MultiArray, COMMAND_TYPE))
+            wanted.append(('effort_controller/commands', COMMAND_TYPE))
+        # resolved name -> entry, for the entries whose type the graph is to tell
+        self._undiscovered: Dict[str, str] = {}
+        for name, msgtype in self.extra_topics:
+            if msgtype is None:
+                self._undiscovered[self.resolve_topic_name(name)] = name
+            else:
+                wanted.append((name, msgtype))
+        # parallel lists, indexed by the callbacks; appended to when a topic is discovered
         self.topics: List[str] = []
         self._kinds: List[str] = []
-        for i, (name, cls, type_name) in enumerate(wanted):
-            events = dict(incompatible_qos=self._make_qos_warning(name),
-                          message_lost=self._make_lost_counter(name))
+        self._specs: List[TopicSpec] = []
+        for name, msgtype in wanted:
             try:
-                sub = self.create_subscription(
-                    cls, name, self._make_callback(i), qos, raw=True,
-                    event_callbacks=SubscriptionEventCallbacks(**events))
-            except UnsupportedEventTypeError:       # rmw without the message-lost event
-                events.pop('message_lost')
-                sub = self.create_subscription(
-                    cls, name, self._make_callback(i), qos, raw=True,
-                    event_callbacks=SubscriptionEventCallbacks(**events))
-            self.topics.append(sub.topic_name)
-            self._kinds.append(type_name)
-        specs = [TopicSpec(t, k, (qos_profile(self.qos_reliability == 'reliable', self.qos_depth),))
-                 for t, k in zip(self.topics, self._kinds)]
+                self._record(name, msgtype)
+            except (ValueError, BagError) as err:
+                raise ValueError(f'invalid parameter: topics: {err}') from None
+        specs = list(self._specs)
+        self._in_bag = len(specs)     # specs the writer thread has given the bag (its own)
 
         # The writer thread owns the bag (sqlite3 connections are bound to their thread): it opens
         # the first split now, so a bad bag_dir fails the start-up instead of the first message.
@@ -145,8 +174,66 @@ class DataLoggerNode(Node):
             self._stop.set()
             raise RuntimeError(f'cannot write bags to {self.bag_dir}: {self._open_error}')
 
-        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        steady_timer(self, self.diagnostics_period_s, self._publish_diagnostics)
+        self._diagnostics = DiagnosticsReporter(
+            self, self._diagnostics_report, hardware_id(self), period_s=self.diagnostics_period_s,
+            name=f'{self.get_name()}: bag recording')
+        self._discovery = (steady_timer(self, DISCOVERY_PERIOD_S, self._discover)
+                           if self._undiscovered else None)
+
+    # ------------------------------------------------------------------ topics
+    def _record(self, name: str, msgtype: str) -> None:
+        """Subscribe to ``name`` (raw) and record it as ``msgtype`` (a topic already recorded is
+        left alone). ValueError / BagError when the type is unknown here."""
+        resolved = self.resolve_topic_name(name)
+        if resolved in self.topics:
+            return
+        cls = message_class(msgtype)
+        check_for_type_support(cls)
+        spec = TopicSpec(resolved, msgtype,
+                         (qos_profile(self.qos_reliability == 'reliable', self.qos_depth),))
+        try:
+            type_definition(msgtype)    # its definition for the bag, before any message
+        except BagError:
+            raise
+        except Exception as err:  # noqa: BLE001 -- a .msg file the typestore cannot read
+            raise ValueError(f'no definition of {msgtype} for the bag: {err}') from None
+        index = len(self.topics)
+        # the lists first: a message may arrive as soon as the subscription exists
+        self._specs.append(spec)
+        self._kinds.append(msgtype)
+        self.topics.append(resolved)
+        hint = '; try qos_reliability:=best_effort' if self.qos_reliability == 'reliable' else ''
+        lost = self._make_lost_counter(resolved)
+        try:
+            self.create_subscription(
+                cls, name, self._make_callback(index), self._qos, raw=True,
+                event_callbacks=subscription_events(self, name, hint, message_lost=lost))
+        except UnsupportedEventTypeError:       # rmw without the message-lost event
+            self.create_subscription(cls, name, self._make_callback(index), self._qos,
+                                     raw=True, event_callbacks=subscription_events(self, name,
+                                                                                   hint))
+
+    def _discover(self) -> None:
+        """Executor (timer): subscribe to the ``topics`` entries whose type the graph now
+        tells; stops looking once none is left."""
+        types = dict(self.get_topic_names_and_types())
+        for resolved, entry in list(self._undiscovered.items()):
+            found = types.get(resolved)
+            if not found:
+                continue
+            del self._undiscovered[resolved]
+            if len(found) > 1:
+                self.get_logger().error(f'{resolved} has several types {found}: not recorded '
+                                        f'(give one: topics entry {entry}:<type>)')
+                continue
+            try:
+                self._record(entry, found[0])
+            except (ValueError, BagError) as err:
+                self.get_logger().error(f'{resolved} not recorded: {err}')
+                continue
+            self.get_logger().info(f'recording {resolved} ({found[0]}) too')
+        if not self._undiscovered:
+            self._discovery.cancel()
 
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
@@ -164,6 +251,14 @@ class DataLoggerNode(Node):
             self, 'record_commands', True,
             'Also record the torque commands on effort_controller/commands',
             registry=v, read_only=True)
+        entries = declare_array(
+            self, 'topics', str, 'More topics to record: name (type from the graph, once a '
+            'publisher appears) or name:pkg/msg/Type, e.g. '
+            '/torque_controller/controller_state')
+        try:
+            self.extra_topics = [parse_topic_entry(e) for e in entries]
+        except ValueError as err:
+            raise ValueError(f'invalid parameter: topics: {err}') from None
         self.max_bag_size_mb = declare(
             self, 'max_bag_size_mb', 0.0, 'Start a new bag before one exceeds this size [MB, 1e6 '
             'bytes of messages]; 0 = no limit', min_value=0.0, max_value=1e7, registry=v)
@@ -211,13 +306,6 @@ class DataLoggerNode(Node):
                                 f'dropped a message on {self.topics[index]} ({n} so far)')
         return on_message
 
-    def _make_qos_warning(self, name: str):
-        def warn(info) -> None:
-            self.get_logger().warning(
-                f'a publisher on {name} offers incompatible QoS (policy {info.last_policy_kind}):'
-                f' its messages are NOT recorded; try qos_reliability:=best_effort')
-        return warn
-
     def _make_lost_counter(self, name: str):
         def lost(info) -> None:
             with self._lock:
@@ -253,7 +341,7 @@ class DataLoggerNode(Node):
                     if len(self._mappers) > _MAPPER_CACHE:
                         self._mappers.popitem(last=False)
                 mapper.map(msg)
-            else:
+            elif self._kinds[index] == COMMAND_TYPE:
                 msg = deserialize_message(data, Float64MultiArray)
                 values = np.asarray(msg.data, dtype=np.float64)
                 if values.size == 0:
@@ -314,6 +402,9 @@ class DataLoggerNode(Node):
                         try:
                             bags.max_bag_size_mb = self.max_bag_size_mb
                             bags.max_bag_duration_s = self.max_bag_duration_s
+                            while self._in_bag <= index:      # a topic discovered since
+                                bags.add_topic(self._specs[self._in_bag])
+                                self._in_bag += 1
                             bags.write(self.topics[index], stamp, data)
                             with self._lock:
                                 self.written[self.topics[index]] += 1
@@ -367,39 +458,31 @@ class DataLoggerNode(Node):
                     'dds_lost': self.dds_lost,
                     'lost': self.lost, 'write_errors': self.write_errors}
 
-    def _publish_diagnostics(self) -> None:
+    def _diagnostics_report(self):
+        """(level, message, values) of the status on /diagnostics."""
         s = self.stats()
         bags = self._bags
         current = (bags.path or (bags.paths[-1] if bags.paths else '')) if bags else ''
-        values = [KeyValue(key='bag', value=str(current)),
-                  KeyValue(key='bags', value=str(len(bags.paths) if bags else 0)),
-                  KeyValue(key='storage', value=self.storage),
-                  KeyValue(key='dropped', value=str(s['dropped'])),
-                  KeyValue(key='lost', value=str(s['lost'])),
-                  KeyValue(key='dds_lost', value=str(s['dds_lost'])),
-                  KeyValue(key='write_errors', value=str(s['write_errors'])),
-                  KeyValue(key='queue', value=f'{self._queue.qsize()}/{self.queue_size}'),
-                  KeyValue(key='malformed', value=str(sum(s['malformed'].values())))]
-        for topic in self.topics:
-            values.append(KeyValue(key=f'received {topic}', value=str(s['received'].get(topic, 0))))
-            values.append(KeyValue(key=f'written {topic}', value=str(s['written'].get(topic, 0))))
+        values = {'bag': current, 'bags': len(bags.paths) if bags else 0,
+                  'storage': self.storage, 'dropped': s['dropped'], 'lost': s['lost'],
+                  'dds_lost': s['dds_lost'], 'write_errors': s['write_errors'],
+                  'queue': f'{self._queue.qsize()}/{self.queue_size}',
+                  'malformed': sum(s['malformed'].values())}
+        for topic in list(self.topics):
+            values[f'received {topic}'] = s['received'].get(topic, 0)
+            values[f'written {topic}'] = s['written'].get(topic, 0)
         for reason, n in sorted(s['malformed'].items()):
-            values.append(KeyValue(key=f'malformed {reason}', value=str(n)))
-        status = DiagnosticStatus(name=f'{self.get_name()}: bag recording', hardware_id='',
-                                  values=values)
+            values[f'malformed {reason}'] = n
+        if self._undiscovered:
+            values['waiting for'] = ' '.join(sorted(self._undiscovered))
         if s['write_errors'] or not self._thread.is_alive():
-            status.level, status.message = DiagnosticStatus.ERROR, 'write errors: messages lost'
-        elif s['dropped'] or s['dds_lost']:
-            status.level, status.message = DiagnosticStatus.WARN, (
-                'queue overflow: messages dropped' if s['dropped']
-                else 'middleware reports lost messages')
-        elif s['malformed']:
-            status.level, status.message = DiagnosticStatus.WARN, 'recording; malformed input seen'
-        else:
-            status.level, status.message = DiagnosticStatus.OK, 'recording'
-        msg = DiagnosticArray(status=[status])
-        msg.header.stamp = self.get_clock().now().to_msg()
-        self.diag_pub.publish(msg)
+            return ERROR, 'write errors: messages lost', values
+        if s['dropped'] or s['dds_lost']:
+            return WARN, ('queue overflow: messages dropped' if s['dropped']
+                          else 'middleware reports lost messages'), values
+        if s['malformed']:
+            return WARN, 'recording; malformed input seen', values
+        return OK, 'recording', values
 
     # ------------------------------------------------------------------ shutdown
     def close(self) -> None:

@@ -13,12 +13,12 @@ import threading
 from typing import Callable, List, Optional, Tuple
 
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
 from rclpy.type_support import check_is_valid_msg_type
 from sensor_msgs.msg import JointState
 
 from delan_learning.ros.cdr import CdrError, JointStateReader
+from delan_learning.ros.qos import joint_states_qos, unwatch, watch_subscription
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.stamps import seconds
 
@@ -28,7 +28,9 @@ Taken = Tuple[bytes, dict]   # serialised JointState, message info (source_times
 class JointStateTaker:
     """Calls ``on_batch(batch)`` in its thread with everything queued on ``topic`` (at most
     ``depth`` messages, oldest first) after each wake-up; an exception in it is counted in
-    ``errors`` and logged, and the thread goes on.
+    ``errors`` and logged, and the thread goes on. The subscription has the QoS of
+    :func:`~delan_learning.ros.qos.joint_states_qos` (best effort: it hears reliable and
+    best-effort drivers alike); its QoS events are served by the node's executor.
 
     ``period_s`` > 0 takes the queue at most that often, for consumers that need throughput, not
     latency (the learner): on a small VM a thread woken for every message at 1 kHz runs on cold
@@ -41,7 +43,8 @@ class JointStateTaker:
         self._period_s = period_s
         with node.handle:
             self._sub = _rclpy.Subscription(node.handle, JointState, topic,
-                                            QoSProfile(depth=depth).get_c_qos_profile(), None)
+                                            joint_states_qos(depth).get_c_qos_profile(), None)
+        self._events = watch_subscription(node, self._sub, topic)
         self.errors = 0
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -80,6 +83,7 @@ class JointStateTaker:
         if self.thread.is_alive() and threading.current_thread() is not self.thread:
             self.thread.join(timeout=timeout)
         if self._sub is not None and not self.thread.is_alive():
+            unwatch(self._node, self._events)
             self._sub.destroy_when_not_in_use()
             self._sub = None
 
