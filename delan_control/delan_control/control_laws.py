@@ -44,23 +44,42 @@ class Gains:
     kd: np.ndarray     # feed-forward + PD / plain PD [N*m*s/rad]
 
 
+def wrap_angle(x: np.ndarray) -> np.ndarray:
+    """``x`` wrapped to ``(-pi, pi]``."""
+    return -np.remainder(-x + np.pi, 2.0 * np.pi) + np.pi
+
+
+def position_error(q_ref: np.ndarray, q: np.ndarray,
+                   continuous: Optional[np.ndarray] = None) -> np.ndarray:
+    """``q_ref - q``, wrapped to ``(-pi, pi]`` where the boolean mask ``continuous`` is set: a
+    continuous joint's angle is only defined modulo 2 pi (a driver may report it wrapped), and
+    2 pi - 0.01 rad off is 0.01 rad off, not a turn to drive back."""
+    e = q_ref - q
+    if continuous is not None:
+        e = np.where(continuous, wrap_angle(e), e)
+    return e
+
+
 def control_torque(model: Optional[DynamicsModel], law: str, gains: Gains,
                    q: np.ndarray, qd: np.ndarray, q_ref: np.ndarray, qd_ref: np.ndarray,
-                   qdd_ref: np.ndarray, feedback_model: Optional[DynamicsModel] = None
-                   ) -> np.ndarray:
+                   qdd_ref: np.ndarray, feedback_model: Optional[DynamicsModel] = None,
+                   continuous: Optional[np.ndarray] = None) -> np.ndarray:
     """Unclamped joint torque ``(n,)`` of ``law`` with ``model`` (None = PD only);
-    ``feedback_model`` (the URDF's) is needed by the ``URDF_FEEDBACK_LAWS``."""
-    return control_terms(model, law, gains, q, qd, q_ref, qd_ref, qdd_ref, feedback_model)[0]
+    ``feedback_model`` (the URDF's) is needed by the ``URDF_FEEDBACK_LAWS``; ``continuous``
+    masks the continuous joints, whose position error is wrapped."""
+    return control_terms(model, law, gains, q, qd, q_ref, qd_ref, qdd_ref, feedback_model,
+                         continuous)[0]
 
 
 def control_terms(model: Optional[DynamicsModel], law: str, gains: Gains,
                   q: np.ndarray, qd: np.ndarray, q_ref: np.ndarray, qd_ref: np.ndarray,
-                  qdd_ref: np.ndarray, feedback_model: Optional[DynamicsModel] = None
+                  qdd_ref: np.ndarray, feedback_model: Optional[DynamicsModel] = None,
+                  continuous: Optional[np.ndarray] = None
                   ) -> Tuple[np.ndarray, Optional[np.ndarray]]:
     """``(torque, model torque)``: :func:`control_torque` and the model's share of it, what
     ``model.inverse`` returned within the law (None without a model) -- for computed torque
     that is all of it, the feedback acceleration included: reported, not computed again."""
-    e = q_ref - q
+    e = position_error(q_ref, q, continuous)
     e_dot = qd_ref - qd
     if model is None:
         return gains.kp * e + gains.kd * e_dot, None

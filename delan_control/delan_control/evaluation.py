@@ -12,19 +12,17 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from delan_control.control_laws import position_error
+
 
 def joint_errors(q_ref: np.ndarray, q: np.ndarray, joint_types: Sequence[str]) -> np.ndarray:
     """``q_ref - q`` ``(..., n)``, wrapped to ``(-pi, pi]`` on continuous joints.
 
     A continuous joint's angle is only defined modulo 2 pi: 2 pi - 0.01 rad off is 0.01 rad off.
     """
-    err = np.asarray(q_ref, dtype=np.float64) - np.asarray(q, dtype=np.float64)
     cont = np.array([t == 'continuous' for t in joint_types])
-    if cont.any():
-        err = err.copy()
-        wrapped = -np.remainder(-err[..., cont] + np.pi, 2.0 * np.pi) + np.pi
-        err[..., cont] = wrapped
-    return err
+    return position_error(np.asarray(q_ref, dtype=np.float64), np.asarray(q, dtype=np.float64),
+                          cont if cont.any() else None)
 
 
 @dataclass

@@ -98,6 +98,8 @@ def replay_tracking(setup: EvaluationSetup, model: Optional[DynamicsModel], spee
     approach = float(setup.reference.get('approach_time', 2.0))
     gains, limit = setup.gains(), setup.nominal.operating_effort_limit()
     types = setup.robot.joint_types
+    continuous = np.array([t == 'continuous' for t in types])
+    continuous = continuous if continuous.any() else None
     sq, count = np.zeros(len(setup.home)), 0
     for k in range(int(round((approach + duration) * setup.rate))):
         t = k / setup.rate
@@ -110,9 +112,10 @@ def replay_tracking(setup: EvaluationSetup, model: Optional[DynamicsModel], spee
             sq += err * err
             count += 1
         tau = control_torque(model, law, gains, q, qd, q_ref, qd_ref, qdd_ref,
-                             feedback_model=setup.nominal)
+                             feedback_model=setup.nominal, continuous=continuous)
         if not np.all(np.isfinite(tau)):
-            tau = control_torque(None, law, gains, q, qd, q_ref, qd_ref, qdd_ref)
+            tau = control_torque(None, law, gains, q, qd, q_ref, qd_ref, qdd_ref,
+                                 continuous=continuous)
         plant.step(clamp_torque(tau, limit), substeps)
     return np.sqrt(sq / max(count, 1))
 

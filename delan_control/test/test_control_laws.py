@@ -3,7 +3,7 @@ import pytest
 
 from delan_control.control_laws import (CT_OMEGA, GRAVITY_MARGIN, BumplessBlend, Gains,
                                         clamp_torque, control_torque, ct_gains,
-                                        gravity_stiffness, pd_gains)
+                                        gravity_stiffness, pd_gains, position_error)
 
 
 class Pendulum:
@@ -45,6 +45,22 @@ def test_exact_model_tracks_far_better_than_pd(law):
     rms_pd = simulate(None, law, plant)
     assert rms_model < 0.01 * rms_pd, (rms_model, rms_pd)
     assert rms_model < 1e-3
+
+
+@pytest.mark.parametrize('law', ['computed_torque', 'feedforward_pd'])
+@pytest.mark.parametrize('model', [None, Pendulum()])
+def test_continuous_joint_error_is_wrapped_not_a_turn(law, model):
+    """A continuous joint reported wrapped at +-pi: the reference just across the seam is 0.02
+    rad away, and the torque is what 0.02 rad asks for, not what 2 pi - 0.02 would."""
+    q, q_ref, zero = np.array([-np.pi + 0.01]), np.array([np.pi - 0.01]), np.zeros(1)
+    cont = np.array([True])
+    assert position_error(q_ref, q, cont)[0] == pytest.approx(-0.02)
+    assert position_error(q_ref, q)[0] == pytest.approx(2 * np.pi - 0.02)
+    wrapped = control_torque(model, law, GAINS, q, zero, q_ref, zero, zero, continuous=cont)
+    near = control_torque(model, law, GAINS, q, zero, q - 0.02, zero, zero)
+    assert wrapped == pytest.approx(near, abs=1e-9)
+    # a revolute joint is not wrapped: 2 pi - 0.02 is what it asks for
+    assert position_error(q_ref, q, np.array([False]))[0] == pytest.approx(2 * np.pi - 0.02)
 
 
 def test_unknown_law_is_an_error():

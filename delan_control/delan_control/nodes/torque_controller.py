@@ -120,6 +120,9 @@ class TorqueControllerNode(Node):
         super().__init__('torque_controller', **kwargs)
         reg: Dict = {}
         self.robot = declare_robot(self, reg)
+        # continuous joints: their position error is wrapped (control_laws.position_error)
+        cont = np.array([t == 'continuous' for t in self.robot.joint_types])
+        self._continuous = cont if cont.any() else None
         n = len(self.robot.joint_names)
         self.joint_names = list(self.robot.joint_names)
 
@@ -700,7 +703,7 @@ class TorqueControllerNode(Node):
         law = self.law
         try:
             tau, ff = control_terms(model, law, self.gains, js.position, js.velocity, q_ref,
-                                    qd_ref, qdd_ref, self._urdf_feedback())
+                                    qd_ref, qdd_ref, self._urdf_feedback(), self._continuous)
             ok = bool(np.all(np.isfinite(tau)))
         except (ValueError, ArithmeticError, RuntimeError) as err:
             ok, tau = False, None
@@ -712,7 +715,7 @@ class TorqueControllerNode(Node):
         self.get_logger().error(f'model {self.model_kind} returned non-finite torque: PD '
                                 f'fallback ({self.fallbacks} so far)', throttle_duration_sec=2.0)
         tau, _ = control_terms(None, law, self.gains, js.position, js.velocity, q_ref, qd_ref,
-                               qdd_ref)
+                               qdd_ref, continuous=self._continuous)
         return tau, None, True
 
     def _watchdog(self) -> None:
