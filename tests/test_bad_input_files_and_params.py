@@ -219,6 +219,7 @@ NAN = math.nan
     (LearnerNode, [('learning_rate', -1e-3), ('learning_rate', NAN), ('batch_size', 0),
                    ('steps_per_round', -5), ('publish_period', -1.0), ('range_factor', 0.5),
                    ('min_samples', 1), ('divergence_factor', 1.0), ('keep_versions', 0),
+                   ('divergence_floor', -1.0), ('divergence_floor', NAN),
                    ('buffer_capacity', 1000), ('status_rate', 5.0), ('width', 8),
                    ('estimate_publish_rate', -5.0), ('estimate_publish_rate', NAN)]),
     (ReferenceNode, [('speed', -1.0), ('speed', 0.0), ('trajectory', 'spiral'),

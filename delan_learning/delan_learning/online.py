@@ -29,6 +29,15 @@ def held_out(t: float, every: int) -> bool:
     return ((chunk * 2654435761) & 0xFFFFFFFF) < (1 << 32) // every
 
 
+def diverged(loss: float, reference: float, factor: float, floor: float) -> bool:
+    """Whether a validation ``loss`` counts as divergence against ``reference`` (a better
+    model's loss on the same data): ``factor`` times worse *and* above ``floor``. Below the
+    floor the model explains the torque to within ``sqrt(floor)`` of its spread, and ratios of
+    such losses are noise: an arm at rest, whose torques hardly vary, gives losses of 1e-8 to
+    1e-5 that jump by 50x from one round to the next without anything going wrong."""
+    return loss > factor * reference and loss > floor
+
+
 @dataclass(frozen=True)
 class Sample:
     t: float

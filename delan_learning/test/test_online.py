@@ -145,3 +145,15 @@ def test_held_out_chunks_are_one_in_k_and_not_locked_to_a_period():
         assert phases == set(range(period)) or len(phases) >= period - 1, (period, phases)
         trained = {c % period for c in range(1000, 1000 + 12 * period) if not held_out(c, 5)}
         assert trained == set(range(period))
+
+
+def test_divergence_needs_the_factor_and_the_floor():
+    from delan_learning.online import diverged
+    # a real excursion: 50x worse and far above the floor
+    assert diverged(0.5, 0.01, factor=20.0, floor=1e-3)
+    # an arm at rest: losses of 1e-8 .. 1e-5 jump 50x between rounds without meaning anything
+    assert not diverged(8.7e-7, 1.7e-8, factor=20.0, floor=1e-3)
+    # above the floor but not the factor worse
+    assert not diverged(0.05, 0.01, factor=20.0, floor=1e-3)
+    # a floor of 0 is the plain ratio test
+    assert diverged(8.7e-7, 1.7e-8, factor=20.0, floor=0.0)

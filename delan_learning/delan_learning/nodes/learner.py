@@ -4,9 +4,9 @@ An intake thread (``ros/state_taker.py``, batches every 20 ms) only validates jo
 estimates accelerations (delayed Savitzky-Golay) and appends to a fixed-size replay buffer; a
 worker thread trains in rounds, so a slow training step never delays the intake. After each
 round the model is checked on a held-out buffer (one in ``validation_every`` one-second chunks
-of data): a non-finite loss or a validation loss ``divergence_factor`` times the best rolls back
-to the last good weights (or to the published ones, when those are ``divergence_factor`` times
-better on the same data).
+of data): a non-finite loss or a validation loss ``divergence_factor`` times the best (and above
+``divergence_floor``) rolls back to the last good weights (or to the published ones, when those
+are ``divergence_factor`` times better on the same data).
 Every ``publish_period`` an improved model is written atomically as a new checkpoint version and
 announced on the latched ``~/model_update`` topic, where controllers pick it up without restart,
 unless the data changed under the published version: then a new one must also beat it on data
@@ -45,7 +45,7 @@ from delan_learning.joint_state import (JointStateError, JointStateMapper, Mappe
                                         StampGate)
 from delan_learning.models import build_model
 from delan_learning.online import (ACCELERATION_SOURCES, DelayedDifferentiator,
-                                   ReplayBuffer, Sample, held_out)
+                                   ReplayBuffer, Sample, diverged, held_out)
 from delan_learning.ros.cdr import JointStateReader
 from delan_learning.ros.diagnostics import OK, WARN, ERROR, DiagnosticsReporter, hardware_id
 from delan_learning.ros.params import declare, validating_callback
@@ -131,6 +131,9 @@ class LearnerNode(Node):
         self.divergence_factor = p('divergence_factor', 20.0, 'Validation loss this many times '
                                    'the best counts as divergence', min_value=1.5,
                                    max_value=1e6)
+        self.divergence_floor = p('divergence_floor', 1e-3, 'Validation loss (torque MSE over '
+                                  'its variance, mean of the joints) below which no loss counts '
+                                  'as divergence', min_value=0.0, max_value=1e3)
         self.shift_factor = p('shift_factor', 5.0, 'The published version\'s validation loss '
                               'this many times its loss when it was published means the data '
                               'changed (a burst of bad data, or a lasting change of the robot): '
@@ -382,7 +385,8 @@ class LearnerNode(Node):
         if not (math.isfinite(loss) and math.isfinite(ev['loss'])):
             self._roll_back(f'non-finite loss {loss:.3g} / validation {ev["loss"]:.3g}')
             return
-        if ev['loss'] > self.divergence_factor * self._published_val:
+        factor, floor = self.divergence_factor, self.divergence_floor
+        if diverged(ev['loss'], self._published_val, factor, floor):
             # far worse than the published version was: if that version is still far better on
             # *these* data, training went astray (on a burst of bad but plausible data, since
             # flushed out of the validation buffer) -- and the last good weights may have
@@ -391,18 +395,18 @@ class LearnerNode(Node):
                 published = self._snapshot
             if published is not None:
                 pub_loss = self._good_loss(val, published.state_dict())
-                if ev['loss'] > self.divergence_factor * pub_loss:
+                if diverged(ev['loss'], pub_loss, factor, floor):
                     self.trainer.model.load_state_dict(published.state_dict())
                     self._good_state = copy.deepcopy(self.trainer.model.state_dict())
                     self.best_val = pub_loss
                     self._roll_back(f'validation {ev["loss"]:.3g} vs {pub_loss:.3g} of the '
                                     f'published v{self.version}')
                     return
-        if math.isfinite(self.best_val) and ev['loss'] > self.divergence_factor * self.best_val:
+        if math.isfinite(self.best_val) and diverged(ev['loss'], self.best_val, factor, floor):
             # the validation set grows with new motions, so compare against the last good
             # weights on the *same* data before calling it divergence
             good = self._good_loss(val)
-            if ev['loss'] > self.divergence_factor * good:
+            if diverged(ev['loss'], good, factor, floor):
                 self._roll_back(f'validation {ev["loss"]:.3g} vs {good:.3g} of the last good '
                                 'weights')
                 return
