@@ -49,14 +49,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--robot', '--urdf', default='two_link_arm.urdf')
     ap.add_argument('--joints', default='')
-    ap.add_argument('--params', default=PARAMS_FILE)
+    ap.add_argument('--params', default=None, help='node parameter file (default: the demo '
+                    "folder's params.yaml, else the bringup's sim_params.yaml)")
     ap.add_argument('--demo', default='', help='a demo output folder (results.json)')
     ap.add_argument('--checkpoint', default='', help='a DeLaN checkpoint to judge')
     ap.add_argument('--law', default='feedforward_urdf_pd')
     ap.add_argument('--duration', type=float, default=8.0)
     args = ap.parse_args()
     joints = [j for j in args.joints.replace(',', ' ').split() if j]
-    setup = EvaluationSetup.from_params(find_urdf(args.robot), args.params, joints)
+    params = args.params or PARAMS_FILE
+    if not args.params and args.demo and os.path.isfile(os.path.join(args.demo, 'params.yaml')):
+        params = os.path.join(args.demo, 'params.yaml')     # what the demo's nodes ran with
+    setup = EvaluationSetup.from_params(find_urdf(args.robot), params, joints)
     log(f'{provenance()}; {setup.robot.source}')
     print(f'| model | speed | RMS tracking error per joint | mean | / pinocchio | replay [s] |')
     print('|---|---|---|---|---|---|')

@@ -116,10 +116,7 @@ def sim_mismatch():
     """The plant mismatch of the parameter file's sim as a ``Mismatch`` (for the simulated
     identification data of model=identified: the same arm the sim node simulates)."""
     from delan_control.robot_model import Mismatch
-    p = node_params('sim')
-    friction = float(p.get('friction_scale', 1.0))
-    return Mismatch(payload_mass=float(p.get('payload_mass', 0.0)), viscous_scale=friction,
-                    coulomb_scale=friction)
+    return Mismatch.from_params(node_params('sim'))
 
 
 def pd_gains(urdf: str, rate: float = 500.0) -> Dict[str, str]:

@@ -40,7 +40,7 @@ import numpy as np
 
 from delan_learning.excitation import random_fourier_trajectory
 from .plant import Plant
-from .robot_model import Mismatch, RobotModel
+from .robot_model import PRESETS, Mismatch, RobotModel
 
 QDD_SOURCES = ('model', 'finite_difference')
 
@@ -117,8 +117,9 @@ def generate_dataset(urdf: str, *, trajectories: int = 8, duration: float = 20.0
             'duration': duration, 'rate': rate, 'physics_rate': rate * substeps, 'seed': seed,
             'speed': speed, 'noise': noise, 'torque_noise': torque_noise,
             'integrator': integrator, 'qdd_source': qdd_source, 'bandwidth': bandwidth,
+            # the plant's own mismatch: a preset expanded to the values it simulated
             'mismatch': {k: (np.asarray(v).tolist() if v is not None else None)
-                         for k, v in asdict(mismatch or Mismatch()).items()},
+                         for k, v in asdict(plant.truth.mismatch).items()},
             'clipped_ticks': clipped,
             'tracking_rmse': float(np.sqrt(np.mean((out['q'] - out['q_ref']) ** 2)))}
     out.update({'traj': traj_id, 't': np.tile(t, trajectories),
@@ -179,6 +180,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
                    help='Coulomb friction per joint (overrides the URDF)')
     p.add_argument('--mismatch-friction-scale', type=float, default=1.0,
                    help='scales both friction terms')
+    p.add_argument('--mismatch-preset', choices=tuple(k for k in PRESETS if k), default=None,
+                   help='a mismatch preset (robot_model.PRESETS); the --mismatch-* options '
+                        'left at their defaults take its values')
     p.add_argument('--qdd-source', choices=QDD_SOURCES, default='model')
     p.add_argument('--integrator', choices=('rk4', 'semi_implicit_euler'), default='rk4')
     return p
@@ -193,7 +197,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             viscous=_floats(args.mismatch_viscous),
                             coulomb=_floats(args.mismatch_coulomb),
                             viscous_scale=args.mismatch_friction_scale,
-                            coulomb_scale=args.mismatch_friction_scale)
+                            coulomb_scale=args.mismatch_friction_scale,
+                            preset=args.mismatch_preset or '')
         t0 = time.perf_counter()
         data = generate_dataset(args.urdf, trajectories=args.trajectories,
                                 duration=args.duration, rate=args.rate, seed=args.seed,

@@ -46,7 +46,7 @@ from trajectory_msgs.msg import JointTrajectory
 from delan_control.control_laws import LAWS, Gains, arm_gains
 from delan_control.evaluation import DivergenceCheck, delan_verdict, joint_errors
 from delan_control.launched import LaunchedSuite
-from delan_control.robot_model import Mismatch, RobotModel, bringup_path, find_urdf
+from delan_control.robot_model import PRESETS, Mismatch, RobotModel, bringup_path, find_urdf
 from delan_control.trajectories import PiecewiseQuintic
 from delan_learning.joint_state import JointStateError, JointStateMapper
 from delan_learning.ros.cdr import JointStateReader
@@ -239,8 +239,11 @@ class Demo:
     def write_params(self, gains: Gains) -> str:
         """The demo's parameter file: the ``--params`` file with what this run sets per node
         (start posture, gains from the URDF, output folders, the joints); returns its path."""
+        sim = {'initial_position': self.home().tolist(), 'hold_until_commanded': True}
+        if self.args.mismatch_preset:
+            sim['mismatch_preset'] = self.args.mismatch_preset
         overrides = {
-            'sim': {'initial_position': self.home().tolist(), 'hold_until_commanded': True},
+            'sim': sim,
             'torque_controller': {'kp': gains.kp.tolist(), 'kd': gains.kd.tolist(),
                                   'ct_kp': gains.ct_kp.tolist(), 'ct_kd': gains.ct_kd.tolist(),
                                   'law': self.args.law},
@@ -261,6 +264,8 @@ class Demo:
         path = os.path.join(self.out, 'params.yaml')
         with open(path, 'w') as f:
             yaml.safe_dump(doc, f, sort_keys=False)
+        # what the nodes run with is what the report and the replays read
+        self.params_yaml, self.params_file = doc, path
         return path
 
     def launch_arguments(self, params_file: str) -> Dict[str, str]:
@@ -637,6 +642,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help='joints to learn and control, comma separated (default: the arm chain '
                          'of the URDF; every other movable joint is locked)')
     ap.add_argument('--out', default='out/demo', help='output folder for report, bag, logs')
+    ap.add_argument('--mismatch-preset', default='', choices=tuple(PRESETS),
+                    help="the sim's mismatch preset ('realistic': payload, Stribeck and "
+                         "asymmetric friction, joint springs; default: the parameter file's)")
     ap.add_argument('--params', default=None,
                     help='node parameter file (default: config/sim_params.yaml of delan_bringup)')
     ap.add_argument('--excitation', type=float, default=120.0,

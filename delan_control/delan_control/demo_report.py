@@ -12,7 +12,7 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 
 from delan_control.model_loader import load_dynamics_model  # noqa: E402
-from delan_control.robot_model import Mismatch, RobotModel  # noqa: E402
+from delan_control.robot_model import JOINT_EFFECT_FIELDS, Mismatch, RobotModel  # noqa: E402
 from delan_learning.data import complete_derivatives  # noqa: E402
 
 MODEL_LABELS = {'true': 'true plant', 'pinocchio': 'Pinocchio (nominal URDF)',
@@ -134,9 +134,9 @@ def write_report(demo) -> str:
     return tracking + '\n\n' + prediction
 
 
-MISMATCH_KEYS = ('mass_scale', 'inertia_scale', 'payload_mass', 'payload_offset', 'payload_radius',
-                 'viscous', 'coulomb', 'friction_scale', 'torque_noise', 'position_noise',
-                 'velocity_noise')
+MISMATCH_KEYS = ('mismatch_preset', 'mass_scale', 'inertia_scale', 'payload_mass',
+                 'payload_offset', 'payload_radius', 'viscous', 'coulomb', 'friction_scale',
+                 *JOINT_EFFECT_FIELDS, 'torque_noise', 'position_noise', 'velocity_noise')
 
 
 def _reached(timing: Dict) -> str:

@@ -19,6 +19,14 @@ only 1st order and only conditionally stable: it drifts ~3 % in energy on the fr
 2-DoF arm and diverges on the frictionless 7-DoF arm (stiff gyroscopic coupling of the light
 wrist). Kept for speed experiments with friction on; not the default.
 
+The mismatch's joint effects (:mod:`delan_control.joint_effects`: Stribeck and asymmetric
+friction, springs) enter the same places, through the truth model's own :class:`JointEffects`:
+the shaped friction in every RK4 stage, its largest slope sizing the armature, its secant slope
+``S = tau_f / qd`` the Euler step's implicit armature; the spring torque ``-k (q - q0)`` at
+each stage's position, explicit as gravity is (stable while ``dt sqrt(k / H)`` stays well
+below 1). With no effect on, the step runs the plain friction law inline, as fast as without
+them.
+
 Torque is clamped to the URDF effort limits; an optional Gaussian torque disturbance
 (``torque_noise``, N m per physics step) is added after clamping (not part of the reported
 torque); ``measure()`` adds position/velocity measurement noise. Position limits act as
@@ -101,6 +109,9 @@ class Plant:
         self._coul = self.truth.coulomb.copy()
         self._has_friction = bool(np.any(self._visc != 0) or np.any(self._coul != 0))
         self._coul_eps = self._coul * (1.0 / COULOMB_SMOOTHING)
+        self._effects = self.truth.effects
+        # shaped friction or a spring: the stages call the shared effects, else the inline law
+        self._extra = self._effects.shaped or self._effects.sprung
         # Step constants as vectors: numpy computes array * array faster than array * Python
         # float (no scalar conversion per call), with bitwise the same products.
         h = self.dt
@@ -136,17 +147,17 @@ class Plant:
 
     def _armature_for_stiff_friction(self, model: RobotModel) -> np.ndarray:
         """Armature ``A (n,)`` that keeps RK4 with explicit friction stable: the friction's
-        largest slope ``S0 = b + fc / eps`` (at rest) against the joint's smallest inertia
-        ``H_min`` over sampled configurations, ``A = max(0, dt S0 - H_min)``, so ``dt S0 / (H + A)
-        <= 1`` (RK4 is stable to 2.78). Zero on every joint that friction does not dominate."""
+        largest slope ``S0`` (``b + fc / eps``, at rest, for the URDF's law; see
+        :meth:`JointEffects.max_slope`) against the joint's smallest inertia ``H_min`` over
+        sampled configurations, ``A = max(0, dt S0 - H_min)``, so ``dt S0 / (H + A) <= 1`` (RK4
+        is stable to 2.78). Zero on every joint that friction does not dominate."""
         if not self._has_friction:
             return np.zeros(self.n)
         lo, hi = model.sample_bounds()
         rng = np.random.default_rng(0)
         q = np.vstack([0.5 * (lo + hi), np.zeros(self.n), rng.uniform(lo, hi, (32, self.n))])
         h_min = np.diagonal(model.mass_matrix(q), axis1=1, axis2=2).min(axis=0)
-        s0 = self._visc + self._coul_eps
-        return np.maximum(0.0, self.dt * s0 - h_min)
+        return np.maximum(0.0, self.dt * self._effects.max_slope() - h_min)
 
     @property
     def torque_noise(self) -> np.ndarray:
@@ -213,11 +224,13 @@ class Plant:
         self._vel_noisy = bool(np.any(self._velocity_noise > 0))
 
     def energy(self) -> Tuple[float, float]:
+        """``(T, V)`` of the true robot [J]; ``V`` includes the springs' potential."""
         T, V = self.truth.energy(self.q, self.qd)
         return float(T), float(V)
 
     def acceleration(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray) -> np.ndarray:
-        """Continuous-time acceleration of the true robot (ABA with friction), no clamping."""
+        """Continuous-time acceleration of the true robot (ABA with friction and the joint
+        effects), no clamping."""
         return self.truth.forward(q, qd, tau)
 
     def clamp(self, tau: np.ndarray) -> np.ndarray:
@@ -277,14 +290,18 @@ class Plant:
         fric = self._has_friction
         noisy = self._noisy
         limits = self.position_limits and self._has_limits
-        aba, slope, stops, rng, sig, n = (pin.aba, self._slope, self._stops, self.rng,
-                                          self._torque_noise, self.n)
+        fx = self._effects
+        slope = fx.slope if fx.shaped else self._slope
+        spring, sprung = fx.spring_gradient, fx.sprung
+        aba, stops, rng, sig, n = pin.aba, self._stops, self.rng, self._torque_noise, self.n
         for _ in range(n_steps):
             u = applied + rng.normal(size=n) * sig if noisy else applied
             if fric:
                 S = slope(qd)
                 m.armature = dt * S
                 u = u - S * qd
+            if sprung:
+                u = u - spring(q)
             qd = qd + dt * aba(m, d, q if cfg is None else cfg(q), qd, u)
             q = q + dt * qd
             if limits:
@@ -309,10 +326,13 @@ class Plant:
         limits = self.position_limits and self._has_limits
         aba, stops, rng, sig, n = pin.aba, self._stops, self.rng, self._torque_noise, self.n
         visc, coul, inv_eps, tanh = self._visc, self._coul, self._k_inv_eps, np.tanh
+        extra, passive = self._extra, self._effects.passive   # the joint effects, if any
         for _ in range(n_steps):
             u = applied + rng.normal(size=n) * sig if noisy else applied
             c = q if cfg is None else cfg(q)
-            if fric:
+            if extra:
+                a1 = aba(m, d, c, v, u - passive(q, v))
+            elif fric:
                 a1 = aba(m, d, c, v, u - (visc * v + coul * tanh(v * inv_eps)))
             else:
                 a1 = aba(m, d, c, v, u)
@@ -322,17 +342,20 @@ class Plant:
             q3 = q2 + h22 * a1
             vs = v + h2 * a1
             a = aba(m, d, q2 if cfg is None else cfg(q2), vs,
+                    u - passive(q2, vs) if extra else
                     u - (visc * vs + coul * tanh(vs * inv_eps)) if fric else u)   # a2
             sq = a1 + a
             sv = sq + a
             q4 = qh + hh2 * a
             vs = v + h2 * a
             a = aba(m, d, q3 if cfg is None else cfg(q3), vs,
+                    u - passive(q3, vs) if extra else
                     u - (visc * vs + coul * tanh(vs * inv_eps)) if fric else u)   # a3
             sq += a
             sv += a + a                              # + 2 a3 (exactly)
             vs = v + h * a
             sv += aba(m, d, q4 if cfg is None else cfg(q4), vs,
+                      u - passive(q4, vs) if extra else
                       u - (visc * vs + coul * tanh(vs * inv_eps)) if fric else u)   # a4
             q = qh + hh6 * sq
             v = v + h6 * sv

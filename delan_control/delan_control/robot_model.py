@@ -15,7 +15,9 @@ The public API always uses **one coordinate per actuated joint** in model order
 :meth:`RobotModel.angles` convert.
 
 :class:`Mismatch` builds the "true" robot that differs from the nominal URDF (scaled link
-masses/inertias, a payload on the last link, other friction) -- the plant uses it.
+masses/inertias, a payload on the last link, other friction; Stribeck and asymmetric friction
+and joint springs, :mod:`delan_control.joint_effects`, which the model's ``friction``,
+``gravity``, ``inverse``, ``forward`` and ``energy`` then include) -- the plant uses it.
 
 Vendors' descriptions load as their users mean them: the joints to learn are selected and the
 others locked (``joints`` / ``locked``; by default the main chain, gripper fingers and other
@@ -35,16 +37,16 @@ import math
 import os
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pinocchio as pin
 
-from delan_learning.dynamics import friction_torque
 from delan_learning.joint_state import JointStateError, JointStateMapper, MappedJointState
 from delan_learning.urdf_joints import (ACTUATED_TYPES, DEFAULT_VELOCITY, JointSelectionError,
                                         UrdfError, is_xml, read_description, select_joints)
+from .joint_effects import JointEffects
 
 ArrayLike = Union[float, Sequence[float], np.ndarray]
 
@@ -201,6 +203,17 @@ class Mismatch:
       last joint's frame).
     * ``viscous`` / ``coulomb``: per-joint overrides of the URDF friction (None keeps the URDF
       values); then ``viscous_scale`` / ``coulomb_scale`` multiply them.
+    * effects a rigid-body model cannot fit (equations in :mod:`delan_control.joint_effects`),
+      each a scalar or one value per joint, off at their defaults:
+      ``stribeck_static_ratio`` ``r = fs / fc >= 1`` (break-away over Coulomb friction) and
+      ``stribeck_velocity`` ``vs`` [rad/s, m/s] > 0 (how fast the level decays to ``fc``);
+      ``coulomb_asymmetry`` ``a`` in [-1, 1] (level ``fc (1 + a)`` moving positive,
+      ``fc (1 - a)`` negative); ``spring_stiffness`` ``k >= 0`` [N m/rad, N/m] and
+      ``spring_offset`` ``q0`` [rad, m] (torque ``-k (q - q0)``, a potential the truth model's
+      ``gravity`` and ``energy`` include).
+    * ``preset``: ``''`` or a name of :data:`PRESETS`; every field left at its default takes the
+      preset's value when the truth model is built (:meth:`resolved`, which needs the robot:
+      the preset sizes springs to its gravity load), every other field keeps its own.
     """
 
     mass_scale: ArrayLike = 1.0
@@ -212,27 +225,128 @@ class Mismatch:
     coulomb: Optional[Sequence[float]] = None
     viscous_scale: float = 1.0
     coulomb_scale: float = 1.0
+    stribeck_static_ratio: ArrayLike = 1.0
+    stribeck_velocity: ArrayLike = 0.1
+    coulomb_asymmetry: ArrayLike = 0.0
+    spring_stiffness: ArrayLike = 0.0
+    spring_offset: ArrayLike = 0.0
+    preset: str = ''
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise ValueError(f'mismatch preset {self.preset!r} not in {tuple(PRESETS)}')
 
     @classmethod
     def from_params(cls, p: Mapping[str, Any]) -> 'Mismatch':
         """From the sim node's parameters (``payload_mass``, ``friction_scale``, ...; a
-        ``viscous``/``coulomb`` list of negatives means the URDF's values)."""
+        ``viscous``/``coulomb`` list of negatives means the URDF's values; the effects by their
+        field names, 1 value or one per joint; ``mismatch_preset``). A parameter at its off
+        default leaves the preset's value in place, any other value replaces it."""
         def given(v):
             return None if v is None or all(x < 0 for x in v) else list(v)
         scale = float(p.get('friction_scale', 1.0))
+        effects = {name: _param_array(p[name]) for name in JOINT_EFFECT_FIELDS if name in p}
         return cls(mass_scale=p.get('mass_scale', 1.0),
                    inertia_scale=p.get('inertia_scale', 1.0),
                    payload_mass=float(p.get('payload_mass', 0.0)),
                    payload_offset=tuple(p.get('payload_offset', (0.0, 0.0, 0.0))),
                    payload_radius=float(p.get('payload_radius', 0.0)),
                    viscous=given(p.get('viscous')), coulomb=given(p.get('coulomb')),
-                   viscous_scale=scale, coulomb_scale=scale)
+                   viscous_scale=scale, coulomb_scale=scale,
+                   preset=str(p.get('mismatch_preset', '')), **effects)
+
+    @classmethod
+    def from_preset(cls, name: str, robot: 'RobotModel') -> 'Mismatch':
+        """The preset ``name`` for ``robot`` (its nominal URDF), with concrete values."""
+        return cls(preset=name).resolved(robot)
+
+    def resolved(self, robot: 'RobotModel') -> 'Mismatch':
+        """This mismatch with :attr:`preset` expanded for ``robot``'s nominal URDF: every field
+        at its default takes the preset's value (``preset`` becomes ``''``)."""
+        if not self.preset:
+            return self
+        values = PRESETS[self.preset](robot.mismatched(Mismatch()))
+        for f in fields(self):
+            if f.name != 'preset' and not _at_default(getattr(self, f.name), f.default):
+                values[f.name] = getattr(self, f.name)
+        return Mismatch(**values)
+
+    def has_joint_effects(self) -> bool:
+        """Whether any effect of :mod:`delan_control.joint_effects` is on (or a preset)."""
+        return bool(self.preset) or not all(
+            _at_default(getattr(self, f.name), f.default)
+            for f in fields(self) if f.name in JOINT_EFFECT_FIELDS)
 
     def is_identity(self) -> bool:
         return (np.all(np.asarray(self.mass_scale) == 1.0)
                 and np.all(np.asarray(self.inertia_scale) == 1.0)
                 and self.payload_mass == 0.0 and self.viscous is None and self.coulomb is None
-                and self.viscous_scale == 1.0 and self.coulomb_scale == 1.0)
+                and self.viscous_scale == 1.0 and self.coulomb_scale == 1.0
+                and not self.has_joint_effects())
+
+
+#: the per-joint effect fields of :class:`Mismatch` (and sim parameters of the same names)
+JOINT_EFFECT_FIELDS = ('stribeck_static_ratio', 'stribeck_velocity', 'coulomb_asymmetry',
+                       'spring_stiffness', 'spring_offset')
+#: ``realistic`` preset: break-away over Coulomb friction, Stribeck velocity [rad/s], Coulomb
+#: asymmetry (sign alternating along the chain), spring stiffness per unit of the joint's
+#: gravity torque scale [1/rad] on the first two joints with a gravity load, payload [kg],
+#: friction scale
+#: friction scale, and the Coulomb friction of a joint whose URDF gives none (a fraction of
+#: its effort limit)
+REALISTIC = {'stribeck_static_ratio': 1.5, 'stribeck_velocity': 0.1, 'coulomb_asymmetry': 0.25,
+             'spring_fraction': 0.15, 'payload_mass': 0.6, 'friction_scale': 2.0,
+             'coulomb_of_effort': 0.01}
+
+
+def _realistic(nominal: 'RobotModel') -> Dict[str, Any]:
+    """The ``realistic`` preset (:data:`REALISTIC`) for ``nominal``: the demo's payload and
+    doubled friction, Stribeck friction and asymmetric Coulomb levels on every joint, and a
+    spring centred in the joint range on the first two joints that carry gravity load, ``k =
+    0.15 max_q |g_i(q)|`` per radian (15 % of the joint's gravity torque 1 rad off centre; a
+    joint gravity never loads, e.g. a vertical base axis, gets none). A joint whose URDF gives
+    no Coulomb friction (many vendor descriptions) gets 1 % of its effort limit, so that the
+    friction effects act on every arm."""
+    n, p = nominal.n, REALISTIC
+    load = nominal.gravity_scale()
+    loaded = np.flatnonzero(load > 0.01 * max(float(load.max()), 1e-12))[:2]
+    stiffness = np.zeros(n)
+    stiffness[loaded] = p['spring_fraction'] * load[loaded]
+    lo, hi = nominal.sample_bounds()
+    fc = np.asarray(nominal.spec.friction, dtype=np.float64)
+    extra = {}
+    if np.any(fc <= 0.0):
+        extra['coulomb'] = np.where(fc > 0.0, fc, p['coulomb_of_effort']
+                                    * nominal.operating_effort_limit()).tolist()
+    return {**extra, 'payload_mass': p['payload_mass'],
+            'viscous_scale': p['friction_scale'], 'coulomb_scale': p['friction_scale'],
+            'stribeck_static_ratio': p['stribeck_static_ratio'],
+            'stribeck_velocity': p['stribeck_velocity'],
+            'coulomb_asymmetry': [p['coulomb_asymmetry'] * (-1.0) ** i for i in range(n)],
+            'spring_stiffness': stiffness.tolist(),
+            'spring_offset': (0.5 * (lo + hi)).tolist()}
+
+
+#: mismatch presets by name (``Mismatch.preset``, the sim's ``mismatch_preset``)
+PRESETS = {'': None, 'realistic': _realistic}
+
+
+def _at_default(value: Any, default: Any) -> bool:
+    """Whether a :class:`Mismatch` field holds its default (a list of it counts as it)."""
+    if value is None or default is None:
+        return value is default
+    a, b = np.asarray(value, dtype=np.float64), np.asarray(default, dtype=np.float64)
+    try:
+        return bool(np.all(a == b))
+    except ValueError:                      # shapes that do not broadcast
+        return False
+
+
+def _param_array(value: Any) -> Union[float, List[float]]:
+    """A parameter value as a float or a list of floats (ROS gives arrays as sequences)."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    return [float(x) for x in value]
 
 
 def _per_joint(value: ArrayLike, n: int, what: str, positive: bool = False,
@@ -430,8 +544,8 @@ class RobotModel:
         if tool is None or (np.allclose(tool, 0.0) and model.inertias[last].mass > 0):
             tool = nominal_lever
 
-        # ---- mismatch
-        mm = self.mismatch
+        # ---- mismatch (a preset expanded to its values for this robot)
+        mm = self.mismatch = self.mismatch.resolved(self)
         ms = _per_joint(mm.mass_scale, n, 'mass_scale', positive=True)
         isc = _per_joint(mm.inertia_scale, n, 'inertia_scale', positive=True)
         for i, jid in enumerate(jids):
@@ -458,6 +572,13 @@ class RobotModel:
             raise ValueError('friction scales must be >= 0')
         damping = damping * float(mm.viscous_scale)
         friction = friction * float(mm.coulomb_scale)
+        self.effects = JointEffects(
+            damping, friction,
+            static_ratio=_per_joint(mm.stribeck_static_ratio, n, 'stribeck_static_ratio'),
+            stribeck_velocity=_per_joint(mm.stribeck_velocity, n, 'stribeck_velocity'),
+            asymmetry=_per_joint(mm.coulomb_asymmetry, n, 'coulomb_asymmetry'),
+            stiffness=_per_joint(mm.spring_stiffness, n, 'spring_stiffness'),
+            offset=_per_joint(mm.spring_offset, n, 'spring_offset'))
 
         # Pinocchio's own friction/damping fields are not used by its algorithms for the
         # suite's model; keep them equal to ours for anyone reading model.damping.
@@ -512,12 +633,21 @@ class RobotModel:
         ``spec.effort_given`` is False: ``np.where(spec.effort_given, spec.effort_limit,
         model.default_effort_limit())``.
         """
-        lo, hi = self.sample_bounds()
-        rng = np.random.default_rng(0)
-        q = np.vstack([0.5 * (lo + hi), rng.uniform(lo, hi, (samples, self.n))])
+        q = self._load_samples(samples)
         load = np.abs(self.gravity(q)) + (np.diagonal(self.mass_matrix(q), axis1=1, axis2=2)
                                           * NOMINAL_ACCELERATION)
         return EFFORT_SAFETY * load.max(axis=0)
+
+    def gravity_scale(self, samples: int = 64) -> np.ndarray:
+        """``max_q |g_i(q)|`` (n,) over the configurations of :meth:`default_effort_limit`:
+        the gravity torque each joint must hold at worst (0 where gravity never loads it)."""
+        return np.abs(self.gravity(self._load_samples(samples))).max(axis=0)
+
+    def _load_samples(self, samples: int) -> np.ndarray:
+        """The middle of the limits and ``samples`` seeded configurations within them."""
+        lo, hi = self.sample_bounds()
+        rng = np.random.default_rng(0)
+        return np.vstack([0.5 * (lo + hi), rng.uniform(lo, hi, (samples, self.n))])
 
     def default_velocity_limit(self) -> np.ndarray:
         """The velocity limit (n,) for joints whose URDF gives none (where
@@ -637,16 +767,17 @@ class RobotModel:
         return out, single
 
     def friction(self, qd: np.ndarray) -> np.ndarray:
-        qd = np.asarray(qd, dtype=np.float64)
-        return friction_torque(qd, self.viscous, self.coulomb)
+        """``tau_f(qd)``, with any Stribeck / asymmetry of the mismatch."""
+        return self.effects.friction(np.asarray(qd, dtype=np.float64))
 
     def inverse(self, q, qd, qdd) -> np.ndarray:
-        """RNEA + friction: the torque that produces ``qdd`` at ``(q, qd)``."""
+        """RNEA + friction (+ spring): the torque that produces ``qdd`` at ``(q, qd)``."""
         out = self.rigid_body_torque(q, qd, qdd)
-        return out + friction_torque(np.asarray(qd, dtype=np.float64), self.viscous, self.coulomb)
+        return out + self.effects.passive(np.asarray(q, dtype=np.float64),
+                                          np.asarray(qd, dtype=np.float64))
 
     def rigid_body_torque(self, q, qd, qdd) -> np.ndarray:
-        """RNEA alone, ``H qdd + c + g`` (no friction)."""
+        """RNEA alone, ``H qdd + c + g_rigid`` (no friction, no spring of the mismatch)."""
         q = np.asarray(q, dtype=np.float64)
         if q.ndim == 1 and q.shape == (self.n,):   # fast path: one state (controllers)
             qd = np.asarray(qd, dtype=np.float64)
@@ -661,11 +792,11 @@ class RobotModel:
         return out[0] if single else out
 
     def forward(self, q, qd, tau) -> np.ndarray:
-        """ABA with friction: the acceleration ``tau`` produces at ``(q, qd)``."""
+        """ABA with friction (+ spring): the acceleration ``tau`` produces at ``(q, qd)``."""
         (q, qd, tau), single = self._prep(q, qd, tau)
         out = np.empty_like(q)
         m, d = self.model, self.data
-        net = tau - friction_torque(qd, self.viscous, self.coulomb)
+        net = tau - self.effects.passive(q, qd)
         for i in range(q.shape[0]):
             out[i] = pin.aba(m, d, self.configuration(q[i]), qd[i], net[i])
         return out[0] if single else out
@@ -682,11 +813,14 @@ class RobotModel:
         return out[0] if single else out
 
     def gravity(self, q) -> np.ndarray:
+        """``g(q) = dV/dq``: gravity, plus the mismatch's spring ``k (q - q0)``."""
         (q,), single = self._prep(q)
         out = np.empty_like(q)
         m, d = self.model, self.data
         for i in range(q.shape[0]):
             out[i] = pin.computeGeneralizedGravity(m, d, self.configuration(q[i]))
+        if self.effects.sprung:
+            out += self.effects.spring_gradient(q)
         return out[0] if single else out
 
     def coriolis(self, q, qd) -> np.ndarray:
@@ -701,12 +835,14 @@ class RobotModel:
         return out[0] if single else out
 
     def nonlinear(self, q, qd) -> np.ndarray:
-        """``c(q, qd) + g(q)`` in one pass (no friction)."""
+        """``c(q, qd) + g(q)`` in one pass (no friction; ``g`` as :meth:`gravity`)."""
         (q, qd), single = self._prep(q, qd)
         out = np.empty_like(q)
         m, d = self.model, self.data
         for i in range(q.shape[0]):
             out[i] = pin.nonLinearEffects(m, d, self.configuration(q[i]), qd[i])
+        if self.effects.sprung:
+            out += self.effects.spring_gradient(q)
         return out[0] if single else out
 
     def coriolis_matrix(self, q, qd) -> np.ndarray:
@@ -720,7 +856,8 @@ class RobotModel:
         return out[0] if single else out
 
     def energy(self, q, qd) -> Tuple[np.ndarray, np.ndarray]:
-        """Kinetic and potential energy (J); V is relative to the world origin."""
+        """Kinetic and potential energy (J); V (gravity relative to the world origin, plus
+        any spring's ``k (q - q0)^2 / 2``)."""
         (q, qd), single = self._prep(q, qd)
         B = q.shape[0]
         T = np.empty(B)
@@ -730,6 +867,8 @@ class RobotModel:
             cfg = self.configuration(q[i])
             T[i] = pin.computeKineticEnergy(m, d, cfg, qd[i])
             V[i] = pin.computePotentialEnergy(m, d, cfg)
+        if self.effects.sprung:
+            V += self.effects.spring_energy(q)
         if single:
             return np.float64(T[0]), np.float64(V[0])
         return T, V

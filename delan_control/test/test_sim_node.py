@@ -355,3 +355,16 @@ def test_joint_selection_parameters_build_the_plant(sim_env):
     assert node.plant.truth.joint_names == node.model.joint_names
     assert spin_until(ex, lambda: len(probe.states) >= 3, 10.0)
     assert list(probe.states[-1][1].name) == ['shoulder_lift', 'elbow_flex']
+
+
+def test_starts_mid_range_and_simulates_the_realistic_preset(sim_env):
+    """A vendor arm whose range excludes 0 (a Panda's elbow) starts inside it by default; the
+    realistic mismatch preset reaches the plant (springs, shaped friction) and its truth."""
+    node, probe, ex = sim_env(('urdf_path', 'panda.urdf'), ('mismatch_preset', 'realistic'),
+                              ('publish_rate', 100.0))
+    spec = node.model.spec
+    assert np.all((node.plant.q > spec.lower) & (node.plant.q < spec.upper))
+    assert node.plant.q[3] == pytest.approx(0.5 * (spec.lower[3] + spec.upper[3]))
+    effects = node.plant.truth.effects
+    assert effects.sprung and effects.shaped
+    assert spin_until(ex, lambda: len(probe.states) >= 5, 10.0)

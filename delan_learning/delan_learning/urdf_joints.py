@@ -100,6 +100,15 @@ class JointSelection:
     movable: Tuple[str, ...]      # every movable joint, depth first
 
 
+def middle_of_limits(lower, upper):
+    """The middle of each joint's limits ``(n,)``, 0 where there are none: a start posture
+    inside every arm's range (0 lies outside some, a Panda's elbow)."""
+    import numpy as np
+    lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    finite = np.isfinite(lo) & np.isfinite(hi)
+    return np.where(finite, 0.5 * (np.where(finite, lo, 0.0) + np.where(finite, hi, 0.0)), 0.0)
+
+
 def is_xml(text: str) -> bool:
     return text.lstrip().startswith('<')
 
@@ -446,13 +455,9 @@ class RobotDescription:
         return self._array('velocity_given').astype(bool)
 
     def home(self):
-        """The middle of each joint's limits, 0 where there are none: where the demo starts and
-        resets the arm (0 lies outside some arms' ranges, a Panda's elbow)."""
-        import numpy as np
-        lo, hi = self.lower, self.upper
-        finite = np.isfinite(lo) & np.isfinite(hi)
-        return np.where(finite, 0.5 * (np.where(finite, lo, 0.0) + np.where(finite, hi, 0.0)),
-                        0.0)
+        """The middle of each joint's limits (:func:`middle_of_limits`): where the demo and the
+        sim start and reset the arm."""
+        return middle_of_limits(self.lower, self.upper)
 
     @property
     def effort_given(self):

@@ -58,7 +58,7 @@ publish_clock         False (ro)              publish /clock (sim time from 0)
 clock_rate            100.0                   /clock rate, Hz of sim time (each message
                                               wakes every node on sim time)
 command_timeout       0.1                     s of sim time; 0 = never
-initial_position      [0.0] (ro)              1 value (all joints) or n
+initial_position      [nan] (ro)              1 value (all joints) or n; nan = mid-limits
 initial_velocity      [0.0] (ro)              1 or n
 mass_scale            [1.0] (ro)              mismatch: 1 or n factors (mass+inertia)
 inertia_scale         [1.0] (ro)              mismatch: 1 or n factors (inertia about CoM)
@@ -68,6 +68,12 @@ payload_radius        0.0 (ro)                m, solid sphere (0 = point mass)
 viscous               [-1.0] (ro)             N m s/rad per joint, negative = URDF damping
 coulomb               [-1.0] (ro)             N m per joint, negative = URDF friction
 friction_scale        1.0 (ro)                scales both friction terms
+stribeck_static_ratio [1.0] (ro)              break-away / Coulomb friction, 1 or n (1 = off)
+stribeck_velocity     [0.1] (ro)              rad/s, Stribeck velocity, 1 or n
+coulomb_asymmetry     [0.0] (ro)              Coulomb fc(1+a) forward, fc(1-a) backward
+spring_stiffness      [0.0] (ro)              joint spring -k (q - q0), N m/rad, 1 or n
+spring_offset         [0.0] (ro)              spring rest position q0, 1 or n
+mismatch_preset       '' (ro)                 '' or 'realistic' (robot_model.PRESETS)
 torque_noise          0.0                     N m std, per physics step (disturbance)
 position_noise        0.0                     rad std on published positions
 velocity_noise        0.0                     rad/s std on published velocities
@@ -109,9 +115,10 @@ from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot_params
 from delan_learning.ros.spin import run_node
 from delan_learning.ros.stamps import set_seconds
+from delan_learning.urdf_joints import middle_of_limits
 from ..command_order import CommandOrder
 from ..plant import INTEGRATORS, Plant
-from ..robot_model import Mismatch, RobotModel
+from ..robot_model import PRESETS, Mismatch, RobotModel
 
 # Load the type supports now, before the node exists: rclpy otherwise imports them inside the
 # constructor, widening the window in which the node is visible on the graph but not yet
@@ -132,11 +139,15 @@ COMMAND_CHECK_S = 1e-3   # sim seconds between looks at the latest command
 
 
 def _array_validator(n: int, name: str, nonnegative: bool = False, positive: bool = False,
-                     allow_negative_sentinel: bool = False, length: Optional[int] = None):
+                     allow_negative_sentinel: bool = False, length: Optional[int] = None,
+                     nan_default: bool = False):
+    """``nan_default``: ``[nan]`` is accepted (the parameter's "derive it" default)."""
     want = f'{length}' if length else f'1 or {n}'
 
     def check(value) -> Optional[str]:
         vals = list(value)
+        if nan_default and len(vals) == 1 and math.isnan(vals[0]):
+            return None
         if length is not None and len(vals) != length:
             return f'{name} needs {length} values, got {len(vals)}'
         if length is None and len(vals) not in (1, n):
@@ -298,9 +309,13 @@ class SimNode(Node):
         self.command_timeout = declare(self, 'command_timeout', 0.1, 'Zero torque when the '
                                        'last valid command is older than this [s, sim time]; '
                                        '0 = never', min_value=0.0, max_value=3600.0, registry=v)
-        q0 = declare(self, 'initial_position', [0.0], f'Initial joint positions: 1 (all) or '
-                     f'{n} values [rad|m]', validator=_array_validator(n, 'initial_position'),
-                     **ro)
+        q0 = declare(self, 'initial_position', [float('nan')], f'Initial joint positions: 1 '
+                     f'(all) or {n} values [rad|m]; [nan] = the middle of each joint\'s limits '
+                     '(0 where it has none)',
+                     validator=_array_validator(n, 'initial_position', nan_default=True), **ro)
+        if len(q0) == 1 and math.isnan(q0[0]):
+            spec = nominal.spec
+            q0 = middle_of_limits(spec.lower, spec.upper).tolist()
         qd0 = declare(self, 'initial_velocity', [0.0], f'Initial joint velocities: 1 or {n} '
                       f'values', validator=_array_validator(n, 'initial_velocity'), **ro)
         mass_scale = declare(self, 'mass_scale', [1.0], 'Mismatch: link mass (and inertia) '
@@ -349,11 +364,39 @@ class SimNode(Node):
         limits = declare(self, 'position_limits', True, 'URDF position limits act as '
                          'inelastic end stops', **ro)
 
-        mismatch = Mismatch.from_params({
-            'mass_scale': list(mass_scale), 'inertia_scale': list(inertia_scale),
-            'payload_mass': payload, 'payload_offset': list(payload_offset),
-            'payload_radius': payload_radius, 'viscous': list(viscous),
-            'coulomb': list(coulomb), 'friction_scale': friction_scale})
+        effects = {
+            'stribeck_static_ratio': declare(
+                self, 'stribeck_static_ratio', [1.0], 'Mismatch: break-away over Coulomb '
+                f'friction fs/fc >= 1, 1 or {n} values (1 = off)',
+                validator=_array_validator(n, 'stribeck_static_ratio', positive=True), **ro),
+            'stribeck_velocity': declare(
+                self, 'stribeck_velocity', [0.1], 'Mismatch: Stribeck velocity [rad/s|m/s], '
+                f'1 or {n} values', validator=_array_validator(n, 'stribeck_velocity',
+                                                              positive=True), **ro),
+            'coulomb_asymmetry': declare(
+                self, 'coulomb_asymmetry', [0.0], 'Mismatch: Coulomb level fc (1 + a) moving '
+                f'forward, fc (1 - a) backward; a in [-1, 1], 1 or {n} values',
+                validator=_array_validator(n, 'coulomb_asymmetry'), **ro),
+            'spring_stiffness': declare(
+                self, 'spring_stiffness', [0.0], 'Mismatch: joint spring torque -k (q - q0), '
+                f'k >= 0 [N m/rad|N/m], 1 or {n} values (0 = off)',
+                validator=_array_validator(n, 'spring_stiffness', nonnegative=True), **ro),
+            'spring_offset': declare(
+                self, 'spring_offset', [0.0], f'Mismatch: spring rest position q0, 1 or {n} '
+                'values [rad|m]', validator=_array_validator(n, 'spring_offset'), **ro)}
+        preset = declare(self, 'mismatch_preset', '', "Mismatch preset: '' or 'realistic' "
+                         '(payload 0.6 kg, friction x2, Stribeck, asymmetric Coulomb, springs '
+                         'on the first two joints gravity loads); parameters not at their off '
+                         'value override it', choices=tuple(PRESETS), **ro)
+        try:
+            mismatch = Mismatch.from_params({
+                'mass_scale': list(mass_scale), 'inertia_scale': list(inertia_scale),
+                'payload_mass': payload, 'payload_offset': list(payload_offset),
+                'payload_radius': payload_radius, 'viscous': list(viscous),
+                'coulomb': list(coulomb), 'friction_scale': friction_scale,
+                'mismatch_preset': preset, **{k: list(v) for k, v in effects.items()}})
+        except ValueError as err:
+            raise ValueError(f'invalid parameter: {err}') from None
         self.model = nominal
         self.plant = Plant(nominal, mismatch, physics_rate=physics_rate, integrator=integrator,
                            torque_noise=torque_noise, position_noise=position_noise,
