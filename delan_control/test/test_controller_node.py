@@ -45,7 +45,7 @@ URDF7 = os.path.join(ROOT, 'delan_bringup', 'urdf', 'seven_dof_arm.urdf')
 ROBOT = RobotDescription.load(URDF)
 NAMES = list(ROBOT.joint_names)
 Q0 = [0.3, -0.2]
-# controller defaults (delan_bringup/config/sim_params.yaml): computed torque 400 / 40, PD 60 / 6
+# the controller's gains in these tests: computed torque 400 / 40, PD 60 / 6
 GAINS = Gains(ct_kp=np.full(2, 400.0), ct_kd=np.full(2, 40.0), kp=np.full(2, 60.0),
               kd=np.full(2, 6.0))
 APPROACH = 1.0      # [s] approach segment of each reference, not scored
@@ -101,6 +101,8 @@ class Rig:
             # The command order: the sim's, read from it as in the demo; without a sim, given
             # (test_command_joints.py tests the order)
             ctl_params = dict(urdf_path=URDF, model='pinocchio', watchdog_timeout=5.0,
+                              **{k: getattr(GAINS, k).tolist()
+                                 for k in ('ct_kp', 'ct_kd', 'kp', 'kd')},
                               **({'effort_controller_name': 'sim'} if sim is not None
                                  else {'command_joints': NAMES}))
             ctl_params.update(ctl or {})

@@ -20,6 +20,7 @@ builds and publishes the message. Health on ``/diagnostics`` at 1 Hz.
 """
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -38,7 +39,7 @@ from trajectory_msgs.msg import JointTrajectory
 from delan_control.command_order import (CommandOrder, CommandOrderError, OrderDecision,
                                          ReceiverOrderQuery)
 from delan_control.control_laws import (LAWS, URDF_FEEDBACK_LAWS, BumplessBlend, Gains,
-                                        clamp_torque, control_terms)
+                                        arm_gains, clamp_torque, control_terms)
 from delan_control.continuity import JumpDetector
 from delan_control.evaluation import joint_errors
 from delan_control.loop_stats import LoopStats, histogram_text
@@ -84,6 +85,8 @@ STATE_QUEUE_DEPTH = 10
 # (position [rad or m], velocity [/s]) offsets too small to rejoin: encoder and velocity noise
 REJOIN_NEGLIGIBLE = np.array([1e-3, 0.05])
 
+#: gains for an arm whose URDF gives no inertias to derive them from
+FALLBACK_GAINS = {'ct_kp': 400.0, 'ct_kd': 40.0, 'kp': 60.0, 'kd': 6.0}
 # how often the receiving controller's joints are looked for until known [s]
 ORDER_POLL_S = 0.1
 
@@ -126,22 +129,28 @@ class TorqueControllerNode(Node):
         n = len(self.robot.joint_names)
         self.joint_names = list(self.robot.joint_names)
 
-        def per_joint(name, default, desc, lo=0.0, hi=1e6):
+        def per_joint(name, desc, lo=0.0, hi=1e6):
             def check(v):
                 v = list(v)
+                if len(v) == 1 and math.isnan(v[0]):
+                    return None
                 if len(v) not in (1, n):
                     return f'{name} needs 1 or {n} values, got {len(v)}'
                 if not all(np.isfinite(x) and lo <= x <= hi for x in v):
                     return f'{name} values must be finite and in [{lo}, {hi}]'
                 return None
-            return np.broadcast_to(np.asarray(declare(self, name, default, desc, validator=check,
-                                                      registry=reg), float), (n,)).copy()
+            return declare(self, name, [math.nan], desc + ' (one or per joint; [nan] = from '
+                           'the URDF, see control_rate)', validator=check, registry=reg)
 
-        self.gains = Gains(
-            ct_kp=per_joint('ct_kp', [400.0], 'Computed-torque stiffness [1/s^2] (one or per joint)'),
-            ct_kd=per_joint('ct_kd', [40.0], 'Computed-torque damping [1/s] (one or per joint)'),
-            kp=per_joint('kp', [60.0], 'PD stiffness [N*m/rad] for pd and feedforward_pd'),
-            kd=per_joint('kd', [6.0], 'PD damping [N*m*s/rad] for pd and feedforward_pd'))
+        given = {'ct_kp': per_joint('ct_kp', 'Computed-torque stiffness [1/s^2]'),
+                 'ct_kd': per_joint('ct_kd', 'Computed-torque damping [1/s]'),
+                 'kp': per_joint('kp', 'PD stiffness [N*m/rad] for pd and feedforward_pd'),
+                 'kd': per_joint('kd', 'PD damping [N*m*s/rad] for pd and feedforward_pd')}
+        self.control_rate = declare(
+            self, 'control_rate', 250.0, 'Rate of the joint states the controller answers [Hz]: '
+            'the gains not given are derived for it (control_laws.arm_gains)', min_value=1.0,
+            max_value=100000.0, read_only=True, registry=reg)
+        self.gains = Gains(**self._gains(given, n))
         self.law = declare(self, 'law', 'computed_torque', 'Control law', choices=LAWS,
                            registry=reg)
         self.model_kind = declare(self, 'model', 'pd', 'Dynamics model for the feed-forward',
@@ -433,8 +442,9 @@ class TorqueControllerNode(Node):
     def _apply_params(self, params) -> None:
         for p in params:
             if p.name in ('ct_kp', 'ct_kd', 'kp', 'kd'):
-                setattr(self.gains, p.name, np.broadcast_to(
-                    np.asarray(p.value, float), (len(self.joint_names),)).copy())
+                # [nan]: back to the gain derived from the URDF
+                setattr(self.gains, p.name,
+                        self._gains({p.name: list(p.value)}, len(self.joint_names))[p.name])
             elif p.name == 'law':
                 self.law = p.value
             elif p.name == 'switch_blend_time':
@@ -680,6 +690,33 @@ class TorqueControllerNode(Node):
             f'reference dropped: {error:.3f} farther from the arm after {cause} '
             f'(resume_tolerance {self.resume_tolerance}); holding the current position until a '
             'new reference arrives')
+
+    def _gains(self, given: Dict[str, List[float]], n: int) -> Dict[str, np.ndarray]:
+        """The gains given, and the others derived from the URDF at the middle of the joint
+        ranges for ``control_rate`` (``control_laws.arm_gains``): one set of numbers is too
+        stiff for one arm's wrist (unstable at the control rate) and too soft for another's
+        shoulder; the fixed fallback when the URDF has no inertias."""
+        missing = [k for k, v in given.items() if len(v) == 1 and math.isnan(v[0])]
+        derived = dict(FALLBACK_GAINS)
+        if missing:
+            from delan_control.robot_model import RobotModel
+            try:
+                model = RobotModel(self.robot.xml, **self.robot.selection_kwargs())
+                gains, stiff = arm_gains(model, self.robot.home(), 1.0 / self.control_rate)
+                derived = {k: getattr(gains, k) for k in given}
+                if not stiff:
+                    self.get_logger().warning(
+                        f'at {self.control_rate:g} Hz computed torque cannot be made stiffer '
+                        'than gravity pulls this arm: it will track poorly')
+            except ValueError as err:
+                self.get_logger().warning(f'gains {missing} not given and not derivable from '
+                                          f'the URDF ({err}): using {FALLBACK_GAINS}')
+            self.get_logger().info('gains not given: ' + ', '.join(
+                f'{k} {np.round(np.broadcast_to(derived[k], (n,)), 2).tolist()}'
+                for k in missing))
+        values = {k: np.broadcast_to(np.asarray(derived[k] if k in missing else v, float),
+                                     (n,)).copy() for k, v in given.items()}
+        return values
 
     def _urdf_feedback(self):
         """The URDF's model for the feedback of the URDF_FEEDBACK_LAWS (built once, in the
