@@ -50,6 +50,20 @@ def declare_suite_arguments() -> List[DeclareLaunchArgument]:
     ]
 
 
+def declare_node_arguments() -> List[DeclareLaunchArgument]:
+    """The arguments of the launch files that start the suite's nodes (sim and robot)."""
+    return [
+        DeclareLaunchArgument('record', default_value='true', choices=['true', 'false'],
+                              description='Record joint states and commands to a rosbag2'),
+        DeclareLaunchArgument('bag_dir', default_value='bags', description='Where bags go'),
+        DeclareLaunchArgument('identified_params', default_value='',
+                              description='delan-sysid output for model:=identified'),
+        DeclareLaunchArgument('checkpoint_dir', default_value='delan_checkpoints',
+                              description="Learner's checkpoint folder"),
+        DeclareLaunchArgument('namespace', default_value='', description='Namespace of all nodes'),
+    ]
+
+
 def resolve_arguments(values: Dict[str, str],
                       kinds: Sequence[str] = MODEL_KINDS) -> Tuple[SuiteArguments, List[str]]:
     """The shared arguments from their launch values, and the deprecation warnings to log.

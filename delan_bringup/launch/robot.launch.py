@@ -19,7 +19,8 @@ from launch_ros.actions import Node, PushRosNamespace
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
-from delan_bringup.launch_args import declare_suite_arguments, resolved
+from delan_bringup.launch_args import (declare_node_arguments, declare_suite_arguments,
+                                       resolved)
 
 PARAMS = PathJoinSubstitution([FindPackageShare('delan_bringup'), 'config', 'robot_params.yaml'])
 
@@ -56,17 +57,10 @@ def _nodes(context):
 def generate_launch_description():
     return LaunchDescription([
         *declare_suite_arguments(),
-        DeclareLaunchArgument('record', default_value='true', choices=['true', 'false'],
-                              description='Record joint states and commands to a rosbag2'),
-        DeclareLaunchArgument('bag_dir', default_value='bags', description='Where bags go'),
-        DeclareLaunchArgument('identified_params', default_value='',
-                              description='delan-sysid output for model:=identified'),
-        DeclareLaunchArgument('checkpoint_dir', default_value='delan_checkpoints',
-                              description="Learner's checkpoint folder"),
+        *declare_node_arguments(),
         DeclareLaunchArgument('reference', default_value='true', choices=['true', 'false'],
                               description='Start the reference node (excitation trajectories)'),
         DeclareLaunchArgument('use_sim_time', default_value='false', choices=['true', 'false']),
-        DeclareLaunchArgument('namespace', default_value='', description='Namespace of all nodes'),
         DeclareLaunchArgument('joint_states', default_value='joint_states',
                               description='Joint state topic of the robot'),
         DeclareLaunchArgument('commands', default_value='effort_controller/commands',

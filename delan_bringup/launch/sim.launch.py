@@ -15,7 +15,8 @@ from launch_ros.actions import Node, PushRosNamespace
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
-from delan_bringup.launch_args import declare_suite_arguments, resolved
+from delan_bringup.launch_args import (declare_node_arguments, declare_suite_arguments,
+                                       resolved)
 
 PARAMS = PathJoinSubstitution([FindPackageShare('delan_bringup'), 'config', 'sim_params.yaml'])
 
@@ -51,21 +52,14 @@ def _nodes(context):
 def generate_launch_description():
     return LaunchDescription([
         *declare_suite_arguments(),
+        *declare_node_arguments(),
         DeclareLaunchArgument('params_file', default_value=PARAMS,
                               description='Node parameter file (the arguments here override it)'),
         DeclareLaunchArgument('output', default_value='screen',
                               choices=['screen', 'log', 'both', 'own_log', 'full'],
                               description="Nodes' output (launch's output configurations; "
                                           "own_log: a file per node in the launch log folder)"),
-        DeclareLaunchArgument('record', default_value='true', choices=['true', 'false'],
-                              description='Record joint states and commands to a rosbag2'),
-        DeclareLaunchArgument('bag_dir', default_value='bags', description='Where bags go'),
-        DeclareLaunchArgument('identified_params', default_value='',
-                              description='delan-sysid output for model:=identified'),
-        DeclareLaunchArgument('checkpoint_dir', default_value='delan_checkpoints',
-                              description="Learner's checkpoint folder"),
         DeclareLaunchArgument('use_sim_time', default_value='true', choices=['true', 'false'],
                               description='Run on the /clock the sim publishes'),
-        DeclareLaunchArgument('namespace', default_value='', description='Namespace of all nodes'),
         OpaqueFunction(function=_nodes),
     ])
