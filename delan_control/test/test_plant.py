@@ -174,20 +174,15 @@ def test_measure_into_writes_what_measure_returns():
     np.testing.assert_array_equal(qd, b.qd)
 
 
-def test_torques_explain_the_motion_where_friction_is_stiff():
-    """Under computed torque the 7-DoF arm's light roll joints creep against Coulomb friction
-    (time constant ~20 us, far below the step): the recorded (state, torque) pairs must still
-    satisfy the plant's own model, or no learner or identification can fit them."""
+def recorded_torque_nmse(plant: Plant, nominal: RobotModel, steps: int) -> np.ndarray:
+    """Per-joint nMSE of the plant's own inverse model on ``steps`` samples at 250 Hz (4
+    physics steps each) of computed torque on a Fourier excitation."""
     from delan_learning.data import complete_derivatives
     from delan_learning.excitation import random_fourier_trajectory
-    mm = Mismatch(payload_mass=0.6, viscous_scale=2.0, coulomb_scale=2.0)
-    nominal = RobotModel('seven_dof_arm.urdf')
-    plant = Plant(nominal, mm)
-    assert np.any(plant._stiff_armature > 0) and np.any(plant._stiff_armature == 0)
     s = nominal.spec
     ref = random_fourier_trajectory(s.lower, s.upper, s.velocity_limit, seed=1)
     rows = []
-    for k in range(1000):                               # 4 s at 250 Hz, 4 physics steps each
+    for k in range(steps):
         qr, vr, ar = (x[0] for x in ref.sample(np.array([k / 250.0])))
         cmd = nominal.inverse(plant.q, plant.qd, ar + 400 * (qr - plant.q) + 40 * (vr - plant.qd))
         applied = plant.step(cmd, 4)
@@ -195,7 +190,18 @@ def test_torques_explain_the_motion_where_friction_is_stiff():
     t, q, qd, tau = (np.array([r[i] for r in rows]) for i in range(4))
     d = complete_derivatives({'t': t, 'q': q, 'qd': qd, 'tau': tau})
     err = plant.truth.inverse(d['q'], d['qd'], d['qdd']) - d['tau']
-    nmse = np.mean(err[20:-20] ** 2, axis=0) / np.var(d['tau'][20:-20], axis=0)
+    return np.mean(err[20:-20] ** 2, axis=0) / np.var(d['tau'][20:-20], axis=0)
+
+
+def test_torques_explain_the_motion_where_friction_is_stiff():
+    """Under computed torque the 7-DoF arm's light roll joints creep against Coulomb friction
+    (time constant ~20 us, far below the step): the recorded (state, torque) pairs must still
+    satisfy the plant's own model, or no learner or identification can fit them."""
+    mm = Mismatch(payload_mass=0.6, viscous_scale=2.0, coulomb_scale=2.0)
+    nominal = RobotModel('seven_dof_arm.urdf')
+    plant = Plant(nominal, mm)
+    assert np.any(plant._stiff_armature > 0) and np.any(plant._stiff_armature == 0)
+    nmse = recorded_torque_nmse(plant, nominal, 1000)   # 4 s
     assert np.all(nmse < 0.01), nmse
 
 

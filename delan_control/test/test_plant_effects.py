@@ -201,22 +201,9 @@ def test_plant_integrates_the_effects():
 def test_torques_explain_the_motion_with_the_realistic_preset():
     """Computed torque on the 7-DoF arm with the preset (light joints creeping against a
     stiffer, break-away friction): the recorded data satisfy the truth model."""
-    from delan_learning.data import complete_derivatives
-    from delan_learning.excitation import random_fourier_trajectory
+    from test_plant import recorded_torque_nmse
     nominal = RobotModel('seven_dof_arm.urdf')
-    plant = Plant(nominal, Mismatch(preset='realistic'))
-    s = nominal.spec
-    ref = random_fourier_trajectory(s.lower, s.upper, s.velocity_limit, seed=1)
-    rows = []
-    for k in range(750):                                # 3 s at 250 Hz, 4 physics steps each
-        qr, vr, ar = (x[0] for x in ref.sample(np.array([k / 250.0])))
-        cmd = nominal.inverse(plant.q, plant.qd, ar + 400 * (qr - plant.q) + 40 * (vr - plant.qd))
-        applied = plant.step(cmd, 4)
-        rows.append((plant.t, plant.q.copy(), plant.qd.copy(), applied))
-    t, q, qd, tau = (np.array([r[i] for r in rows]) for i in range(4))
-    d = complete_derivatives({'t': t, 'q': q, 'qd': qd, 'tau': tau})
-    err = plant.truth.inverse(d['q'], d['qd'], d['qdd']) - d['tau']
-    nmse = np.mean(err[20:-20] ** 2, axis=0) / np.var(d['tau'][20:-20], axis=0)
+    nmse = recorded_torque_nmse(Plant(nominal, Mismatch(preset='realistic')), nominal, 750)
     assert np.all(nmse < 0.01), nmse
 
 
