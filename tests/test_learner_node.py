@@ -423,3 +423,24 @@ def test_save_load_reset_services(learner, tmp_path):
     assert meta['model_id'] == new.model_id
     resp = h.call('save', SaveModel.Request(path=str(tmp_path / 'after_reset.pt')))
     assert resp.success, resp.message
+
+
+def test_a_fresh_start_numbers_on_from_an_earlier_runs_versions(tmp_path):
+    """resume:=false in a checkpoint folder an earlier run filled: new versions continue the
+    numbering, so the pruning (which keeps the highest numbers) never deletes the version just
+    announced, which a controller following the learner is about to load."""
+    from delan_learning.nodes.learner import LearnerNode
+    ckpt = tmp_path / 'ck'
+    ckpt.mkdir()
+    for v in range(22, 27):                       # what the earlier run left
+        (ckpt / f'model_v{v:05d}.pt').write_bytes(b'earlier run')
+    with ros_context() as ctx:
+        node = LearnerNode(context=ctx, parameter_overrides=[
+            Parameter('urdf_path', value=URDF), Parameter('checkpoint_dir', value=str(ckpt)),
+            Parameter('resume', value=False), Parameter('training_enabled', value=False)])
+        try:
+            assert node.version == 26                   # the next one is v27
+            assert sorted(os.listdir(ckpt))[-1] == 'model_v00026.pt'
+        finally:
+            node.close()
+            node.destroy_node()

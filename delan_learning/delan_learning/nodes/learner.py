@@ -197,7 +197,9 @@ class LearnerNode(Node):
         self._latest_sample = None
         # training state (worker thread)
         self.model_id = uuid.uuid4().hex[:12]
-        self.version = 0
+        # without resume too: numbering from 1 in a folder of an earlier run's versions would
+        # have _prune (which keeps the highest numbers) delete each new version it announces
+        self.version = self._newest_version_on_disk()
         self.trainer: Optional[Trainer] = None
         self.training_steps = 0
         self.train_loss = math.nan
@@ -578,6 +580,10 @@ class LearnerNode(Node):
             except OSError:
                 pass
 
+    def _newest_version_on_disk(self) -> int:
+        """The highest version number of the checkpoint folder (0 when it has none)."""
+        return max([v for v, _ in self._version_files()], default=0)
+
     def _version_files(self):
         for path in glob.glob(os.path.join(self.checkpoint_dir, 'model_v*.pt')):
             m = VERSION_RE.search(path)
@@ -608,8 +614,8 @@ class LearnerNode(Node):
             self._snapshot = model.double().eval()
             self.checkpoint_path = path
             self.model_id = meta['model_id']
-            self.version = max([v for v, _ in self._version_files()] +
-                               [int(meta.get('model_version') or 0)])
+            self.version = max(self._newest_version_on_disk(),
+                               int(meta.get('model_version') or 0))
         return self.model_id
 
     def _resume(self) -> None:
@@ -637,11 +643,9 @@ class LearnerNode(Node):
         self.training_steps, self.train_loss, self.val_nmse = 0, math.nan, []
         with self._model_lock:
             self._snapshot, self.checkpoint_path = None, ''
-            # a new lineage, but version numbers (file names) go on from the newest on disk:
-            # restarting at 1 overwrote old versions, and _prune (which keeps the highest
-            # numbers) deleted each new version right after announcing it
+            # a new lineage, but version numbers (file names) go on from the newest on disk
             self.model_id = uuid.uuid4().hex[:12]
-            self.version = max([v for v, _ in self._version_files()], default=0)
+            self.version = self._newest_version_on_disk()
         self.state, self.message = ModelStatus.STATE_IDLE, 'reset'
 
     def _srv_save(self, req, resp):
