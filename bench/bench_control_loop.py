@@ -62,7 +62,7 @@ def callback_cost(urdf: str, models: List[str], ident: str, checkpoint: str,
     from delan_control.nodes.reference import to_msg
     from delan_control.nodes.torque_controller import TorqueControllerNode
     from delan_control.trajectories import make_reference
-    from delan_learning.urdf_joints import RobotDescription
+    from delan_common.urdf_joints import RobotDescription
     rclpy.logging.set_logger_level('torque_controller', rclpy.logging.LoggingSeverity.WARN)
     robot = RobotDescription.load(urdf)
     t, q, qd, qdd = make_reference('excitation', robot.lower, robot.upper,

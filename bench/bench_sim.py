@@ -25,7 +25,7 @@ import numpy as np
 import pinocchio as pin
 
 from delan_control.plant import Plant
-from delan_control.robot_model import RobotModel
+from delan_common.robot_model import RobotModel
 from delan_control.sysid import IdentifiedModel, nominal_parameters, regressor
 
 ROBOTS = ('two_link_arm.urdf', 'seven_dof_arm.urdf')

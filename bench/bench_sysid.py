@@ -35,7 +35,7 @@ import numpy as np
 
 from delan_control.datagen import generate_dataset
 from delan_control.evaluation import simulated_tracking_rms
-from delan_control.robot_model import Mismatch, RobotDescriptionError, RobotModel, find_urdf
+from delan_common.robot_model import Mismatch, RobotDescriptionError, RobotModel, find_urdf
 from delan_control.sysid import identify, nmse
 
 

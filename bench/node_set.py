@@ -115,7 +115,7 @@ def node_params(node: str) -> Dict:
 def sim_mismatch():
     """The plant mismatch of the parameter file's sim as a ``Mismatch`` (for the simulated
     identification data of model=identified: the same arm the sim node simulates)."""
-    from delan_control.robot_model import Mismatch
+    from delan_common.robot_model import Mismatch
     return Mismatch.from_params(node_params('sim'))
 
 
@@ -123,7 +123,7 @@ def pd_gains(urdf: str, rate: float = 500.0) -> Dict[str, str]:
     """``kp`` / ``kd`` parameters (critically damped per joint, from the nominal inertia at mid
     range, stable at ``rate`` Hz) of ``make demo``'s PD controller, by the same function."""
     from delan_control.control_laws import pd_gains as gains_of
-    from delan_control.robot_model import RobotModel
+    from delan_common.robot_model import RobotModel
     model = RobotModel(urdf)
     lo, hi = model.sample_bounds()
     gains = gains_of(model.mass_matrix(0.5 * (lo + hi)), 1.0 / rate)

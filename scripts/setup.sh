@@ -102,7 +102,7 @@ else
 fi
 
 # 5. colcon build (colcon itself skips up-to-date packages only partly, so guard on sources)
-src_hash=$(find delan_msgs delan_learning delan_control delan_bringup "$extra_src/composition_interfaces" \
+src_hash=$(find delan_msgs delan_common delan_learning delan_control delan_bringup "$extra_src/composition_interfaces" \
              -type f \( -name '*.msg' -o -name '*.srv' -o -name 'CMakeLists.txt' \
                 -o -name 'package.xml' -o -name 'setup.py' -o -name 'setup.cfg' \
                 -o -path '*/config/*' -o -path '*/resource/*' -o -path '*/launch/*' \

@@ -17,7 +17,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from delan_control.nodes.torque_controller import TorqueControllerNode
-from delan_learning.joint_state import JointStateError, StampGate
+from delan_common.joint_state import JointStateError, StampGate
 from delan_learning.nodes.learner import LearnerNode
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.testing import ros_context, spin_in_thread

@@ -44,7 +44,7 @@ from delan_learning.online import held_out as held_out_chunk
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.testing import (malformed_joint_state, node_process, ros_context,
                                          spin_in_thread, stop_process)
-from delan_learning.urdf_joints import RobotDescription
+from delan_common.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

@@ -33,7 +33,7 @@ from delan_learning.excitation import random_fourier_trajectory
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.testing import (malformed_joint_state, node_process, ros_context,
                                          spin_in_thread, stop_process)
-from delan_learning.urdf_joints import RobotDescription
+from delan_common.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
@@ -47,7 +47,7 @@ N_GARBAGE = 240
 
 def _truth():
     pytest.importorskip('pinocchio')
-    from delan_control.robot_model import RobotModel
+    from delan_common.robot_model import RobotModel
     return RobotModel(URDF)
 
 

@@ -37,7 +37,7 @@ def _dataset(seed: int, **kw):
 
 
 def _payload(mass: float):
-    from delan_control.robot_model import Mismatch
+    from delan_common.robot_model import Mismatch
     return Mismatch(payload_mass=mass)
 
 

@@ -27,7 +27,7 @@ from sensor_msgs.msg import JointState
 
 from delan_learning.bag_io import iter_bag_messages
 from delan_learning.ros.testing import make_executor, ros_context, spin_in_thread
-from delan_learning.urdf_joints import RobotDescription
+from delan_common.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

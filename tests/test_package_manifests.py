@@ -8,7 +8,7 @@ import pytest
 from catkin_pkg.package import parse_package
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ['delan_msgs', 'delan_learning', 'delan_control', 'delan_bringup']
+PACKAGES = ['delan_msgs', 'delan_common', 'delan_learning', 'delan_control', 'delan_bringup']
 
 # top-level Python module -> rosdep key
 ROSDEP_KEYS = {
@@ -21,7 +21,8 @@ ROSDEP_KEYS = {
 # ROS packages imported by their own name
 ROS_PACKAGES = {'xacro', 'rclpy', 'std_msgs', 'std_srvs', 'sensor_msgs', 'trajectory_msgs',
                 'builtin_interfaces', 'rosgraph_msgs', 'rcl_interfaces', 'diagnostic_msgs',
-                'delan_msgs', 'delan_learning', 'delan_control', 'delan_bringup'}
+                'delan_msgs', 'delan_common', 'delan_learning', 'delan_control',
+                'delan_bringup'}
 
 
 def imported_modules(package_dir):
@@ -54,7 +55,8 @@ def test_manifest_is_format_3_and_valid(name):
     assert pkg.licenses and pkg.maintainers and pkg.description
 
 
-@pytest.mark.parametrize('name', ['delan_learning', 'delan_control', 'delan_bringup'])
+@pytest.mark.parametrize('name', ['delan_common', 'delan_learning', 'delan_control',
+                                  'delan_bringup'])
 def test_manifest_declares_every_import(name):
     pkg = parse_package(os.path.join(ROOT, name, 'package.xml'))
     runtime = {d.name for d in pkg.exec_depends + pkg.build_export_depends}
@@ -74,7 +76,7 @@ def test_manifest_declares_every_import(name):
     assert not problems, '\n'.join(problems)
 
 
-@pytest.mark.parametrize('name', ['delan_learning', 'delan_control'])
+@pytest.mark.parametrize('name', ['delan_common', 'delan_learning', 'delan_control'])
 def test_ament_python_layout(name):
     base = os.path.join(ROOT, name)
     assert os.path.isfile(os.path.join(base, 'resource', name))

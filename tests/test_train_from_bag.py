@@ -83,7 +83,7 @@ def write_bag(bag_dir: str, data, command_joints: Optional[Sequence[str]] = None
 def bag(tmp_path_factory):
     pytest.importorskip('pinocchio')
     from delan_control.datagen import generate_dataset
-    from delan_control.robot_model import Mismatch
+    from delan_common.robot_model import Mismatch
     tmp = tmp_path_factory.mktemp('bag')
     data = generate_dataset(URDF, trajectories=4, duration=6.0, rate=RATE, seed=11,
                             mismatch=Mismatch(payload_mass=0.6, viscous_scale=2.0,
@@ -149,7 +149,7 @@ def test_training_on_a_ros2_control_bag_matches_the_logger_bag(bag):
     controllers.write_text('effort_controller:\n  ros__parameters:\n'
                            '    joints: [elbow, shoulder]\n')
     from delan_control.datagen import generate_dataset
-    from delan_control.robot_model import Mismatch
+    from delan_common.robot_model import Mismatch
     heldout = str(tmp / 'heldout')
     write_bag(heldout, generate_dataset(
         URDF, trajectories=2, duration=6.0, rate=RATE, seed=12,

@@ -105,7 +105,7 @@ def resolve_arguments(values: Dict[str, str],
 
 def resolved(context: LaunchContext) -> SuiteArguments:
     """:func:`resolve_arguments` on the launch configuration, the URDF found as the nodes find
-    it (``delan_control.robot_model.find_urdf``); warnings go to the launch log, a contradiction
+    it (``delan_common.robot_model.find_urdf``); warnings go to the launch log, a contradiction
     or a missing URDF stops the launch with its message."""
     names = ('urdf', 'robot', 'model', 'controller', 'delan_checkpoint')
     values = {n: LaunchConfiguration(n).perform(context) for n in names}
@@ -116,7 +116,7 @@ def resolved(context: LaunchContext) -> SuiteArguments:
     logger = get_logger('launch')
     for w in warnings:
         logger.warning(w)
-    from delan_control.robot_model import find_urdf
+    from delan_common.robot_model import find_urdf
     try:
         return args._replace(urdf=find_urdf(args.urdf))
     except FileNotFoundError as err:

@@ -20,8 +20,8 @@ from delan_bringup.launch_args import declare_suite_arguments, resolved
 
 
 def _nodes(context):
-    from delan_control.robot_model import find_urdf, resolve_package_paths
-    from delan_learning.urdf_joints import read_description
+    from delan_common.robot_model import find_urdf, resolve_package_paths
+    from delan_common.urdf_joints import read_description
     args = resolved(context)
     xml = resolve_package_paths(read_description(find_urdf(args.urdf))[0])
     state_publisher = Node(package='robot_state_publisher', executable='robot_state_publisher',

@@ -1,6 +1,6 @@
 """Torque control laws as pure functions of arrays (no ROS), so they are tested and reused alone.
 
-The laws hold any :class:`~delan_learning.dynamics.DynamicsModel`:
+The laws hold any :class:`~delan_common.dynamics.DynamicsModel`:
 
 * computed torque: ``tau = model.inverse(q, qd, qdd_ref + Kp e + Kd e_dot)`` -- gains in 1/s^2
   and 1/s, i.e. they set the closed-loop natural frequency independent of the arm's inertia;
@@ -26,7 +26,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from delan_learning.dynamics import DynamicsModel
+from delan_common.dynamics import DynamicsModel
 
 LAWS = ('computed_torque', 'feedforward_pd', 'computed_torque_urdf_feedback',
         'feedforward_urdf_pd')

@@ -40,7 +40,7 @@ import numpy as np
 
 from delan_learning.excitation import random_fourier_trajectory
 from .plant import Plant
-from .robot_model import PRESETS, Mismatch, RobotModel
+from delan_common.robot_model import PRESETS, Mismatch, RobotModel
 
 QDD_SOURCES = ('model', 'finite_difference')
 

@@ -16,7 +16,7 @@ from typing import Optional
 import numpy as np
 
 from delan_learning.excitation import FourierTrajectory, random_fourier_trajectory
-from .robot_model import RobotModel
+from delan_common.robot_model import RobotModel
 from .trajectories import effort_share
 from .sysid import parameter_scales, regressor
 

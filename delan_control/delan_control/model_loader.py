@@ -5,8 +5,8 @@ import os
 import threading
 from typing import Any, Callable, Optional
 
-from delan_learning.dynamics import DynamicsModel
-from delan_learning.urdf_joints import RobotDescription
+from delan_common.dynamics import DynamicsModel
+from delan_common.urdf_joints import RobotDescription
 
 MODEL_KINDS = ('pd', 'pinocchio', 'identified', 'delan')
 
@@ -22,7 +22,7 @@ def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = ''
     if kind == 'pd':
         return None
     if kind == 'pinocchio':
-        from delan_control.robot_model import RobotModel
+        from delan_common.robot_model import RobotModel
         try:
             return RobotModel.from_xml(robot.xml, **robot.selection_kwargs())
         except ValueError as err:
@@ -66,7 +66,7 @@ def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = ''
 def _relocked(model, robot: RobotDescription):
     """``model`` (identified, its joints locked as by default) with the robot's locked joints
     where the robot locks them: the kinematics change, the identified parameters stay."""
-    from delan_control.robot_model import RobotModel
+    from delan_common.robot_model import RobotModel
     from delan_control.sysid import IdentifiedModel
     try:
         kinematics = RobotModel(model.robot.xml, joints=robot.joint_names, locked=robot.locked)

@@ -19,7 +19,7 @@ only 1st order and only conditionally stable: it drifts ~3 % in energy on the fr
 2-DoF arm and diverges on the frictionless 7-DoF arm (stiff gyroscopic coupling of the light
 wrist). Kept for speed experiments with friction on; not the default.
 
-The mismatch's joint effects (:mod:`delan_control.joint_effects`: Stribeck and asymmetric
+The mismatch's joint effects (:mod:`delan_common.joint_effects`: Stribeck and asymmetric
 friction, springs) enter the same places, through the truth model's own :class:`JointEffects`:
 the shaped friction in every RK4 stage, its largest slope sizing the armature, its secant slope
 ``S = tau_f / qd`` the Euler step's implicit armature; the spring torque ``-k (q - q0)`` at
@@ -40,8 +40,8 @@ from typing import Optional, Tuple, Union
 import numpy as np
 import pinocchio as pin
 
-from delan_learning.dynamics import COULOMB_SMOOTHING
-from .robot_model import ArrayLike, Mismatch, RobotModel, _per_joint
+from delan_common.dynamics import COULOMB_SMOOTHING
+from delan_common.robot_model import ArrayLike, Mismatch, RobotModel, _per_joint
 
 INTEGRATORS = ('rk4', 'semi_implicit_euler')
 

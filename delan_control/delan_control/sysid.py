@@ -95,8 +95,8 @@ import numpy as np
 import pinocchio as pin
 
 from delan_learning.cli_args import add_data_arguments, arrays_from_args
-from delan_learning.dynamics import COULOMB_SMOOTHING, friction_torque
-from .robot_model import RobotModel
+from delan_common.dynamics import COULOMB_SMOOTHING, friction_torque
+from delan_common.robot_model import RobotModel
 
 FORMAT = 'delan_sysid/1'
 DEFAULT_REG = 1e-7

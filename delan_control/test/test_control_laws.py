@@ -168,7 +168,7 @@ def test_pd_gains_hold_a_panda_where_two_axes_line_up():
     """At mid range a Panda's joints 1 and 3 are collinear: gains from the diagonal of H drive
     their common mode unstable at 250 Hz; the gains of ``pd_gains`` hold the arm (slowly where
     the two turn together: that mode's inertia is large for the gains it gets)."""
-    from delan_control.robot_model import RobotModel, find_urdf
+    from delan_common.robot_model import RobotModel, find_urdf
     model = RobotModel(find_urdf('panda.urdf'))
     lo, hi = model.sample_bounds()
     q_mid = 0.5 * (lo + hi)

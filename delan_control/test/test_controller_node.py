@@ -33,11 +33,11 @@ from delan_control.nodes.reference import to_msg
 from delan_control.nodes.sim import SimNode
 from delan_control.nodes.torque_controller import TorqueControllerNode
 from delan_control.plant import Plant
-from delan_control.robot_model import RobotModel
+from delan_common.robot_model import RobotModel
 from delan_control.trajectories import PiecewiseQuintic, make_reference
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.testing import ros_context, spin_in_thread, stop_process
-from delan_learning.urdf_joints import RobotDescription
+from delan_common.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
@@ -311,7 +311,7 @@ def mismatch_models(tmp_path_factory):
     import torch
 
     from delan_control.datagen import generate_dataset
-    from delan_control.robot_model import Mismatch
+    from delan_common.robot_model import Mismatch
     from delan_control.sysid import identify_dataset
     from delan_learning.checkpoint import save_model
     from delan_learning.data import Dataset

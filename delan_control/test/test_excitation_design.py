@@ -2,7 +2,7 @@
 import numpy as np
 
 from delan_control.excitation_design import RegressorConditioning, designed_excitation
-from delan_control.robot_model import RobotModel
+from delan_common.robot_model import RobotModel
 from delan_control.trajectories import make_reference
 from delan_learning.excitation import random_fourier_trajectory
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from delan_control.plant import Plant
-from delan_control.robot_model import Mismatch, RobotModel
+from delan_common.robot_model import Mismatch, RobotModel
 
 NO_FRICTION = Mismatch(viscous=[0.0], coulomb=[0.0])
 START = {'two_link_arm.urdf': [0.7, -0.4],

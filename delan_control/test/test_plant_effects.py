@@ -6,9 +6,9 @@ import pytest
 
 from delan_control.datagen import generate_dataset, main as datagen_main
 from delan_control.plant import Plant
-from delan_control.robot_model import JOINT_EFFECT_FIELDS, Mismatch, RobotModel
+from delan_common.robot_model import JOINT_EFFECT_FIELDS, Mismatch, RobotModel
 from delan_control.sysid import identify_dataset
-from delan_learning.dynamics import COULOMB_SMOOTHING, friction_torque
+from delan_common.dynamics import COULOMB_SMOOTHING, friction_torque
 
 ARMS = ('two_link_arm.urdf', 'seven_dof_arm.urdf')
 START = {'two_link_arm.urdf': [0.7, -0.4],

@@ -23,7 +23,7 @@ from delan_control.nodes.reference import ReferenceNode
 from delan_control.trajectories import PiecewiseQuintic
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.testing import node_process, ros_context, spin_in_thread
-from delan_learning.urdf_joints import RobotDescription
+from delan_common.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

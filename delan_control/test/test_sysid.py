@@ -11,12 +11,12 @@ import pytest
 
 from delan_control.datagen import add_measurement_noise, generate_dataset, main as gen_main
 from delan_control.evaluation import simulated_tracking_rms
-from delan_control.robot_model import (Mismatch, RobotDescriptionError, RobotModel,
-                                       example_robot_data_files)
+from delan_common.robot_model import (Mismatch, RobotDescriptionError, RobotModel,
+                                      example_robot_data_files)
 from delan_control.sysid import (IdentifiedModel, dynamic_parameters, identify,
                                  identify_dataset, load_data, log_cholesky, main as sysid_main,
                                  nmse, nominal_parameters, pseudo_inertia, regressor)
-from delan_learning.dynamics import DynamicsModel
+from delan_common.dynamics import DynamicsModel
 
 MISMATCH_2 = Mismatch(mass_scale=[1.2, 0.9], payload_mass=0.5, coulomb_scale=1.5,
                       viscous_scale=0.6)

@@ -54,7 +54,7 @@ from rosbags.rosbag2 import storage_mcap as _mcap
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from delan_learning.command_order import CommandOrder, CommandOrderError
-from delan_learning.joint_state import JointStateError, JointStateMapper
+from delan_common.joint_state import JointStateError, JointStateMapper
 
 __all__ = [
     'BagError', 'BagWarning', 'TopicSpec', 'SplitBagWriter', 'read_bag_arrays', 'recover_bag',

@@ -1,4 +1,4 @@
-"""Learned models behind the numpy :class:`~delan_learning.dynamics.DynamicsModel` protocol.
+"""Learned models behind the numpy :class:`~delan_common.dynamics.DynamicsModel` protocol.
 
 * :class:`NumpyDelan` evaluates a trained :class:`~delan_learning.lagrangian.DelanModel` in
   float64 without torch: the control-loop path. A torch call costs ~5-10 us of dispatch per op
@@ -32,7 +32,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from delan_learning.dynamics import COULOMB_SMOOTHING
+from delan_common.dynamics import COULOMB_SMOOTHING
 from delan_learning.features import ANGULAR_TYPES
 from delan_learning.lagrangian import DelanModel, tril_layout
 from delan_learning.models import DynamicsModule

@@ -48,7 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from delan_learning.dynamics import COULOMB_SMOOTHING
+from delan_common.dynamics import COULOMB_SMOOTHING
 from delan_learning.features import JointFeatures
 from delan_learning.models import DynamicsModule, data_scales
 

@@ -124,7 +124,7 @@ def joint_inertia_estimates(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, tau:
     roll joint: 3 orders of magnitude on the 7-DoF arm's wrist); a model started there keeps an
     inertia several times too large, which a computed-torque loop turns into several times its
     gains -- unstable at the control rate."""
-    from delan_learning.dynamics import COULOMB_SMOOTHING
+    from delan_common.dynamics import COULOMB_SMOOTHING
     q, qd, qdd, tau = (np.asarray(x, dtype=np.float64) for x in (q, qd, qdd, tau))
     out = np.array(upper, dtype=np.float64)
     shared = np.concatenate([qdd, np.sin(q), np.cos(q), np.ones((len(tau), 1))], axis=1)

@@ -2,7 +2,7 @@
 Pinocchio.
 
 Torques are ``pinocchio.rnea`` plus the URDF's joint friction (``damping`` as viscous,
-``friction`` as smooth Coulomb, :func:`delan_learning.dynamics.friction_torque`) along seeded
+``friction`` as smooth Coulomb, :func:`delan_common.dynamics.friction_torque`) along seeded
 finite-Fourier excitation trajectories from :mod:`delan_learning.excitation`.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Dict, Sequence
 import numpy as np
 import pytest
 
-from delan_learning.dynamics import friction_torque
+from delan_common.dynamics import friction_torque
 from delan_learning.excitation import random_fourier_trajectory
 
 URDF = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..', 'delan_bringup', 'urdf',

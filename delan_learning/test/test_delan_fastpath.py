@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from delan_learning.dynamics import DynamicsModel
+from delan_common.dynamics import DynamicsModel
 from delan_learning.fastpath import NumpyDelan, TorchDynamics, c_kernel, dynamics_model
 from delan_learning.lagrangian import DelanModel
 from delan_learning.mlp import MlpInverseModel

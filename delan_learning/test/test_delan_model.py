@@ -5,7 +5,7 @@ import copy
 import pytest
 import torch
 
-from delan_learning.dynamics import COULOMB_SMOOTHING
+from delan_common.dynamics import COULOMB_SMOOTHING
 from delan_learning.lagrangian import DelanModel
 from delan_learning.mlp import MlpInverseModel
 from delan_learning.models import build_model

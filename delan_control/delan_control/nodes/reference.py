@@ -19,7 +19,7 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from delan_control.trajectories import REFERENCE_KINDS, make_reference, splice
-from delan_learning.joint_state import JointStateError, JointStateMapper
+from delan_common.joint_state import JointStateError, JointStateMapper
 from delan_learning.ros.qos import (LATCHED, create_publisher, create_subscription,
                                     joint_states_qos)
 from delan_learning.ros.params import declare, validating_callback
@@ -150,7 +150,7 @@ class ReferenceNode(Node):
             r = self.robot
             try:
                 from delan_control.excitation_design import RegressorConditioning
-                from delan_control.robot_model import RobotModel
+                from delan_common.robot_model import RobotModel
                 model = RobotModel(r.xml, **r.selection_kwargs())
                 self._design = (model, RegressorConditioning.of(model))
             except (ValueError, RuntimeError) as err:

@@ -115,10 +115,10 @@ from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot_params
 from delan_learning.ros.spin import run_node
 from delan_learning.ros.stamps import set_seconds
-from delan_learning.urdf_joints import middle_of_limits
+from delan_common.urdf_joints import middle_of_limits
 from ..command_order import CommandOrder
 from ..plant import INTEGRATORS, Plant
-from ..robot_model import PRESETS, Mismatch, RobotModel
+from delan_common.robot_model import PRESETS, Mismatch, RobotModel
 
 # Load the type supports now, before the node exists: rclpy otherwise imports them inside the
 # constructor, widening the window in which the node is visible on the graph but not yet

@@ -47,9 +47,9 @@ from delan_control.model_loader import (MODEL_KINDS, LatestLoader, ModelLoadErro
                                          load_dynamics_model)
 from delan_learning.ros.robot_param import declare_array, declare_robot
 from delan_control.trajectories import PiecewiseQuintic, rejoin_offset
-from delan_learning.joint_state import JointStateError, JointStateMapper, StampGate
+from delan_common.joint_state import JointStateError, JointStateMapper, StampGate
 from delan_learning.decimation import Decimator
-from delan_learning.urdf_joints import RobotDescription, UrdfError
+from delan_common.urdf_joints import RobotDescription, UrdfError
 from delan_learning.ros.cdr import CommandBytes, JointStateReader
 from delan_learning.ros.diagnostics import OK, WARN, ERROR, DiagnosticsReporter, hardware_id
 from delan_learning.ros.qos import LATCHED, create_publisher, create_subscription
@@ -66,7 +66,7 @@ def _preload_model_libraries() -> None:
     (~2 s, RSS ~300 MB instead of ~80 MB). Loaded on first use instead, a runtime switch to
     pinocchio / delan (or the first learner update) blocks the control callback for ~0.15 s /
     ~1.6 s -- past the watchdog, with the arm uncommanded; preloaded, a load takes ~10 ms."""
-    import delan_control.robot_model  # noqa: F401  (Pinocchio)
+    import delan_common.robot_model  # noqa: F401  (Pinocchio)
     import delan_control.sysid  # noqa: F401
     import delan_learning.checkpoint  # noqa: F401  (torch)
     import delan_learning.lagrangian  # noqa: F401
@@ -431,7 +431,7 @@ class TorqueControllerNode(Node):
         r = self.robot
         if np.all(r.effort_given):
             return r.effort_limits.copy()
-        from delan_control.robot_model import RobotModel
+        from delan_common.robot_model import RobotModel
         limits = RobotModel(r.xml, **r.selection_kwargs()).operating_effort_limit()
         missing = [n for n, given in zip(r.joint_names, r.effort_given) if not given]
         self.get_logger().warning(f'no effort limit in the URDF for {missing}: clamping to '
@@ -699,7 +699,7 @@ class TorqueControllerNode(Node):
         missing = [k for k, v in given.items() if len(v) == 1 and math.isnan(v[0])]
         derived = dict(FALLBACK_GAINS)
         if missing:
-            from delan_control.robot_model import RobotModel
+            from delan_common.robot_model import RobotModel
             try:
                 model = RobotModel(self.robot.xml, **self.robot.selection_kwargs())
                 gains, stiff = arm_gains(model, self.robot.home(), 1.0 / self.control_rate)
@@ -725,7 +725,7 @@ class TorqueControllerNode(Node):
         if self.law not in URDF_FEEDBACK_LAWS:
             return None
         if self._feedback_model is None:
-            from delan_control.robot_model import RobotModel
+            from delan_common.robot_model import RobotModel
             try:
                 self._feedback_model = RobotModel(self.robot.xml,
                                                   **self.robot.selection_kwargs())

@@ -72,7 +72,7 @@ from std_msgs.msg import Float64MultiArray
 from delan_learning.bag_io import (COMMAND_TYPE, JOINT_STATE_TYPE, STORAGES, BagError,
                                    SplitBagWriter, TopicSpec, parse_topic_entry, qos_profile,
                                    type_definition)
-from delan_learning.joint_state import JointStateError, JointStateMapper
+from delan_common.joint_state import JointStateError, JointStateMapper
 from delan_learning.ros.diagnostics import (OK, WARN, ERROR, DiagnosticsReporter,
                                             hardware_id)
 from delan_learning.ros.params import declare, validating_callback

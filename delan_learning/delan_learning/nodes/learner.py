@@ -41,8 +41,8 @@ from std_srvs.srv import Trigger
 from delan_learning.checkpoint import CheckpointError, load_model, save_model
 from delan_learning.decimation import Decimator
 from delan_learning.fastpath import NumpyDelan
-from delan_learning.joint_state import (JointStateError, JointStateMapper, MappedJointState,
-                                        StampGate)
+from delan_common.joint_state import (JointStateError, JointStateMapper, MappedJointState,
+                                      StampGate)
 from delan_learning.models import build_model
 from delan_learning.online import (ACCELERATION_SOURCES, DelayedDifferentiator,
                                    ReplayBuffer, Sample, diverged, held_out)

@@ -28,7 +28,7 @@ class CdrError(ValueError):
 
 class RawJointState(NamedTuple):
     """The fields of a JointState the control loop uses (duck-types the message for
-    :class:`delan_learning.joint_state.JointStateMapper`); arrays are read-only views."""
+    :class:`delan_common.joint_state.JointStateMapper`); arrays are read-only views."""
 
     sec: int
     nanosec: int

@@ -2,7 +2,7 @@
 (URDF XML), ``urdf_path`` (``.urdf`` or ``.xacro``) or, when neither is set, the latched
 ``robot_description`` topic robot_state_publisher publishes; and which of its joints to learn
 and control (``joints``, ``locked_joint_positions``) with limit overrides (``effort_limits``,
-``velocity_limits``) -- see :mod:`delan_learning.urdf_joints`."""
+``velocity_limits``) -- see :mod:`delan_common.urdf_joints`."""
 from __future__ import annotations
 
 import math
@@ -18,7 +18,7 @@ from std_msgs.msg import String
 
 from delan_learning.ros.params import declare
 from delan_learning.ros.qos import LATCHED
-from delan_learning.urdf_joints import RobotDescription, UrdfError
+from delan_common.urdf_joints import RobotDescription, UrdfError
 
 URDF_PATH_HELP = 'URDF file of the robot (ignored when robot_description is set)'
 ROBOT_DESCRIPTION_HELP = 'URDF XML of the robot'

@@ -93,7 +93,7 @@ def decode_joint_state(reader: JointStateReader, data: bytes,
     """``(message, stamp [s])`` of serialised JointState bytes: read with numpy for plain CDR,
     else by the middleware. Bytes that are not a JointState give None, counted and logged in
     ``rejected`` as ``undecodable``. The message is a :class:`cdr.RawJointState` or a
-    JointState, both of which :class:`delan_learning.joint_state.JointStateMapper` maps."""
+    JointState, both of which :class:`delan_common.joint_state.JointStateMapper` maps."""
     try:
         if reader.supports(data):
             msg = reader.read(data)

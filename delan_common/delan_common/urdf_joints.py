@@ -4,7 +4,7 @@ The learner needs only joint names and types to build a DeLaN model; reading the
 ``delan_learning`` free of the analytic-model stack. The order is the kinematic tree's depth-first
 order with sibling joints sorted by name -- the order urdfdom and therefore Pinocchio use -- so
 checkpoints of the learner and models of the controller agree on the joint order.
-:class:`delan_control.robot_model.RobotModel` selects its joints with :func:`select_joints` too.
+:class:`delan_common.robot_model.RobotModel` selects its joints with :func:`select_joints` too.
 
 Descriptions as vendors ship them are read as their users mean them, never refused for an
 exporter convention; each reading is reported once in ``warnings``.

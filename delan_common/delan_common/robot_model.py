@@ -1,6 +1,6 @@
 """The analytic rigid-body model of a robot, from its URDF, with Pinocchio.
 
-:class:`RobotModel` implements the suite's :class:`~delan_learning.dynamics.DynamicsModel`
+:class:`RobotModel` implements the suite's :class:`~delan_common.dynamics.DynamicsModel`
 protocol (``inverse``, ``forward``, ``mass_matrix``, ``coriolis``, ``gravity``, ``friction``,
 ``energy``; arrays ``(n,)`` or batched ``(B, n)``) so a controller can hold it or a learned model
 interchangeably:
@@ -16,7 +16,7 @@ The public API always uses **one coordinate per actuated joint** in model order
 
 :class:`Mismatch` builds the "true" robot that differs from the nominal URDF (scaled link
 masses/inertias, a payload on the last link, other friction; Stribeck and asymmetric friction
-and joint springs, :mod:`delan_control.joint_effects`, which the model's ``friction``,
+and joint springs, :mod:`delan_common.joint_effects`, which the model's ``friction``,
 ``gravity``, ``inverse``, ``forward`` and ``energy`` then include) -- the plant uses it.
 
 Vendors' descriptions load as their users mean them: the joints to learn are selected and the
@@ -24,7 +24,7 @@ others locked (``joints`` / ``locked``; by default the main chain, gripper finge
 branches locked), limits a description leaves at 0 or out count as not given (``RobotSpec``'s
 ``*_given``; :meth:`RobotModel.default_effort_limit` / :meth:`RobotModel.default_velocity_limit`
 stand in) and ``.xacro`` files are expanded -- the rules are those of
-:mod:`delan_learning.urdf_joints`, which the learner reads the same description with, so both
+:mod:`delan_common.urdf_joints`, which the learner reads the same description with, so both
 select the same joints in the same order. What was read other than written is listed once in
 :attr:`RobotModel.warnings`.
 
@@ -43,10 +43,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import pinocchio as pin
 
-from delan_learning.joint_state import JointStateError, JointStateMapper, MappedJointState
-from delan_learning.urdf_joints import (ACTUATED_TYPES, DEFAULT_VELOCITY, JointSelectionError,
-                                        UrdfError, is_xml, read_description, select_joints)
-from .joint_effects import JointEffects
+from delan_common.joint_effects import JointEffects
+from delan_common.joint_state import JointStateError, JointStateMapper, MappedJointState
+from delan_common.urdf_joints import (ACTUATED_TYPES, DEFAULT_VELOCITY, JointSelectionError,
+                                      UrdfError, is_xml, read_description, select_joints)
 
 ArrayLike = Union[float, Sequence[float], np.ndarray]
 
@@ -203,7 +203,7 @@ class Mismatch:
       last joint's frame).
     * ``viscous`` / ``coulomb``: per-joint overrides of the URDF friction (None keeps the URDF
       values); then ``viscous_scale`` / ``coulomb_scale`` multiply them.
-    * effects a rigid-body model cannot fit (equations in :mod:`delan_control.joint_effects`),
+    * effects a rigid-body model cannot fit (equations in :mod:`delan_common.joint_effects`),
       each a scalar or one value per joint, off at their defaults:
       ``stribeck_static_ratio`` ``r = fs / fc >= 1`` (break-away over Coulomb friction) and
       ``stribeck_velocity`` ``vs`` [rad/s, m/s] > 0 (how fast the level decays to ``fc``);
@@ -272,7 +272,7 @@ class Mismatch:
         return Mismatch(**values)
 
     def has_joint_effects(self) -> bool:
-        """Whether any effect of :mod:`delan_control.joint_effects` is on (or a preset)."""
+        """Whether any effect of :mod:`delan_common.joint_effects` is on (or a preset)."""
         return bool(self.preset) or not all(
             _at_default(getattr(self, f.name), f.default)
             for f in fields(self) if f.name in JOINT_EFFECT_FIELDS)
@@ -372,8 +372,8 @@ class RobotModel:
     velocity_limits=None)``: ``urdf`` is a file path (``.urdf`` or ``.xacro``), a file name of
     the workspace's ``urdf/`` folder, or the XML text of a ``robot_description``. ``joints`` /
     ``locked`` / ``effort_limits`` / ``velocity_limits`` select the joints and override limits
-    as :func:`delan_learning.urdf_joints.select_joints` says; the other movable joints are locked
-    (``pin.buildReducedModel``). Raises :class:`~delan_learning.urdf_joints.JointSelectionError`
+    as :func:`delan_common.urdf_joints.select_joints` says; the other movable joints are locked
+    (``pin.buildReducedModel``). Raises :class:`~delan_common.urdf_joints.JointSelectionError`
     for joints that cannot be selected or locked, :class:`RobotDescriptionError` (a
     ``ValueError``) naming the source when the URDF does not parse, has floating/planar joints,
     or a moving link chain without mass (a singular mass matrix: every moving link needs an
@@ -725,7 +725,7 @@ class RobotModel:
     def map_joint_state(self, msg, allow_extra: bool = False) -> MappedJointState:
         """A JointState (any object with name/position/velocity/effort) in model order.
 
-        Raises :class:`~delan_learning.joint_state.JointStateError` (a ValueError with a
+        Raises :class:`~delan_common.joint_state.JointStateError` (a ValueError with a
         countable ``reason``) on missing joints, unknown joints (unless ``allow_extra``),
         duplicated names, length mismatches or NaN/Inf.
         """

@@ -1,8 +1,8 @@
 """Per-joint effects of the simulated "true" robot that rigid-body identification cannot fit.
 
 One implementation, shared by the plant's integrator (:mod:`delan_control.plant`) and the
-truth model (:class:`~delan_control.robot_model.RobotModel` with a
-:class:`~delan_control.robot_model.Mismatch`), so the plant integrates exactly what the truth
+truth model (:class:`~delan_common.robot_model.RobotModel` with a
+:class:`~delan_common.robot_model.Mismatch`), so the plant integrates exactly what the truth
 model's ``forward`` / ``inverse`` / ``friction`` / ``gravity`` / ``energy`` report. All arrays are
 ``(n,)`` per joint (``eps = COULOMB_SMOOTHING``):
 
@@ -17,7 +17,7 @@ model's ``forward`` / ``inverse`` / ``friction`` / ``gravity`` / ``energy`` repo
   friction, the level starts at the break-away (static) friction ``fs = r fc`` and decays to
   ``fc`` over a few ``vs``; the tanh ramp (``eps`` = 0.05) rounds off the peak the torque
   reaches (~1.17 ``fc`` for ``r = 1.5, vs = 0.1``). ``a = 0, r = 1`` is the URDF's law
-  (:func:`~delan_learning.dynamics.friction_torque`) bit for bit.
+  (:func:`~delan_common.dynamics.friction_torque`) bit for bit.
 * spring (conservative; a torsion spring, counterbalance or cable pulling toward ``q0``)::
 
       tau_s(q) = -k (q - q0),   V_s(q) = k (q - q0)^2 / 2
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from delan_learning.dynamics import COULOMB_SMOOTHING, friction_torque
+from delan_common.dynamics import COULOMB_SMOOTHING, friction_torque
 
 _TINY = 1e-300   # keeps |x| > 0 in tanh(x) / x, whose limit at rest is 1
 

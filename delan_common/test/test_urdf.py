@@ -9,7 +9,7 @@ import pinocchio as pin
 import pytest
 import yaml
 
-from delan_control.robot_model import RobotModel, find_urdf, resolve_package_paths
+from delan_common.robot_model import RobotModel, find_urdf, resolve_package_paths
 
 ROBOTS = {'two_link_arm.urdf': 'two_link_arm_controllers.yaml',
           'seven_dof_arm.urdf': 'seven_dof_arm_controllers.yaml'}
