@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from delan_learning.cli_args import add_data_arguments, add_renamed_option, arrays_from_args
+from delan_learning.train_config import INTEGRATORS, LOSSES, TORQUE_TIMINGS
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -28,15 +29,19 @@ def _fail(prog: str, message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def _read_data(args: argparse.Namespace, require_tau: bool = True):
+def _read_data(args: argparse.Namespace, require_tau: bool = True, match_torque: bool = True):
     """The :class:`~delan_learning.data.Dataset` of ``--data`` or ``--bag`` (and ``--joints``);
-    UsageError on bad options or unreadable data."""
+    UsageError on bad options or unreadable data. ``match_torque=False`` keeps the recorded
+    torque of an ``.npz`` whose qdd is estimated (what a rollout applies), instead of the one
+    averaged with the estimate's kernel (what the inverse model pairs with it)."""
     from delan_learning.data import Dataset, load_npz
 
     try:
-        arrays = arrays_from_args(args, lambda path: load_npz(path, require_tau).arrays())
+        arrays = arrays_from_args(args, lambda path: load_npz(
+            path, require_tau, match_torque=match_torque).arrays())
         return Dataset.from_arrays(arrays, require_tau=require_tau,
-                                   source=str(args.data or args.bag))
+                                   source=str(args.data or args.bag),
+                                   match_torque=match_torque)
     except ValueError as err:   # DataError included
         raise UsageError(str(err)) from None
 
@@ -53,6 +58,12 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument('--out', required=True, metavar='model.pt', help='checkpoint to write')
     p.add_argument('--model', choices=('delan', 'mlp'), default='delan',
                    help='kind of model to fit (default %(default)s)')
+    p.add_argument('--loss', choices=LOSSES, default=TrainConfig.loss,
+                   help="'inverse' (default): torque error of the inverse model, with qdd "
+                   "estimated from the data; 'forward': error of positions and velocities "
+                   'predicted --horizon steps ahead by the forward model under the recorded '
+                   "torques (no qdd; needs time stamps t and --model delan); 'both': their sum")
+    add_rollout_arguments(p, TrainConfig.horizon, 'forward loss: steps per rollout window')
     p.add_argument('--epochs', type=int, default=None,
                    help='passes over the data at most (default: no limit; training runs until '
                    'the validation loss plateaus, see --schedule)')
@@ -82,13 +93,29 @@ def train_parser() -> argparse.ArgumentParser:
     return p
 
 
+def add_rollout_arguments(p: argparse.ArgumentParser, horizon: Optional[int],
+                          horizon_help: str) -> None:
+    """``--horizon``, ``--integrator``, ``--torque-timing``: how a forward model is rolled out
+    (:mod:`delan_learning.rollout`), the same for the loss and the metric."""
+    p.add_argument('--horizon', type=int, default=horizon, metavar='N', help=horizon_help)
+    p.add_argument('--integrator', choices=INTEGRATORS, default='rk4',
+                   help="rollout integration: 'rk4' (default) or 'euler' (semi-implicit)")
+    p.add_argument('--torque-timing', choices=TORQUE_TIMINGS, default='start',
+                   help="the torque of sample k acts over [t_k, t_k+1) ('start', default: "
+                   "delan-gen-data) or over (t_k-1, t_k] ('end': a joint state's effort)")
+
+
 def train_main(argv: Optional[Sequence[str]] = None) -> int:
     args = train_parser().parse_args(argv)
     prog = 'delan-train'
     try:
+        if args.loss != 'inverse' and args.model == 'mlp':
+            raise UsageError(f'--loss {args.loss} trains through the forward dynamics, which '
+                             'the mlp model does not have (it is an inverse model only); use '
+                             '--model delan or --loss inverse')
         for name, value, lo in (('--epochs', args.epochs, 1), ('--max-steps', args.max_steps, 1),
                                 ('--batch', args.batch, 1), ('--width', args.width, 1),
-                                ('--depth', args.depth, 1)):
+                                ('--depth', args.depth, 1), ('--horizon', args.horizon, 1)):
             if value is not None and value < lo:
                 raise UsageError(f'{name} must be >= {lo}, got {value}')
         if not args.lr > 0:
@@ -97,7 +124,10 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
             raise UsageError(f'--val-fraction must be in [0, 1), got {args.val_fraction}')
         if args.time_budget is not None and not args.time_budget > 0:
             raise UsageError(f'--time-budget must be > 0, got {args.time_budget}')
-        data = _read_data(args)
+        # the forward loss applies the recorded torque; the inverse term wants the matched one
+        data = _read_data(args, match_torque=args.loss != 'forward')
+        if args.loss != 'inverse' and data.t is None:
+            raise UsageError(f'--loss {args.loss} needs time stamps: the data have no t array')
     except UsageError as err:
         return _fail(prog, str(err))
 
@@ -111,11 +141,16 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
     config = TrainConfig(epochs=args.epochs, max_steps=args.max_steps,
                          lr_schedule=args.schedule, batch_size=args.batch, lr=args.lr,
                          val_fraction=args.val_fraction, patience=args.patience, seed=args.seed,
-                         time_budget=args.time_budget, quiet=args.quiet)
+                         time_budget=args.time_budget, quiet=args.quiet, loss=args.loss,
+                         horizon=args.horizon, integrator=args.integrator,
+                         torque_timing=args.torque_timing)
     model_config: Dict = {'width': args.width, 'depth': args.depth}
     if args.model == 'delan':
         model_config['friction'] = not args.no_friction
-    result = train_model(data, args.model, config, model_config)
+    try:
+        result = train_model(data, args.model, config, model_config)
+    except ValueError as err:   # e.g. no window without a gap for the forward loss
+        return _fail(prog, str(err))
     try:
         meta = save_model(result.model, args.out, result.metadata)
     except OSError as err:
@@ -126,7 +161,10 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
                'stop_reason': meta['training']['stop_reason'],
                'n_train': meta['training']['n_train'], 'n_val': meta['training']['n_val'],
                'val_nmse': dict(zip(meta['joint_names'], final['nmse'])),
-               'train_seconds': result.history[-1]['elapsed_s'] if result.history else 0.0}
+               'train_seconds': result.history[-1]['elapsed_s'] if result.history else 0.0,
+               'loss': args.loss}
+    if 'rollout' in final:
+        summary['val_rollout'] = final['rollout']
     print(json.dumps(summary, indent=2))
     return EXIT_OK
 
@@ -142,6 +180,10 @@ def eval_parser() -> argparse.ArgumentParser:
     add_data_arguments(p, "joints to read from the data: the checkpoint's joints, comma "
                        'separated (default: all joints of the data)')
     p.add_argument('--forward', action='store_true', help='also score the forward model (qdd)')
+    add_rollout_arguments(p, None, 'also roll the forward model out N steps under the recorded '
+                          'torques from every start state (windows never cross a trajectory '
+                          'boundary or a time gap) and report the RMS position / velocity '
+                          'error at step N (needs time stamps t)')
     return p
 
 
@@ -176,8 +218,14 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
         if args.joints is not None and sorted(args.joints) != sorted(names):
             raise UsageError(f'--joints {args.joints} are not the joints of the checkpoint '
                              f'{names}')
+        if args.horizon is not None and args.horizon < 1:
+            raise UsageError(f'--horizon must be >= 1, got {args.horizon}')
         data = _read_data(args)
         order = _column_order(names, list(data.joint_names))
+        # rollouts apply the recorded torque, not the one matched to an estimated qdd
+        raw = _read_data(args, match_torque=False) if args.horizon else None
+        if raw is not None and raw.t is None:
+            raise UsageError('--horizon needs time stamps: the data have no t array')
     except UsageError as err:
         return _fail(prog, str(err))
 
@@ -198,6 +246,18 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
                                                         tau[i:i + chunk])
                                  for i in range(0, len(q), chunk)]).numpy()
         result['forward'] = _errors(qdd_hat, qdd.numpy(), names)
+    if raw is not None:
+        from delan_learning.rollout import horizon_metrics, rollout_errors, window_index
+
+        index, dt = window_index(raw.traj, raw.t, args.horizon)
+        if len(index) == 0:
+            return _fail(prog, f'no {args.horizon + 1} consecutive samples without a gap in '
+                         'the data for --horizon')
+        q_raw, qd_raw, tau_raw = (torch.as_tensor(x[:, order], dtype=torch.float64)
+                                  for x in (raw.q, raw.qd, raw.tau))
+        eq, ev = rollout_errors(model, q_raw, qd_raw, tau_raw, index, dt, args.integrator,
+                                args.torque_timing)
+        result['rollout'] = horizon_metrics(eq, ev, names, dt)
     print(json.dumps(result, indent=2))
     return EXIT_OK
 

@@ -140,6 +140,8 @@ class DelanModel(DynamicsModule):
     """
 
     kind = 'delan'
+    #: ``forward_dynamics`` is differentiable in the weights, so the forward loss can train it
+    differentiable_forward = True
 
     def __init__(self, joint_types: Sequence[str], width: int = 64, depth: int = 2,
                  activation: str = 'softplus', friction: bool = True,

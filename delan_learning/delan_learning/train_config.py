@@ -4,6 +4,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+#: values of ``TrainConfig.loss``
+LOSSES = ('inverse', 'forward', 'both')
+#: values of ``TrainConfig.loss_metric``
+LOSS_METRICS = ('torque', 'acceleration', 'both')
+#: rollout integrators and torque timings (:mod:`delan_learning.rollout`)
+INTEGRATORS = ('rk4', 'euler')
+TORQUE_TIMINGS = ('start', 'end')
+
 
 @dataclass
 class TrainConfig:
@@ -39,3 +47,24 @@ class TrainConfig:
     quiet: bool = True
     #: keep freed memory in the process heap (glibc ``mallopt``, see :func:`tune_allocator`)
     tune_allocator: bool = True
+    #: what is minimised: 'inverse' (normalised torque error of the inverse model; needs qdd),
+    #: 'forward' (error of positions and velocities predicted ``horizon`` steps ahead by the
+    #: forward model under the recorded torques, :mod:`delan_learning.rollout`; no qdd enters)
+    #: or 'both' (their sum, the forward term times ``forward_weight``)
+    loss: str = 'inverse'
+    #: forward loss: steps per rollout window (at the data rate)
+    horizon: int = 10
+    #: forward loss: 'rk4' or 'euler' (semi-implicit)
+    integrator: str = 'rk4'
+    #: forward loss: torque of sample k acts over [t_k, t_k+1) ('start') or over (t_k-1, t_k]
+    #: ('end': a joint state's effort, as the torque kernel assumes)
+    torque_timing: str = 'start'
+    #: forward loss: a step longer than this times the median step is a gap windows skip
+    gap_factor: float = 1.5
+    #: 'both': weight of the forward term
+    forward_weight: float = 1.0
+    #: inverse loss: what a torque error ``e`` costs: 'torque' (``e`` over each joint's torque
+    #: spread), 'acceleration' (``|W e|^2`` with the data's per-sample metric ``W``, ``W^T W =
+    #: H^-1`` of a nominal model: the motion the error would cause, large where joint axes line
+    #: up or links are light) or 'both' (their sum); the last two need ``metric`` in the data
+    loss_metric: str = 'torque'

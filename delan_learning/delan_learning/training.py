@@ -8,6 +8,14 @@ improving ('plateau': the rate drops at each plateau, training ends at the last 
 number of optimiser steps follows the data instead of a number of epochs the user has to guess.
 The loss is the mean squared torque error with each joint divided by its torque standard
 deviation (:class:`TorqueNormalizer`), so a weak wrist counts as much as a strong shoulder.
+
+``TrainConfig.loss='forward'`` trains through the forward dynamics instead: minibatches are
+windows of ``horizon + 1`` consecutive samples (:func:`delan_learning.rollout.window_index`), the
+model is rolled out from each window's first state under the recorded torques, and the loss is
+the squared error of the predicted positions and velocities, each joint divided by the spread of
+what the dynamics change over a window (:func:`delan_learning.rollout.horizon_scales`). No
+acceleration estimate enters, so the noise that differentiating measured velocities adds (and
+the bias it gives the inverse loss) is gone. ``'both'`` adds the two losses.
 """
 from __future__ import annotations
 
@@ -15,37 +23,55 @@ import math
 import sys
 import time
 from dataclasses import asdict
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import torch
 
+from delan_learning import rollout as ro
 from delan_learning.data import Dataset, split_by_trajectory
-from delan_learning.train_config import TrainConfig
+from delan_learning.train_config import LOSS_METRICS, LOSSES, TrainConfig
 from delan_learning.models import DynamicsModule, build_model
 
 
 class TorqueNormalizer:
-    """Per-joint torque mean and standard deviation ``(n,)``; the loss divides errors by std."""
+    """Per-joint torque mean and standard deviation ``(n,)``; the loss divides errors by std.
 
-    def __init__(self, mean: np.ndarray, std: np.ndarray):
+    ``accel_scale``: for data with a per-sample metric ``W`` (an acceleration-weighted loss,
+    see :meth:`Trainer.inverse_loss`), the mean of ``|W (tau - mean)|^2 / n``: the loss divides
+    weighted errors by it, so both losses are nMSE-like."""
+
+    def __init__(self, mean: np.ndarray, std: np.ndarray, accel_scale: Optional[float] = None):
         self.mean = np.asarray(mean, dtype=np.float64).reshape(-1)
         self.std = np.asarray(std, dtype=np.float64).reshape(-1)
         if self.mean.shape != self.std.shape or np.any(self.std <= 0):
             raise ValueError('TorqueNormalizer needs equal-length mean/std with std > 0')
+        if accel_scale is not None and not accel_scale > 0:
+            raise ValueError('TorqueNormalizer needs accel_scale > 0')
+        self.accel_scale = None if accel_scale is None else float(accel_scale)
 
     @classmethod
-    def from_torques(cls, tau: np.ndarray) -> 'TorqueNormalizer':
+    def from_torques(cls, tau: np.ndarray,
+                     metric: Optional[np.ndarray] = None) -> 'TorqueNormalizer':
+        """From torques ``(N, n)`` and, for the acceleration loss, their metrics ``(N, n, n)``."""
         tau = np.asarray(tau, dtype=np.float64)
         std = tau.std(axis=0)
-        return cls(tau.mean(axis=0), np.maximum(std, max(1e-6, 1e-3 * float(std.max()))))
+        mean = tau.mean(axis=0)
+        accel = None
+        if metric is not None:
+            a = np.einsum('bij,bj->bi', np.asarray(metric, dtype=np.float64), tau - mean)
+            accel = max(float(np.mean(a * a)), 1e-12)
+        return cls(mean, np.maximum(std, max(1e-6, 1e-3 * float(std.max()))), accel)
 
-    def to_dict(self) -> Dict[str, List[float]]:
-        return {'mean': self.mean.tolist(), 'std': self.std.tolist()}
+    def to_dict(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {'mean': self.mean.tolist(), 'std': self.std.tolist()}
+        if self.accel_scale is not None:
+            d['accel_scale'] = self.accel_scale
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> 'TorqueNormalizer':
-        return cls(np.asarray(d['mean']), np.asarray(d['std']))
+        return cls(np.asarray(d['mean']), np.asarray(d['std']), d.get('accel_scale'))
 
 
 _ALLOCATOR_TUNED = False
@@ -86,15 +112,53 @@ def _adamw(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
 
 
 class Batch(NamedTuple):
-    """Tensors ``(B, n)`` on the trainer's device and dtype."""
+    """Tensors ``(B, n)`` on the trainer's device and dtype; ``metric (B, n, n)`` when the loss
+    weighs torque errors by the acceleration they cause (data key ``metric``)."""
 
     q: torch.Tensor
     qd: torch.Tensor
     qdd: torch.Tensor
     tau: torch.Tensor
+    metric: Optional[torch.Tensor] = None
+
+
+class Windows(NamedTuple):
+    """Consecutive samples for the forward loss: ``q, qd, qdd, tau (B, H+1, n)``, step lengths
+    ``dt (B, H)`` [s]."""
+
+    q: torch.Tensor
+    qd: torch.Tensor
+    qdd: torch.Tensor
+    tau: torch.Tensor
+    dt: torch.Tensor
+
+    def first(self) -> Batch:
+        """The windows' first samples ``(B, n)`` (the inverse term of ``loss='both'``)."""
+        return Batch(self.q[:, 0], self.qd[:, 0], self.qdd[:, 0], self.tau[:, 0])
 
 
 ArrayData = Union[Dataset, Mapping[str, Any], Batch]
+
+
+class _Pool:
+    """What minibatches are drawn from: the samples (inverse loss) or the windows over them
+    (forward / both); ``take(idx)`` gives the minibatch of units ``idx``."""
+
+    def __init__(self, samples: Batch, index: Optional[torch.Tensor] = None,
+                 dt: Optional[torch.Tensor] = None):
+        self.samples = samples
+        self.n = samples.q.shape[1]
+        self.packed = torch.cat(tuple(samples[:4]), dim=1)
+        self.index, self.dt = index, dt
+
+    def __len__(self) -> int:
+        return len(self.samples.q) if self.index is None else len(self.index)
+
+    def take(self, idx: torch.Tensor) -> Union[Batch, Windows]:
+        if self.index is None:
+            metric = None if self.samples.metric is None else self.samples.metric[idx]
+            return Batch(*self.packed[idx].split(self.n, dim=1), metric=metric)
+        return Windows(*self.packed[self.index[idx]].split(self.n, dim=-1), self.dt[idx])
 
 
 class Trainer:
@@ -110,6 +174,7 @@ class Trainer:
                  device: Union[str, torch.device, None] = None,
                  dtype: torch.dtype = torch.float32):
         self.config = config or TrainConfig()
+        _check_loss_config(self.config, model)
         if self.config.tune_allocator:
             tune_allocator()
         self.device = torch.device(device) if device is not None else model.device
@@ -124,18 +189,65 @@ class Trainer:
         self._inv_std: Optional[torch.Tensor] = None
         if normalizer is not None:
             self._set_normalizer(normalizer)
+        #: forward loss: per-joint (position, velocity) scales ``(n,)`` from the first windows
+        #: seen (:func:`~delan_learning.rollout.horizon_scales`), or set by the caller
+        self.state_scales: Optional[Tuple[np.ndarray, np.ndarray]] = None
+        self._wrap = ro.continuous_mask(self.model.joint_types, self.device)
 
     # -- data -----------------------------------------------------------------------------------
     def to_batch(self, data: ArrayData) -> Batch:
         """Tensors on the trainer's device/dtype from a Dataset, a dict of arrays or a Batch."""
         if isinstance(data, Batch):
-            items = data
+            items = tuple(data)
         elif isinstance(data, Dataset):
             items = (data.q, data.qd, data.qdd, data.tau)
         else:
-            items = tuple(data[k] for k in ('q', 'qd', 'qdd', 'tau'))
-        return Batch(*(torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x)
+            metric = data.get('metric') if self.config.loss_metric != 'torque' else None
+            items = tuple(data[k] for k in ('q', 'qd', 'qdd', 'tau')) + (metric,)
+        return Batch(*(None if x is None else
+                       torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x)
                        .to(device=self.device, dtype=self.dtype) for x in items))
+
+    @property
+    def uses_windows(self) -> bool:
+        """Whether the loss needs consecutive samples (``loss`` 'forward' or 'both')."""
+        return self.config.loss != 'inverse'
+
+    def _pool(self, data: ArrayData) -> _Pool:
+        """The samples of ``data``, cut into windows when the loss needs them (then ``data``
+        needs time stamps ``t``; trajectory ids ``traj`` default to one trajectory)."""
+        full = self.to_batch(data)
+        self._ensure_initialised(full)
+        if not self.uses_windows:
+            return _Pool(full)
+        if isinstance(data, Dataset):
+            t, traj = data.t, data.traj
+        elif isinstance(data, Mapping):
+            t, traj = data.get('t'), data.get('traj')
+        else:
+            t = traj = None
+        if t is None:
+            raise ValueError(f"loss {self.config.loss!r} needs time stamps 't' with the data "
+                             '(a Dataset or dict with t, and traj for several trajectories)')
+        t = np.asarray(t, dtype=np.float64).reshape(-1)
+        traj = np.zeros(len(t), dtype=np.int64) if traj is None else np.asarray(traj)
+        index, dt = ro.window_index(traj, t, self.config.horizon, self.config.gap_factor)
+        if len(index) == 0:
+            raise ValueError(f'no window of {self.config.horizon + 1} consecutive samples '
+                             'without a gap in the data')
+        if self.state_scales is None:
+            qn, qdn = full.q.cpu().double().numpy(), full.qd.cpu().double().numpy()
+            self.set_state_scales(*ro.horizon_scales(qn[index], qdn[index], dt))
+        return _Pool(full, torch.as_tensor(index, device=self.device),
+                     torch.as_tensor(dt, device=self.device, dtype=self.dtype))
+
+    def set_state_scales(self, q_scale: np.ndarray, qd_scale: np.ndarray) -> None:
+        """Per-joint ``(n,)`` scales the forward loss divides position/velocity errors by."""
+        self.state_scales = (np.asarray(q_scale, dtype=np.float64),
+                             np.asarray(qd_scale, dtype=np.float64))
+        self._inv_q, self._inv_qd = (torch.as_tensor(1.0 / s, device=self.device,
+                                                     dtype=self.dtype)
+                                     for s in self.state_scales)
 
     def _set_normalizer(self, normalizer: TorqueNormalizer) -> None:
         self.normalizer = normalizer
@@ -144,21 +256,78 @@ class Trainer:
 
     def _ensure_initialised(self, batch: Batch) -> None:
         if self.normalizer is None:
-            self._set_normalizer(TorqueNormalizer.from_torques(batch.tau.detach().cpu().numpy()))
+            metric = None if batch.metric is None else batch.metric.detach().cpu().numpy()
+            self._set_normalizer(TorqueNormalizer.from_torques(batch.tau.detach().cpu().numpy(),
+                                                               metric))
+        if self.config.loss_metric != 'torque':
+            if batch.metric is None:
+                raise ValueError(f'loss_metric {self.config.loss_metric!r} needs a metric per '
+                                 "sample in the data ('metric': RobotModel.acceleration_metric)")
+            if self.normalizer.accel_scale is None:
+                raise ValueError(f'loss_metric {self.config.loss_metric!r} needs a '
+                                 'TorqueNormalizer with accel_scale '
+                                 '(TorqueNormalizer.from_torques(tau, metric))')
         if not bool(self.model.scales_initialised):
-            self.model.init_scales(*batch)
+            self.model.init_scales(batch.q, batch.qd, batch.qdd, batch.tau)
+            if self.uses_windows:
+                _floor_inertia_scales(self.model)
 
     # -- optimisation ---------------------------------------------------------------------------
-    def loss(self, batch: Batch) -> torch.Tensor:
-        """Mean over samples and joints of the normalised squared torque error."""
-        err = (self.model(batch.q, batch.qd, batch.qdd) - batch.tau) * self._inv_std
-        return (err * err).mean()
+    def loss(self, batch: Union[Batch, Windows]) -> torch.Tensor:
+        """The configured loss of a minibatch: samples for 'inverse', windows otherwise."""
+        if isinstance(batch, Batch):
+            return self.inverse_loss(batch)
+        forward = self.forward_loss(batch)
+        if self.config.loss == 'forward':
+            return forward
+        return self.inverse_loss(batch.first()) + self.config.forward_weight * forward
+
+    def inverse_loss(self, batch: Batch) -> torch.Tensor:
+        """Mean over samples and joints of the normalised squared torque error
+        (``loss_metric`` 'torque'), of ``|W e|^2 / accel_scale`` with the batch's metric ``W``
+        (``W^T W = H^-1`` of a nominal model: the acceleration the error ``e`` causes, over
+        its typical size; 'acceleration'), or their sum ('both')."""
+        return self._torque_loss(self.model(batch.q, batch.qd, batch.qdd) - batch.tau,
+                                 batch.metric)
+
+    def _torque_loss(self, err: torch.Tensor, metric: Optional[torch.Tensor]) -> torch.Tensor:
+        kind = self.config.loss_metric
+        loss = 0.0
+        if kind != 'acceleration':
+            e = err * self._inv_std
+            loss = (e * e).mean()
+        if kind != 'torque':
+            a = torch.einsum('bij,bj->bi', metric, err)
+            loss = loss + (a * a).mean() / self.normalizer.accel_scale
+        return loss
+
+    def forward_loss(self, w: Windows) -> torch.Tensor:
+        """Rollout of each window's first state under its torques; normalised squared error of
+        the predicted positions and velocities, mean over windows, steps and joints."""
+        cfg = self.config
+        q_hat, qd_hat = ro.rollout(self.model, w.q[:, 0], w.qd[:, 0],
+                                   ro.step_torques(w.tau, cfg.torque_timing), w.dt,
+                                   cfg.integrator)
+        return self._state_loss(ro.position_error(q_hat, w.q[:, 1:], self._wrap),
+                                qd_hat - w.qd[:, 1:])
+
+    def _state_loss(self, eq: torch.Tensor, ev: torch.Tensor) -> torch.Tensor:
+        """``(mean (eq/s_q)^2 + mean (ev/s_qd)^2) / 2`` of errors ``(B, H, n)``."""
+        eq, ev = eq * self._inv_q, ev * self._inv_qd
+        return 0.5 * ((eq * eq).mean() + (ev * ev).mean())
 
     def step(self, batch: ArrayData, lr: Optional[float] = None) -> float:
         """One optimiser step on ``batch`` (any size); returns the loss before the step."""
-        b = batch if isinstance(batch, Batch) and batch.q.device == self.device \
-            and batch.q.dtype == self.dtype else self.to_batch(batch)
-        self._ensure_initialised(b)
+        if isinstance(batch, Windows):
+            b = batch
+            self._ensure_initialised(b.first())
+            if self.state_scales is None:
+                raise ValueError('the forward loss needs state scales: draw windows through '
+                                 'train_steps/fit, or call set_state_scales first')
+        else:
+            b = batch if isinstance(batch, Batch) and batch.q.device == self.device \
+                and batch.q.dtype == self.dtype else self.to_batch(batch)
+            self._ensure_initialised(b)
         if lr is not None:
             for group in self.optimizer.param_groups:
                 group['lr'] = lr
@@ -186,12 +355,12 @@ class Trainer:
         What an online learner calls repeatedly with its growing (or windowed) buffer; the
         optimiser state carries over between calls. ``stop()`` is asked before every step and
         ends the call early when true (a node shutting down must not wait for a whole round,
-        which takes seconds on a loaded machine).
+        which takes seconds on a loaded machine). With the forward loss a minibatch holds
+        ``batch_size`` windows, and ``data`` must be consecutive samples with ``t`` (and
+        ``traj``); see :meth:`_pool`.
         """
-        full = self.to_batch(data)
-        self._ensure_initialised(full)
-        bs = min(batch_size or self.config.batch_size, len(full.q))
-        packed, n = torch.cat(tuple(full), dim=1), full.q.shape[1]
+        pool = self._pool(data)
+        bs = min(batch_size or self.config.batch_size, len(pool))
         losses = []
         it = iter(())
         for _ in range(n_steps):
@@ -199,19 +368,24 @@ class Trainer:
                 break
             idx = next(it, None)
             if idx is None or len(idx) < bs:
-                it = self._minibatches(len(full.q), bs)
+                it = self._minibatches(len(pool), bs)
                 idx = next(it)
-            losses.append(self.step(Batch(*packed[idx].split(n, dim=1)), lr=lr))
+            losses.append(self.step(pool.take(idx), lr=lr))
         return float(np.mean(losses)) if losses else float('nan')
 
     @torch.no_grad()
-    def evaluate(self, data: ArrayData, chunk: int = 2048) -> Dict[str, Any]:
+    def evaluate(self, data: Union[ArrayData, _Pool], chunk: int = 2048) -> Dict[str, Any]:
         """Loss, per-joint torque MSE and normalised MSE (MSE / Var(tau) of ``data``).
+
+        With the forward loss also ``inverse_loss``, ``forward_loss`` and ``rollout`` (RMS
+        position / velocity error per joint at the horizon, over all windows of ``data``), and
+        ``loss`` is the configured objective.
 
         ``chunk``: samples per forward pass. Small chunks are as fast and keep the peak small:
         with 16384 the online learner's allocator held ~110 MB of freed memory from its
         validation passes (plateau 379 MB RSS vs 290 MB, bench/bench_learner_memory.py)."""
-        b = self.to_batch(data)
+        pool = data if isinstance(data, _Pool) else None
+        b = pool.samples if pool is not None else self.to_batch(data)
         self._ensure_initialised(b)
         self.model.eval()
         preds = [self.model(b.q[i:i + chunk], b.qd[i:i + chunk], b.qdd[i:i + chunk])
@@ -219,9 +393,27 @@ class Trainer:
         err = (torch.cat(preds) - b.tau).double()
         mse = (err * err).mean(0).cpu().numpy()
         var = b.tau.double().var(0, unbiased=False).cpu().numpy()
-        loss = float(np.mean(mse / self.normalizer.std ** 2))
-        return {'loss': loss, 'mse': mse.tolist(),
-                'nmse': (mse / np.maximum(var, 1e-12)).tolist()}
+        loss = float(np.mean(mse / self.normalizer.std ** 2)) \
+            if self.config.loss_metric == 'torque' else \
+            float(self._torque_loss(err, b.metric.double()))
+        out = {'loss': loss, 'mse': mse.tolist(),
+               'nmse': (mse / np.maximum(var, 1e-12)).tolist()}
+        if self.uses_windows:
+            out.update(self._evaluate_rollouts(pool if pool is not None else self._pool(data),
+                                               loss))
+        return out
+
+    def _evaluate_rollouts(self, pool: _Pool, inverse_loss: float) -> Dict[str, Any]:
+        cfg = self.config
+        s = pool.samples
+        eq, ev = ro.rollout_errors(self.model, s.q, s.qd, s.tau, pool.index, pool.dt,
+                                   cfg.integrator, cfg.torque_timing)
+        forward = float(self._state_loss(eq.double(), ev.double()))
+        names = self.model.joint_names or [f'joint{i}' for i in range(s.q.shape[1])]
+        return {'inverse_loss': inverse_loss, 'forward_loss': forward,
+                'loss': forward if cfg.loss == 'forward'
+                else inverse_loss + cfg.forward_weight * forward,
+                'rollout': ro.horizon_metrics(eq, ev, names, pool.dt.cpu().numpy())}
 
     # -- offline --------------------------------------------------------------------------------
     def _lr_at(self, progress: float) -> float:
@@ -247,14 +439,14 @@ class Trainer:
         if cfg.lr_schedule not in ('plateau', 'cosine', 'constant'):
             raise ValueError(f'unknown lr_schedule {cfg.lr_schedule!r}')
         epochs = cfg.epochs if epochs is None else int(epochs)
-        full = self.to_batch(train)
-        self._ensure_initialised(full)
+        pool = self._pool(train)
         vb = self.to_batch(val) if val is not None else None
         if vb is not None and len(vb.q) == 0:
             vb = None
-        N, n = full.q.shape
+        if vb is not None and self.uses_windows:
+            vb = self._pool(val)
+        N = len(pool)
         bs = min(cfg.batch_size, N)
-        packed = torch.cat(tuple(full), dim=1)
         steps_per_epoch = math.ceil(N / bs)
         epochs_per_round = max(1, math.ceil(cfg.round_steps / steps_per_epoch))
         max_steps = max(1, int(cfg.max_steps))
@@ -282,7 +474,7 @@ class Trainer:
                         if budget is not None:
                             progress = max(progress, elapsed / budget)
                         lr = self._lr_at(progress)
-                    losses.append(self.step(Batch(*packed[idx].split(n, dim=1)), lr=lr))
+                    losses.append(self.step(pool.take(idx), lr=lr))
                     seen += len(idx)
                     step0 += 1
                     batches += 1
@@ -344,6 +536,49 @@ class Trainer:
         return history
 
 
+#: forward loss: a fresh model's per-joint inertia scales are at least this share of the largest
+FORWARD_INERTIA_FLOOR = 0.01
+
+
+@torch.no_grad()
+def _floor_inertia_scales(model: DynamicsModule) -> None:
+    """Raise a fresh model's tiny per-joint inertia scales (``h_rel``) for the forward loss.
+
+    The data-based estimate can come out near zero for a joint (a mis-specified regression:
+    the conftest arm's elbow gets 5e-5 of the shoulder); the inverse loss shrugs that off, but a
+    rollout divides by that inertia and explodes (losses of 1e11, then a failed Cholesky). Too
+    large an inertia only makes the first rollouts sluggish, which training corrects."""
+    h_rel = getattr(model, 'h_rel', None)
+    if h_rel is not None and h_rel.numel():
+        h_rel.clamp_(min=FORWARD_INERTIA_FLOOR * float(h_rel.max()))
+
+
+def _check_loss_config(config: TrainConfig, model: DynamicsModule) -> None:
+    """ValueError for a loss this model cannot be trained with or bad forward-loss settings."""
+    if config.loss not in LOSSES:
+        raise ValueError(f'unknown loss {config.loss!r}; expected one of {LOSSES}')
+    if config.loss_metric not in LOSS_METRICS:
+        raise ValueError(f'unknown loss_metric {config.loss_metric!r}; expected one of '
+                         f'{LOSS_METRICS}')
+    if config.loss == 'inverse':
+        return
+    if config.loss_metric != 'torque':
+        raise ValueError(f'loss_metric {config.loss_metric!r} weighs the inverse loss, not '
+                         f'loss {config.loss!r} (a rollout measures the motion itself)')
+    if not getattr(model, 'differentiable_forward', False):
+        raise ValueError(f'loss {config.loss!r} trains through the forward dynamics, which the '
+                         f'{model.kind!r} model does not have in a differentiable form (it is '
+                         f'an inverse model only); use --model delan or --loss inverse')
+    if config.horizon < 1:
+        raise ValueError(f'horizon must be >= 1, got {config.horizon}')
+    if config.integrator not in ro.INTEGRATORS:
+        raise ValueError(f'integrator must be one of {ro.INTEGRATORS}')
+    if config.torque_timing not in ro.TORQUE_TIMINGS:
+        raise ValueError(f'torque_timing must be one of {ro.TORQUE_TIMINGS}')
+    if not config.gap_factor > 1.0:
+        raise ValueError(f'gap_factor must be > 1, got {config.gap_factor}')
+
+
 def _progress(m: Dict[str, Any], max_steps: int) -> None:
     width = 24
     done = int(width * m['steps'] / max(max_steps, 1))
@@ -380,8 +615,10 @@ def train_model(data: Dataset, kind: str = 'delan', config: Optional[TrainConfig
     history = trainer.fit(train, val, callback=callback)
     model = trainer.model.double().eval()
     model.joint_names = list(data.joint_names)
-    final = Trainer(model, config, trainer.normalizer, dtype=torch.float64).evaluate(
-        val if val is not None else train)
+    scorer = Trainer(model, config, trainer.normalizer, dtype=torch.float64)
+    if trainer.state_scales is not None:
+        scorer.set_state_scales(*trainer.state_scales)
+    final = scorer.evaluate(val if val is not None else train)
     metadata = {'joint_names': list(data.joint_names), 'joint_types': list(data.joint_types),
                 'torque_normalisation': trainer.normalizer.to_dict(),
                 'training': {'config': asdict(config),
