@@ -31,9 +31,19 @@ same mismatched arm, made at start-up; ``delan`` takes the learner's latest mode
 every new one it publishes during the run (``delan_checkpoint`` empty) -- the product set-up.
 RSS of every process is read from /proc at the start of the first and the end of the last run.
 
+``--controller rt`` adds the compiled controller (``delan_control_rt``'s
+``torque_controller_rt``) to the same run, in the same table: after the Python node's windows,
+the Python node is stopped and the compiled one started in its place -- same sim, reference,
+learner and probe -- once per model it has (pd, delan; it reads its parameters once, so each
+model is a fresh start). Its gains and limits are the Python node's (``rt_params``: the
+parameter file's control rate and the demo's PD gains); ``delan`` is the learner's latest
+version at that moment, exported from its checkpoint (``c_export``). It holds its first position
+(no reference trajectory in C), the Python node tracks the excitation: the same law and model
+per cycle, a different motion.
+
 Usage: ``python bench/bench_control_loop.py [--duration 60] [--models pd,delan] [--rate 1000]
-[--urdf seven_dof_arm.urdf]`` (``--duration 20`` for a quick run). Prints a table; exit
-code 1 only if a node dies.
+[--urdf seven_dof_arm.urdf] [--controller rt]`` (``--duration 20`` for a quick run). Prints a
+table; exit code 1 only if a node dies.
 """
 from __future__ import annotations
 
@@ -49,6 +59,48 @@ from node_set import (ROOT, TWO_LINK, NodeSet, cpu_s, identified_params, load_te
                       pd_gains, private_domain, provenance, realtime_sim, rss_mb)
 
 MODELS = ('pd', 'pinocchio', 'identified', 'delan')
+#: the models the compiled controller evaluates
+RT_MODELS = ('pd', 'delan')
+
+
+def _param_text(v) -> str:
+    """A ``-p name:=value`` value both rclpy and rcl's YAML parser read as the same type
+    (floats always with a point, so a list never mixes integers and doubles)."""
+    if isinstance(v, (list, tuple)):
+        return '[' + ','.join(_param_text(x) for x in v) + ']'
+    if isinstance(v, float):
+        return f'{v:.17e}'
+    if isinstance(v, str):
+        return "'" + v + "'" if v == '' or ',' in v else v
+    return str(v)
+
+
+def rt_controller_params(urdf: str, rate: float, model: str, checkpoint: str, tmp: str,
+                         priority: int) -> Dict[str, str]:
+    """The compiled node's parameters for the set-up the Python node runs in: the parameter
+    file's law / watchdog / control rate (its section is keyed ``torque_controller``, which the
+    node named ``torque_controller_rt`` does not match), the demo's PD gains, the sim's joint
+    order; for ``delan`` the weights exported from ``checkpoint``."""
+    from delan_control.rt_params import controller_node
+    from node_set import PARAMS_FILE, node_params
+    ctl = node_params('torque_controller')
+    _, _, params = controller_node('rt', urdf, PARAMS_FILE)
+    gains = {k: [float(x) for x in v.strip('[]').split(',')]
+             for k, v in pd_gains(urdf, rate).items()}
+    params.update(gains)
+    params.update({'law': ctl.get('law', 'computed_torque'),
+                   'watchdog_timeout': float(ctl.get('watchdog_timeout', 0.1)),
+                   'switch_blend_time': float(ctl.get('switch_blend_time', 0.2)),
+                   'command_joints': list(params['joint_names']), 'model': model,
+                   'realtime_priority': priority})
+    if model == 'delan':
+        from delan_learning.c_export import export_delan
+        from delan_learning.checkpoint import load_model
+        weights = os.path.join(tmp, 'rt_delan.cw')
+        # the model as the checkpoint holds it, as the Python node loads it
+        export_delan(load_model(checkpoint)[0], weights, params['joint_names'])
+        params['delan_weights'] = weights
+    return {k: _param_text(v) for k, v in params.items()}
 
 
 def callback_cost(urdf: str, models: List[str], ident: str, checkpoint: str,
@@ -128,6 +180,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help='a learner parameter (repeatable), e.g. shift_factor=10')
     ap.add_argument('--probe', action='store_true',
                     help='also measure externally from DDS source stamps (loop_probe.py)')
+    ap.add_argument('--controller', default='python', choices=['python', 'rt'],
+                    help='rt: also the compiled torque_controller_rt (delan_control_rt), after '
+                         'the Python node, in the same run and table (models pd, delan)')
     ap.add_argument('--keep', action='store_true', help='keep the temporary folder (logs)')
     args = ap.parse_args(argv)
     models = [m.strip() for m in args.models.split(',') if m.strip()]
@@ -137,6 +192,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     urdf = os.path.abspath(args.urdf)
     if not os.path.isfile(urdf):
         ap.error(f'no such URDF: {args.urdf}')
+    rt_models = [m for m in models if m in RT_MODELS] if args.controller == 'rt' else []
+    if args.controller == 'rt':
+        prefix = os.environ.get('COLCON_PREFIX_PATH', '').split(os.pathsep)[0] or 'install'
+        exe = os.path.join(prefix, 'delan_control_rt', 'lib', 'delan_control_rt',
+                           'torque_controller_rt')
+        if not os.path.exists(exe):
+            ap.error(f'--controller rt: the compiled node is not built ({exe}); make setup '
+                     'builds it')
     private_domain()
 
     import rclpy
@@ -176,7 +239,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not args.no_learner:
             wait('the learner', lambda: probe.status is not None, 90.0)
         log(f'nodes up (ROS_DOMAIN_ID {os.environ["ROS_DOMAIN_ID"]}, logs in {tmp})')
-        for i, model in enumerate(models):
+        controller = 'torque_controller'
+        runs = [('python', m) for m in models] + [('rt', m) for m in rt_models]
+        for i, (impl, model) in enumerate(runs):
             if model == 'delan':
                 if args.no_learner:
                     raise RuntimeError('model=delan needs the learner (drop --no-learner)')
@@ -187,15 +252,35 @@ def main(argv: Optional[List[str]] = None) -> int:
                     raise RuntimeError(f'{err} (learner: {st.message!r}, validation nMSE '
                                        f'{[round(x, 4) for x in st.validation_nmse]}, '
                                        f'{st.training_steps} steps)') from None
-            probe.set_model(model)
+            if impl == 'python':
+                probe.set_model(model)
+            else:
+                # the compiled node in the Python node's place (a fresh start per model)
+                if controller in rss:
+                    rss[controller][1] = rss_mb(procs[controller].pid)
+                nodes.stop(controller)
+                del procs[controller]
+                probe.diag = {}
+                controller = 'torque_controller_rt'
+                nodes.start('delan_control_rt', controller, rt_controller_params(
+                    urdf, args.rate, model, probe.last_checkpoint, tmp,
+                    args.realtime_priority))
+                wait(f'the compiled controller commanding (model={model})',
+                     lambda: int(probe.diag.get('commands_sent', 0)) > 100, 60.0)
+                if model == 'delan' and probe.diag.get('model_loads') != '1':
+                    raise RuntimeError('torque_controller_rt did not load the DeLaN weights')
             time.sleep(args.settle)
             if i == 0:
                 rss = {name: [rss_mb(p.pid), float('nan')] for name, p in procs.items()}
                 rss['bench (probe)'] = [rss_mb(os.getpid()), float('nan')]
+            if controller not in rss:
+                rss[controller] = [rss_mb(procs[controller].pid), float('nan')]
             diag0, st0, up0 = dict(probe.diag), probe.status, probe.updates
             row: Dict = {}
-            log(f'measuring model={model} for {args.duration:.0f} s')
-            pids = {name: p.pid for name, p in procs.items()}
+            log(f'measuring {impl} model={model} for {args.duration:.0f} s')
+            # the controller under one name, whichever node it is
+            pids = {('controller' if name == controller else name): p.pid
+                    for name, p in procs.items()}
             pids['bench'] = os.getpid()
             cpu0 = {name: cpu_s(pid) for name, pid in pids.items()}
             first = probe.next_diag()
@@ -213,10 +298,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 raise RuntimeError(f'no joint states reached the controller with model={model}')
             if args.probe:
                 row['probe'] = analyse(states, commands, t0, t1)
-            row['model'] = model
+            row['model'], row['impl'] = model, impl
             # CPU time of the controller per command it sent (callback + executor + DDS)
-            row['ctl_us'] = row['cpu']['torque_controller'] * 1e4 * wall / max(
-                row['commands'], 1)
+            row['ctl_us'] = row['cpu']['controller'] * 1e4 * wall / max(row['commands'], 1)
             d1 = probe.diag
             row['trips'] = int(d1.get('watchdog_trips', 0)) - int(diag0.get('watchdog_trips', 0))
             row['fallbacks'] = int(d1.get('fallbacks', 0)) - int(diag0.get('fallbacks', 0))
@@ -230,7 +314,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 row['learner_hz'] = ((st1.samples_seen - st0.samples_seen) / span if span > 0
                                      else float('nan'))
             rows.append(row)
-            log(f'{model}: p50 {row["p50"]:.0f} us, p99 {row["p99"]:.0f} us, max '
+            log(f'{impl} {model}: p50 {row["p50"]:.0f} us, p99 {row["p99"]:.0f} us, max '
                 f'{row["max"]:.0f} us, missed {row["missed"]} of {row["states"]}')
         for name, p in procs.items():
             if name in rss:
@@ -257,14 +341,15 @@ def main(argv: Optional[List[str]] = None) -> int:
           "controller's own timing: latency = command published - source stamp of the state it "
           'answers; missed = states published before the answer to the previous one '
           '(histogram resolution 10 us; Hz = states per diagnostics period).\n')
-    hdr = (f'{"model":>10s} {"states":>7s} {"Hz":>7s} {"p50 us":>7s} {"p99 us":>8s} '
+    hdr = (f'{"node":>6s} {"model":>10s} {"states":>7s} {"Hz":>7s} {"p50 us":>7s} {"p99 us":>8s} '
            f'{"max us":>8s} {"missed":>7s} {"missed%":>7s} {"extra":>6s} {"trips":>5s} '
            f'{"fallbk":>6s} {"updates":>7s} {"learner steps":>13s} {"learner Hz":>10s}')
     print(hdr)
     print('-' * len(hdr))
     for r in rows:
-        print(f'{r["model"]:>10s} {r["states"]:7d} {r["rate_hz"]:7.1f} {r["p50"]:7.0f} '
-              f'{r["p99"]:8.0f} {r["max"]:8.0f} {r["missed"]:7d} {r["missed_pct"]:7.2f} '
+        print(f'{r["impl"]:>6s} {r["model"]:>10s} {r["states"]:7d} {r["rate_hz"]:7.1f} '
+              f'{r["p50"]:7.0f} {r["p99"]:8.0f} {r["max"]:8.0f} {r["missed"]:7d} '
+              f'{r["missed_pct"]:7.2f} '
               f'{r["extra"]:6d} {r["trips"]:5d} {r["fallbacks"]:6d} {r["updates"]:7d} '
               f'{r.get("learner_steps", 0):13d} {r.get("learner_hz", float("nan")):10.0f}')
     if args.probe and rows:
@@ -272,31 +357,33 @@ def main(argv: Optional[List[str]] = None) -> int:
               'just before it, so with a backlog latencies are lower bounds):')
         for r in rows:
             e = r['probe']
-            print(f'{r["model"]:>10s} {e["states"]:7d} {e["rate_hz"]:7.1f} {e["p50"]:7.0f} '
+            print(f'{r["impl"]:>6s} {r["model"]:>10s} {e["states"]:7d} {e["rate_hz"]:7.1f} '
+                  f'{e["p50"]:7.0f} '
                   f'{e["p99"]:8.0f} {e["max"]:8.0f} {e["missed"]:7d} {e["missed_pct"]:7.2f} '
                   f'{e["extra"]:6d}')
     if rows:
         names = list(rows[0]['cpu'])
         print('\nCPU use during each run [% of one core]; controller CPU per command [us]')
-        print(f'{"model":>10s} ' + ' '.join(f'{n[:17]:>17s}' for n in names)
+        print(f'{"node":>6s} {"model":>10s} ' + ' '.join(f'{n[:17]:>17s}' for n in names)
               + f' {"ctl us/cmd":>10s}')
         for r in rows:
-            print(f'{r["model"]:>10s} ' + ' '.join(f'{r["cpu"][n]:17.0f}' for n in names)
+            print(f'{r["impl"]:>6s} {r["model"]:>10s} '
+                  + ' '.join(f'{r["cpu"].get(n, float("nan")):17.0f}' for n in names)
                   + f' {r["ctl_us"]:10.0f}')
     if rss:
-        print(f'\n{"process":>18s} {"RSS start MB":>12s} {"RSS end MB":>10s}')
+        print(f'\n{"process":>20s} {"RSS start MB":>12s} {"RSS end MB":>10s}')
         for name, (a, b) in rss.items():
-            print(f'{name:>18s} {a:12.1f} {b:10.1f}')
+            print(f'{name:>20s} {a:12.1f} {b:10.1f}')
     if probe is not None and not code:
         cost = callback_cost(urdf, models, ident, probe.last_checkpoint)
         print('\ncontroller joint-state callback alone (called in-process: no executor, no DDS; '
               'the machine is quieter now) [us CPU per call]')
         print('  ' + ', '.join(f'{m} {c:.0f}' for m, c in cost.items()))
-    target = [r for r in rows if r['model'] == 'delan']
-    if target:
-        r = target[0]
-        print(f'\ntarget (delan: {TARGET}): {"met" if target_met(r) else "NOT met"} '
-              f'(p99 {r["p99"]:.0f} us, {r["missed"]} missed)')
+    for r in rows:
+        if r['model'] == 'delan':
+            print(f'\ntarget ({r["impl"]} node, delan: {TARGET}): '
+                  f'{"met" if target_met(r) else "NOT met"} '
+                  f'(p99 {r["p99"]:.0f} us, {r["missed"]} missed)')
     if args.keep or code:
         print(f'logs: {tmp}')
     else:

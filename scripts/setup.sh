@@ -51,6 +51,14 @@ for path in glob.glob(f"{venv}/share/*/cmake/*"):
     if new != text:
         open(path, "w", encoding="utf-8").write(new)
         n += 1
+# Fast DDS's export names the wheel builder's tinyxml2; the wheel ships its own copy (for rclc)
+libs = glob.glob(f"{venv}/lib/python3*/site-packages/ros_fastdds.libs/libtinyxml2-*.so*")
+targets = f"{venv}/share/fastdds/cmake/fastdds-shared-targets.cmake"
+if libs and glob.glob(targets):
+    text = open(targets, encoding="utf-8").read()
+    if "/usr/lib64/libtinyxml2.so" in text:
+        open(targets, "w", encoding="utf-8").write(text.replace("/usr/lib64/libtinyxml2.so", libs[0]))
+        n += 1
 print(f"[setup] fixed {n} CMake files")
 PY
   touch "$VENV/.cmake-fixed"
@@ -114,10 +122,47 @@ if [ "$(cat install/.sources.sha256 2>/dev/null)" != "$src_hash" ] || [ ! -f ins
   source scripts/venv_env.sh
   rm -rf build install log
   colcon build --symlink-install --base-paths . "$extra_src" --event-handlers console_direct- \
+     --packages-skip delan_control_rt \
      --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$VENV/bin/python" \
      2>&1 | tail -n 20
   echo "$src_hash" > install/.sources.sha256
 else
   log "workspace build up to date"
+fi
+# 6. The compiled controller (delan_control_rt) and rclc under it: optional. A failure warns and
+#    leaves the Python suite as it is (the launch argument controller_impl:=rt and its tests
+#    then say it is not built). rclc from ../shared/ros2_c/src, else its upstream tag.
+RCLC_SRC=$ROOT/../shared/ros2_c/src
+if [ ! -f "$RCLC_SRC/rclc/package.xml" ]; then
+  RCLC_SRC=$ROOT/.ros2_c_src
+  if [ ! -f "$RCLC_SRC/rclc/package.xml" ]; then
+    log "fetching rclc (6.1.0)"
+    tmp=$(mktemp -d)
+    if git clone -q --depth 1 --branch 6.1.0 https://github.com/ros2/rclc "$tmp"; then
+      mkdir -p "$RCLC_SRC" && cp -r "$tmp/rclc" "$RCLC_SRC/"
+    fi
+    rm -rf "$tmp"
+  fi
+fi
+rt_hash=$( (echo "$src_hash"; \
+            find delan_control_rt "$RCLC_SRC/rclc" -type f -print0 2>/dev/null | sort -z | xargs -0 sha256sum; \
+            sha256sum delan_learning/delan_learning/fastpath.py) | sha256sum | cut -d' ' -f1)
+if [ "$(cat install/.rt.sha256 2>/dev/null)" != "$rt_hash" ]; then
+  log "building the compiled controller (rclc + delan_control_rt)"
+  # shellcheck disable=SC1091
+  source scripts/venv_env.sh
+  mkdir -p log
+  if ( set +u; source install/setup.bash; \
+       colcon build --symlink-install --base-paths . "$RCLC_SRC" \
+         --packages-select rclc delan_control_rt --event-handlers console_direct- \
+         --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$VENV/bin/python" ) \
+       > log/rt_build.log 2>&1; then
+    echo "$rt_hash" > install/.rt.sha256
+  else
+    log "WARNING: the compiled controller did not build (see log/rt_build.log): the suite works"
+    log "WARNING: without it, controller_impl:=rt and the delan_control_rt tests are unavailable"
+  fi
+else
+  log "compiled controller up to date"
 fi
 log "done: source env.sh for a shell with everything on the path"

@@ -192,7 +192,7 @@ def test_ctrl_c_stops_every_node_cleanly(suite):
     ('record:=maybe', 'Argument "record" provided value "maybe" is not valid. Valid options are: '
                       "['true', 'false']"),
     ('model:=fast', "model:=fast is not a model kind; valid: "
-                    "['pd', 'pinocchio', 'identified', 'delan']"),
+                    "['pd', 'pinocchio', 'identified', 'delan', 'delan_residual']"),
     ('controller:=fast', 'controller:=fast is not a model kind'),
     ('urdf:=no_such_arm.urdf', "URDF 'no_such_arm.urdf' not found"),
 ])
@@ -249,3 +249,44 @@ def test_robot_launch_commands_the_effort_controller_and_stops_on_ctrl_c(workdir
         for node in psutil.wait_procs(left, timeout=WAIT)[1]:
             node.kill()
         stop_process(robot)
+
+
+def test_sim_launch_with_the_compiled_controller(workdir):
+    """``controller_impl:=rt``: the launch starts delan_control_rt's torque_controller_rt in the
+    Python controller's place (same node name), it commands the sim, and Ctrl-C stops it."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from std_msgs.msg import Float64MultiArray
+
+    from delan_learning.ros.testing import ros_context, spin_until
+    exe = os.path.join(ROOT, 'install', 'delan_control_rt', 'lib', 'delan_control_rt',
+                       'torque_controller_rt')
+    if not os.path.exists(exe):
+        pytest.skip(f'delan_control_rt is not built ({exe} missing; make setup builds it)')
+    launch, out = start('ros2 launch delan_bringup sim.launch.py controller_impl:=rt '
+                        'record:=false namespace:=rt1', workdir)
+    try:
+        out.wait_for(r'\[torque_controller_rt-\d+\]: process started')
+        out.wait_for(r'controlling 2 joints with model=pd law=computed_torque')
+        commands = []
+        with ros_context() as ctx:
+            node = rclpy.create_node('rt_command_listener', context=ctx)
+            node.create_subscription(Float64MultiArray, '/rt1/effort_controller/commands',
+                                     lambda m: commands.append(list(m.data)), 10)
+            ex = SingleThreadedExecutor(context=ctx)
+            ex.add_node(node)
+            assert spin_until(ex, lambda: len(commands) > 20, WAIT), out.text[-3000:]
+            ex.remove_node(node)
+            node.destroy_node()
+        assert all(len(c) == len(JOINTS) for c in commands)
+        assert any(abs(x) > 1e-6 for c in commands for x in c)     # gravity is held
+        assert not re.search(r'\[torque_controller-\d+\]: process started', out.text)
+        launch.send_signal(signal.SIGINT)
+        assert launch.wait(timeout=WAIT) == 0, out.text[-3000:]
+        out.wait_for(r'\[torque_controller_rt-\d+\]: process has finished cleanly')
+    finally:
+        left = psutil.Process(launch.pid).children(recursive=True) if launch.poll() is None \
+            else []
+        stop_process(launch)
+        for node in psutil.wait_procs(left, timeout=WAIT)[1]:
+            node.kill()

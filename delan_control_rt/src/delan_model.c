@@ -1,0 +1,196 @@
+/* Reader of the exported DeLaN weights (layout: delan_learning/c_export.py) and the kernel. */
+#include "delan_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* the kernel source of delan_learning/fastpath.py, extracted at build time (CMakeLists.txt):
+ * defines delan_t and delan_inverse() */
+#include "delan_kernel.inc"
+
+#define HEADER_BYTES 96
+
+struct delan_model
+{
+  delan_t k;
+  int64_t version;
+  char ** names;
+  unsigned char * blob;  /* the file */
+  double * arrays;       /* its arrays, aligned copies the kernel points into */
+};
+
+static uint64_t fnv1a64(const unsigned char * p, size_t n)
+{
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; i++) {h = (h ^ p[i]) * 0x100000001b3ULL;}
+  return h;
+}
+
+static uint32_t u32(const unsigned char * p)
+{
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* bounded cursor over the file: every read is checked against its end */
+typedef struct
+{
+  unsigned char * p;
+  size_t left;
+} cursor_t;
+
+static void * take(cursor_t * c, size_t bytes)
+{
+  if (bytes > c->left) {return NULL;}
+  void * out = c->p;
+  c->p += bytes;
+  c->left -= bytes;
+  return out;
+}
+
+static unsigned char * read_file(const char * path, size_t * size, char * err, size_t err_len)
+{
+  FILE * f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, err_len, "cannot open %s", path);
+    return NULL;
+  }
+  unsigned char * buf = NULL;
+  long n = -1;
+  if (fseek(f, 0, SEEK_END) == 0) {n = ftell(f);}
+  if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+    buf = malloc(n > 0 ? (size_t)n : 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+      free(buf);
+      buf = NULL;
+    }
+  }
+  fclose(f);
+  if (!buf) {snprintf(err, err_len, "cannot read %s", path);}
+  *size = (size_t)n;
+  return buf;
+}
+
+#define FAIL(...) do {snprintf(err, err_len, __VA_ARGS__); goto fail;} while (0)
+
+delan_model * delan_model_load(const char * path, char * err, size_t err_len)
+{
+  size_t size = 0;
+  unsigned char * blob = read_file(path, &size, err, err_len);
+  if (!blob) {return NULL;}
+  delan_model * M = calloc(1, sizeof(*M));
+  if (!M) {
+    free(blob);
+    snprintf(err, err_len, "out of memory");
+    return NULL;
+  }
+  M->blob = blob;
+  if (size < HEADER_BYTES + 8) {FAIL("%s: %zu bytes, too short for a weights file", path, size);}
+  if (memcmp(blob, "DELANCW\0", 8) != 0) {FAIL("%s is not a DeLaN weights file", path);}
+  uint32_t version = u32(blob + 8);
+  if (version > DELAN_RT_FORMAT_VERSION || version == 0) {
+    FAIL("%s has format version %u; this reader knows up to %d", path, version,
+      DELAN_RT_FORMAT_VERSION);
+  }
+  if (u32(blob + 12) != 0x01020304u) {FAIL("%s: byte order mark wrong", path);}
+  uint64_t stored;
+  memcpy(&stored, blob + size - 8, 8);
+  if (fnv1a64(blob, size - 8) != stored) {FAIL("%s: checksum mismatch (truncated or corrupt)", path);}
+
+  int32_t d[10];
+  memcpy(d, blob + 16, sizeof(d));
+  delan_t * k = &M->k;
+  k->n = d[0]; k->m = d[1]; k->n_ang = d[2]; k->K = d[3]; k->W = d[4]; k->depth = d[5];
+  k->P = d[6]; k->n_l = d[7]; k->act = d[8]; k->use_friction = d[9];
+  memcpy(&k->v_scale, blob + 56, 8);
+  memcpy(&k->eps, blob + 64, 8);
+  memcpy(&k->diag_offset, blob + 72, 8);
+  memcpy(&k->inv_smooth, blob + 80, 8);
+  memcpy(&M->version, blob + 88, 8);
+  const int n = k->n, K = k->K, W = k->W, D = k->depth, P = k->P, nl = k->n_l, m = k->m;
+  if (n < 1 || n > 64 || K < 1 || K > 2 || W < 1 || W > 4096 || D < 1 || D > 16 ||
+    nl != n * (n + 1) / 2 || P != nl + 1 || m < n || m > 2 * n || k->n_ang < 0 ||
+    k->n_ang > n || (k->act != 0 && k->act != 1))
+  {
+    FAIL("%s: inconsistent dimensions (n %d, m %d, K %d, W %d, depth %d, P %d)",
+      path, n, m, K, W, D, P);
+  }
+  cursor_t c = {blob + HEADER_BYTES, size - 8 - HEADER_BYTES};
+  M->names = calloc((size_t)n, sizeof(char *));
+  if (!M->names) {FAIL("out of memory");}
+  for (int i = 0; i < n; i++) {
+    unsigned char * len = take(&c, 4);
+    const char * s = len ? take(&c, u32(len)) : NULL;
+    if (!s || !(M->names[i] = strndup(s, u32(len)))) {FAIL("%s: truncated joint names", path);}
+  }
+  /* the arrays follow the names, so they sit at any byte offset: copied, each on a double */
+  const int ** ints[4] = {&k->feat, &k->is_ang, &k->rows, &k->cols};
+  const size_t int_sizes[4] = {(size_t)n, (size_t)n, (size_t)nl, (size_t)nl};
+  const double ** dbl[8] = {&k->w_in, &k->w_hid, &k->bias, &k->head, &k->head_b, &k->viscous,
+    &k->coulomb, &k->root};
+  const size_t dbl_sizes[8] = {(size_t)K * m * W, (size_t)(D > 1 ? D - 1 : 1) * K * W * W,
+    (size_t)D * K * W, (size_t)K * W * P, (size_t)P, (size_t)n, (size_t)n, (size_t)nl};
+  size_t total = 0, need = 0;
+  for (int i = 0; i < 4; i++) {
+    total += (int_sizes[i] + 1) / 2;
+    need += int_sizes[i] * 4;
+  }
+  for (int i = 0; i < 8; i++) {
+    total += dbl_sizes[i];
+    need += dbl_sizes[i] * 8;
+  }
+  if (need > c.left) {FAIL("%s: truncated (%zu bytes of arrays missing)", path, need - c.left);}
+  if (!(M->arrays = malloc(total * 8))) {FAIL("out of memory");}
+  double * dst = M->arrays;
+  for (int i = 0; i < 4; i++) {
+    memcpy(dst, take(&c, int_sizes[i] * 4), int_sizes[i] * 4);
+    *ints[i] = (const int *)dst;
+    dst += (int_sizes[i] + 1) / 2;
+  }
+  for (int i = 0; i < 8; i++) {
+    void * src = take(&c, dbl_sizes[i] * 8);
+    if (!src) {FAIL("%s: truncated", path);}
+    memcpy(dst, src, dbl_sizes[i] * 8);
+    *dbl[i] = dst;
+    dst += dbl_sizes[i];
+  }
+  if (c.left != 0) {FAIL("%s: %zu bytes more than its dimensions give", path, c.left);}
+  for (int i = 0; i < n; i++) {
+    if (k->feat[i] < 0 || k->feat[i] + (k->is_ang[i] ? k->n_ang : 0) >= m) {
+      FAIL("%s: feature index out of range", path);
+    }
+  }
+  for (int e = 0; e < nl; e++) {
+    if (k->rows[e] < 0 || k->rows[e] >= n || k->cols[e] < 0 || k->cols[e] > k->rows[e]) {
+      FAIL("%s: L layout out of range", path);
+    }
+  }
+  free(M->blob);
+  M->blob = NULL;
+  return M;
+fail:
+  delan_model_free(M);
+  return NULL;
+}
+
+void delan_model_free(delan_model * M)
+{
+  if (!M) {return;}
+  if (M->names) {
+    for (int i = 0; i < M->k.n; i++) {free(M->names[i]);}
+    free(M->names);
+  }
+  free(M->arrays);
+  free(M->blob);
+  free(M);
+}
+
+int delan_model_dof(const delan_model * M) {return M->k.n;}
+const char * delan_model_joint_name(const delan_model * M, int i) {return M->names[i];}
+int64_t delan_model_version(const delan_model * M) {return M->version;}
+
+int delan_model_inverse(
+  const delan_model * M, const double * q, const double * qd, const double * qdd, double * tau)
+{
+  return delan_inverse(&M->k, q, qd, qdd, tau);
+}

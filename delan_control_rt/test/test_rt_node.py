@@ -1,0 +1,193 @@
+"""The compiled torque controller over real DDS, beside the Python one: the same commands on the
+same joint states (pd, delan), counted rejection of bad input, the watchdog's single zero."""
+import os
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import rclpy
+import torch
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from delan_control.rt_params import rt_parameters
+from delan_learning.c_export import export_delan, weights_path
+from delan_learning.checkpoint import load_model, save_model
+from delan_learning.lagrangian import DelanModel
+from delan_learning.ros.processes import node_process
+from rt_build import NODE, ROOT, require
+
+URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
+GAINS = {'kp': [30.0, 10.0], 'kd': [3.0, 1.0], 'ct_kp': [400.0], 'ct_kd': [40.0]}
+
+
+def ros_args(params):
+    out = []
+    for k, v in params.items():
+        text = '[' + ','.join(map(str, v)) + ']' if isinstance(v, list) else str(v)
+        out += ['-p', f'{k}:={text}']
+    return out
+
+
+class Bench:
+    """A test node publishing joint states and hearing each controller's commands."""
+
+    def __init__(self, tmp):
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx)
+        self.node = rclpy.create_node('rt_test', context=self.ctx)
+        self.ex = rclpy.executors.SingleThreadedExecutor(context=self.ctx)
+        self.ex.add_node(self.node)
+        self.pub = self.node.create_publisher(JointState, 'joint_states', 10)
+        self.got, self.diag, self.procs = {}, {}, []
+        self.tmp = tmp
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
+
+    def _on_diag(self, msg):
+        for st in msg.status:
+            self.diag[st.name] = {kv.key: kv.value for kv in st.values}
+
+    def listen(self, topic):
+        self.got[topic] = []
+        self.node.create_subscription(Float64MultiArray, topic,
+                                      lambda m: self.got[topic].append(list(m.data)), 10)
+
+    def start(self, package, exe, name, params):
+        topic = f'{name}_commands'
+        self.listen(topic)
+        args = ['-r', f'__node:={name}', '-r', f'effort_controller/commands:={topic}']
+        log = open(os.path.join(self.tmp, f'{name}.log'), 'w')
+        self.procs.append(node_process(package, exe, args + ros_args(params), stdout=log,
+                                       stderr=subprocess.STDOUT))
+        return topic
+
+    def spin(self, seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.ex.spin_once(timeout_sec=0.01)
+
+    def send(self, names, q, qd, effort=None):
+        m = JointState(name=names, position=list(q), velocity=list(qd),
+                       effort=list(effort or []))
+        m.header.stamp = self.node.get_clock().now().to_msg()
+        self.pub.publish(m)
+
+    def until(self, cond, timeout, what):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if cond():
+                return
+            self.spin(0.02)
+        raise AssertionError(f'timed out waiting for {what}')
+
+    def close(self):
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.ctx)
+
+
+@pytest.fixture
+def bench(tmp_path):
+    require(NODE)
+    b = Bench(str(tmp_path))
+    yield b
+    b.close()
+
+
+def rt_params(**extra):
+    return {**rt_parameters(URDF, given=GAINS), 'watchdog_timeout': 2.0, **extra}
+
+
+def checkpoint(tmp, names):
+    torch.manual_seed(3)
+    m = DelanModel(['revolute', 'revolute'], width=16, depth=2).double()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.normal_(0.0, 0.3)
+        m.head_weight.mul_(m.head_mask)
+    path = os.path.join(tmp, 'delan.pt')
+    save_model(m.eval(), path, {'joint_names': names})
+    # the weights as the checkpoint holds them (it may store them rounded), as the Python node
+    # loads them
+    export_delan(load_model(path)[0], weights_path(path), names)
+    return path
+
+
+def answer(bench, topics, names, q, qd, timeout=30.0):
+    """Publish one state until every controller answered it; the answers."""
+    for t in topics:
+        bench.got[t].clear()
+    end = time.monotonic() + timeout
+    while not all(bench.got[t] for t in topics):
+        assert time.monotonic() < end, f'no command on {[t for t in topics if not bench.got[t]]}'
+        bench.send(names, q, qd)
+        bench.spin(0.03)
+    return [np.array(bench.got[t][-1]) for t in topics]
+
+
+def test_same_commands_as_the_python_node(bench, tmp_path):
+    params = rt_params()
+    names = params['joint_names']
+    ckpt = checkpoint(str(tmp_path), names)
+    order = list(reversed(names))   # the receiver's order differs from the model's
+    common = {**GAINS, 'command_joints': order, 'watchdog_timeout': 2.0,
+              'switch_blend_time': 0.0}
+    py = bench.start('delan_control', 'torque_controller', 'py_ctl',
+                     {**common, 'urdf_path': URDF, 'model': 'pd'})
+    rt_pd = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_pd',
+                        {**params, 'command_joints': order})
+    rt_delan = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_delan',
+                           {**params, 'command_joints': order, 'model': 'delan',
+                            'delan_checkpoint': ckpt})
+    hold, qd0 = [0.3, -0.5], [0.0, 0.0]
+    answer(bench, [py, rt_pd, rt_delan], names, hold, qd0, timeout=40.0)
+    # a state near the held one: the error and the velocity drive both laws
+    q, qd = [0.305, -0.497], [0.2, -0.1]
+    a_py, a_rt, a_rt_delan = answer(bench, [py, rt_pd, rt_delan], names, q, qd)
+    assert np.abs(a_py).max() > 0.1
+    np.testing.assert_allclose(a_rt, a_py, rtol=0, atol=1e-9)
+    # the Python node switched to the same DeLaN
+    client = AsyncParameterClient(bench.node, 'py_ctl')
+    assert client.wait_for_services(10.0)
+    fut = client.set_parameters([Parameter('delan_checkpoint', value=ckpt),
+                                 Parameter('model', value='delan')])
+    bench.until(fut.done, 20.0, 'the model switch')
+    assert all(r.successful for r in fut.result().results), fut.result()
+    a_py, a_rt_delan = answer(bench, [py, rt_delan], names, q, qd)
+    assert np.abs(a_py - a_rt).max() > 1e-3     # the model changed the command
+    np.testing.assert_allclose(a_rt_delan, a_py, rtol=0, atol=1e-9)
+
+
+def test_bad_input_is_counted_and_the_watchdog_zeroes_once(bench):
+    params = rt_params(watchdog_timeout=0.3)
+    names = params['joint_names']
+    topic = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_bad', params)
+    answer(bench, [topic], names, [0.1, 0.2], [0.0, 0.0], timeout=20.0)
+    bad = [(['elbow', 'nope'], [0.1, 0.2], [0.0, 0.0]),        # wrong names
+           (names, [float('nan'), 0.2], [0.0, 0.0]),            # NaN
+           (names, [0.1], [0.0, 0.0]),                          # short positions
+           (names, [0.1, 0.2], [])]                             # no velocities
+    bench.got[topic].clear()
+    for args in bad:
+        bench.send(*args)
+        bench.spin(0.05)
+    assert bench.got[topic] == []                               # no command for any of them
+    answer(bench, [topic], names, [0.1, 0.2], [0.0, 0.0])       # still alive and commanding
+    bench.got[topic].clear()
+    bench.spin(1.0)                                             # states stop
+    assert bench.got[topic] == [[0.0, 0.0]]                     # one zero, then silence
+    bench.until(lambda: int(bench.diag.get('/rt_bad', {}).get('watchdog_trips', 0)) == 1,
+                5.0, 'diagnostics')
+    diag = bench.diag['/rt_bad']
+    assert int(diag['rejected_joint_states']) == len(bad)
+    assert bench.procs[0].poll() is None

@@ -1,0 +1,102 @@
+"""A trained DeLaN as a plain binary file for the compiled controller (``delan_control_rt``).
+
+The compiled node evaluates the same C kernel as :mod:`delan_learning.fastpath`
+(``_C_SOURCE``, whose ``delan_t`` it fills from this file), so the file holds exactly the arrays
+``NumpyDelan._c_setup`` hands that kernel, without torch or Python on the control path.
+
+Layout, version 1 (all little-endian, no padding)::
+
+    offset  size  field
+    0       8     magic b'DELANCW\\0'
+    8       4     uint32 format version (FORMAT_VERSION)
+    12      4     uint32 0x01020304 (byte-order check)
+    16      40    int32 n, m, n_ang, K, W, depth, P, n_l, act (0 softplus, 1 tanh), use_friction
+    56      32    float64 v_scale, eps, diag_offset, inv_smooth
+    88      8     int64 model_version (the learner's, 0 when unknown)
+    96      ...   joint names: n times (uint32 byte length, UTF-8 bytes)
+            ...   int32 arrays: feat (n), is_ang (n), rows (n_l), cols (n_l)
+            ...   float64 arrays: w_in (K m W), w_hid (max(depth-1, 1) K W W; zeros when
+                  depth is 1), bias (depth K W), head (K W P), head_b (P), viscous (n),
+                  coulomb (n), root (n_l)
+    end-8   8     uint64 FNV-1a 64 of every byte before it
+
+A reader refuses another magic, a newer version, a size other than the one the dimensions give
+and a wrong checksum. The file is written to a temporary name and renamed, so a reader never
+sees half of it.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+from typing import Optional, Sequence
+
+import numpy as np
+
+MAGIC = b'DELANCW\0'
+FORMAT_VERSION = 1
+#: the suffix the exported file takes beside a checkpoint (``model.pt`` -> ``model.pt.cw``)
+SUFFIX = '.cw'
+
+_INTS = ('n', 'm', 'n_ang', 'K', 'W', 'depth', 'P', 'n_l', 'act', 'use_friction')
+_DOUBLES = ('v_scale', 'eps', 'diag_offset', 'inv_smooth')
+_INT_ARRAYS = ('feat', 'is_ang', 'rows', 'cols')
+_DOUBLE_ARRAYS = ('w_in', 'w_hid', 'bias', 'head', 'head_b', 'viscous', 'coulomb', 'root')
+
+
+def fnv1a64(data: bytes) -> int:
+    """64-bit FNV-1a: a checksum the C reader computes in four lines."""
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def weights_path(checkpoint: str) -> str:
+    """Where the exported weights of ``checkpoint`` go (and where the compiled node looks)."""
+    return checkpoint + SUFFIX
+
+
+def export_bytes(model, joint_names: Optional[Sequence[str]] = None,
+                 model_version: int = 0) -> bytes:
+    """The file's bytes for a :class:`~delan_learning.lagrangian.DelanModel`."""
+    from delan_learning.fastpath import NumpyDelan
+    fast = NumpyDelan(model, joint_names, use_c=False)
+    _, st, _, arrays, _, _ = fast._c_setup(model, None)
+    n = st.n
+    names = [s.encode('utf-8') for s in fast.joint_names]
+    parts = [MAGIC, struct.pack('<II', FORMAT_VERSION, 0x01020304),
+             struct.pack('<10i', *(getattr(st, k) for k in _INTS)),
+             struct.pack('<4d', *(getattr(st, k) for k in _DOUBLES)),
+             struct.pack('<q', int(model_version))]
+    parts += [struct.pack('<I', len(s)) + s for s in names]
+    sizes = {'w_hid': max(st.depth - 1, 1) * st.K * st.W * st.W}
+    for k in _INT_ARRAYS:
+        parts.append(np.ascontiguousarray(arrays[k], dtype='<i4').tobytes())
+    for k in _DOUBLE_ARRAYS:
+        a = np.ascontiguousarray(arrays[k], dtype='<f8').ravel()
+        if k in sizes and a.size != sizes[k]:
+            a = np.zeros(sizes[k])
+        parts.append(a.tobytes())
+    assert len(names) == n
+    body = b''.join(parts)
+    return body + struct.pack('<Q', fnv1a64(body))
+
+
+def export_delan(model, path: str, joint_names: Optional[Sequence[str]] = None,
+                 model_version: int = 0) -> str:
+    """Write ``model`` (a DelanModel) to ``path`` atomically; returns ``path``."""
+    data = export_bytes(model, joint_names, model_version)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.' + os.path.basename(path))
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
