@@ -41,7 +41,9 @@ def models(setup: EvaluationSetup, args) -> dict:
         out['identified'] = load_dynamics_model('identified', setup.robot,
                                                 identified_params=identified)
     if checkpoint:
-        out['delan'] = load_dynamics_model('delan', setup.robot, checkpoint=checkpoint)
+        from delan_learning.checkpoint import read_checkpoint
+        kind = read_checkpoint(checkpoint)[0]['model_kind']
+        out[kind] = load_dynamics_model(kind, setup.robot, checkpoint=checkpoint)
     return out
 
 

@@ -62,12 +62,12 @@ class Stream:
 
     WINDOW = 500
 
-    def __init__(self, node, progress):
+    def __init__(self, node, progress, truth=None):
         self.node = node
         self.progress = progress      # () -> samples seen + rejected by the learner, or None
         qos = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
         self.pub = node.create_publisher(JointState, 'joint_states', qos)
-        self.truth = _truth()
+        self.truth = truth if truth is not None else _truth()
         self.valid = 0
         self.garbage_sent = 0
         self._offset = 0              # messages given up as lost (none expected)
@@ -159,7 +159,7 @@ class Stream:
 
 
 class Harness:
-    def __init__(self, ctx, tmp):
+    def __init__(self, ctx, tmp, model: str = 'delan'):
         from delan_control.nodes.torque_controller import TorqueControllerNode
         self.node = rclpy.create_node('learner_test', context=ctx)
         self.status: List[tuple] = []       # (monotonic, ModelStatus)
@@ -174,7 +174,7 @@ class Harness:
         self.ctl = TorqueControllerNode(context=ctx, cli_args=[
             '--ros-args', '-r', 'joint_states:=ctl/joint_states',
             '-r', 'effort_controller/commands:=ctl/commands'], parameter_overrides=[
-            Parameter('urdf_path', value=URDF), Parameter('model', value='delan'),
+            Parameter('urdf_path', value=URDF), Parameter('model', value=model),
             Parameter('watchdog_timeout', value=10.0),
             Parameter('command_joints', value=RobotDescription.load(URDF).joint_names)])
         self.ctl_js = self.node.create_publisher(JointState, 'ctl/joint_states', 10)
@@ -198,9 +198,9 @@ class Harness:
         st = self.latest()
         return None if st is None else st.samples_seen + st.samples_rejected
 
-    def start_stream(self, proc) -> None:
+    def start_stream(self, proc, truth=None) -> None:
         self.wait_for('the learner', lambda: self.latest() is not None, 90.0, proc)
-        self.stream = Stream(self.node, self.progress)
+        self.stream = Stream(self.node, self.progress, truth)
         self.wait_for('the stream', lambda: self.stream.valid > 0, 30.0, proc)
 
     def ctl_command(self, timeout: float = 30.0) -> List[float]:
@@ -215,6 +215,20 @@ class Harness:
             self.ctl_js.publish(m)
             time.sleep(0.02)
         return self.commands[-1][1]
+
+    def command_near(self, target: np.ndarray, tolerance: float,
+                     timeout: float = 60.0) -> np.ndarray:
+        """The controller's command at rest on the hold point, once within ``tolerance`` of
+        ``target`` (the learner's versions arrive meanwhile)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            cmd = np.array(self.ctl_command())
+            if np.linalg.norm(cmd - target) < tolerance:
+                return cmd
+            assert time.monotonic() < deadline, (
+                f'controller command {cmd} never came within {tolerance:.3g} of {target}; '
+                f'updates: {[u.model_version for u in self.updates]}')
+            time.sleep(0.5)
 
     def close(self):
         if self.stream is not None:
@@ -251,16 +265,21 @@ class Harness:
         return future.result()
 
 
-@pytest.fixture(scope='module')
-def learner(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp('learner')
+def _learner_process(tmp, *extra: str):
     log = open(tmp / 'learner.log', 'w')
     proc = node_process('delan_learning', 'learner', [
         '-p', f'urdf_path:={URDF}', '-p', f'checkpoint_dir:={tmp / "ckpt"}',
         '-p', 'resume:=false', '-p', 'min_samples:=1000', '-p', 'steps_per_round:=25',
         '-p', 'batch_size:=256', '-p', 'publish_period:=1.0', '-p', 'status_rate:=5.0',
-        '-p', 'estimate_publish_rate:=1.0', '-p', 'torch_threads:=1'],
+        '-p', 'estimate_publish_rate:=1.0', '-p', 'torch_threads:=1', *extra],
         stdout=log, stderr=subprocess.STDOUT, cwd=str(tmp))
+    return proc, log
+
+
+@pytest.fixture(scope='module')
+def learner(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('learner')
+    proc, log = _learner_process(tmp)
     with ros_context() as ctx:
         h = Harness(ctx, tmp)
         h.proc, h.tmp = proc, tmp
@@ -330,16 +349,8 @@ def test_published_model_reaches_a_running_controller(learner):
     # no reference: the controller holds its first position, at rest -- PD gives zero torque
     assert h.command_before_model == [0.0, 0.0]
     h.wait_for('a model version', lambda: len(h.updates) > 0, 120.0, h.proc)
-    deadline = time.monotonic() + 60.0
-    while True:
-        cmd = np.array(h.ctl_command())
-        # the learned feed-forward holds the arm against gravity: within 25 % of the truth
-        if np.linalg.norm(cmd - g_true) < 0.25 * np.linalg.norm(g_true):
-            break
-        assert time.monotonic() < deadline, (
-            f'controller command {cmd} never came near the gravity torque {g_true}; '
-            f'updates: {[u.model_version for u in h.updates]}')
-        time.sleep(0.5)
+    # the learned feed-forward holds the arm against gravity: within 25 % of the truth
+    cmd = h.command_near(g_true, 0.25 * np.linalg.norm(g_true))
     print(f'\ncontroller at rest on its hold point: {h.command_before_model} (PD, before any '
           f'model) -> {cmd.tolist()} with the learned model v{h.updates[-1].model_version} '
           f'(true gravity {g_true.tolist()})')
@@ -349,6 +360,13 @@ def test_published_model_reaches_a_running_controller(learner):
     assert all(max(u.validation_nmse) <= 0.25 for u in h.updates), [
         list(u.validation_nmse) for u in h.updates]
     assert os.path.isfile(h.updates[-1].checkpoint_path)
+    # the compiled controller's weights beside it, equal to the checkpoint's model
+    from delan_learning.c_export import export_bytes, weights_path
+    from delan_learning.checkpoint import load_model
+    path = h.updates[-1].checkpoint_path
+    with open(weights_path(path), 'rb') as f:
+        exported = f.read()
+    assert exported == export_bytes(load_model(path)[0], NAMES, h.updates[-1].model_version)
 
 
 def test_save_load_reset_services(learner, tmp_path):
@@ -444,3 +462,29 @@ def test_a_fresh_start_numbers_on_from_an_earlier_runs_versions(tmp_path):
         finally:
             node.close()
             node.destroy_node()
+
+
+def test_residual_learner_gives_a_controller_what_the_urdf_misses(tmp_path):
+    """model:=delan_residual: the learner fits what the URDF's model misses on an arm with a
+    payload and twice the friction; a controller on model=delan_residual follows its versions,
+    and at rest commands the true gravity torque where the URDF's model is far off."""
+    from delan_common.robot_model import Mismatch
+    truth = _truth().mismatched(Mismatch(payload_mass=0.6, viscous_scale=2.0,
+                                         coulomb_scale=2.0))
+    proc, log = _learner_process(tmp_path, '-p', 'model:=delan_residual')
+    try:
+        with ros_context() as ctx:
+            h = Harness(ctx, tmp_path, model='delan_residual')
+            try:
+                h.start_stream(proc, truth)
+                h.wait_for('a model version', lambda: len(h.updates) > 0, 120.0, proc)
+                g_true, g_nominal = truth.gravity(h.hold_q), _truth().gravity(h.hold_q)
+                cmd = h.command_near(g_true, 0.2 * np.linalg.norm(g_true - g_nominal))
+                print(f'\nat rest: true gravity {g_true}, URDF {g_nominal}, controller on the '
+                      f'residual v{h.updates[-1].model_version}: {cmd}')
+                assert h.ctl.model_kind == 'delan_residual'
+            finally:
+                h.close()
+    finally:
+        stop_process(proc)
+        log.close()

@@ -17,8 +17,8 @@ from launch.launch_context import LaunchContext
 from launch.logging import get_logger
 from launch.substitutions import LaunchConfiguration
 
-#: the torque controller's model kinds (``delan_control.model_loader.MODEL_KINDS``)
-MODEL_KINDS = ('pd', 'pinocchio', 'identified', 'delan')
+from delan_control.model_loader import LEARNED_KINDS, MODEL_KINDS
+
 DEFAULT_URDF = 'two_link_arm.urdf'
 
 
@@ -28,6 +28,8 @@ class SuiteArguments(NamedTuple):
     urdf: str
     model: str
     delan_checkpoint: str
+    #: what the learner learns: ``delan_residual`` when the controller starts on it, else delan
+    learner_model: str = 'delan'
 
 
 def declare_suite_arguments() -> List[DeclareLaunchArgument]:
@@ -42,7 +44,12 @@ def declare_suite_arguments() -> List[DeclareLaunchArgument]:
             description=f"Dynamics model of the torque controller: one of {list(MODEL_KINDS)}"),
         DeclareLaunchArgument(
             'delan_checkpoint', default_value='',
-            description="DeLaN checkpoint for model:=delan ('' = the learner's latest)"),
+            description="Checkpoint for model:=delan / delan_residual ('' = the learner's "
+                        "latest)"),
+        DeclareLaunchArgument(
+            'learner_model', default_value='', choices=['', *LEARNED_KINDS],
+            description="What the learner learns ('' = delan_residual when model:= is, else "
+                        "delan)"),
         DeclareLaunchArgument('robot', default_value='',
                               description='Deprecated name of urdf'),
         DeclareLaunchArgument('controller', default_value='',
@@ -61,6 +68,12 @@ def declare_node_arguments() -> List[DeclareLaunchArgument]:
         DeclareLaunchArgument('checkpoint_dir', default_value='delan_checkpoints',
                               description="Learner's checkpoint folder"),
         DeclareLaunchArgument('namespace', default_value='', description='Namespace of all nodes'),
+        DeclareLaunchArgument(
+            'controller_impl', default_value='python', choices=['python', 'rt'],
+            description='The torque controller: python (delan_control torque_controller, all '
+                        'models, runtime parameter changes) or rt (delan_control_rt '
+                        'torque_controller_rt, compiled: models pd and delan, parameters read '
+                        'once, holds its first position)'),
     ]
 
 
@@ -100,14 +113,19 @@ def resolve_arguments(values: Dict[str, str],
             raise ValueError(f'model:={model} and its deprecated name controller:={controller} '
                              'disagree')
         model = controller
-    return SuiteArguments(urdf or DEFAULT_URDF, model, checkpoint), warnings
+    learner_model = values.get('learner_model', '') or \
+        (model if model in LEARNED_KINDS else 'delan')
+    if model in LEARNED_KINDS and model != learner_model:
+        raise ValueError(f'model:={model} cannot follow a learner of learner_model:='
+                         f'{learner_model}')
+    return SuiteArguments(urdf or DEFAULT_URDF, model, checkpoint, learner_model), warnings
 
 
 def resolved(context: LaunchContext) -> SuiteArguments:
     """:func:`resolve_arguments` on the launch configuration, the URDF found as the nodes find
     it (``delan_common.robot_model.find_urdf``); warnings go to the launch log, a contradiction
     or a missing URDF stops the launch with its message."""
-    names = ('urdf', 'robot', 'model', 'controller', 'delan_checkpoint')
+    names = ('urdf', 'robot', 'model', 'controller', 'delan_checkpoint', 'learner_model')
     values = {n: LaunchConfiguration(n).perform(context) for n in names}
     try:
         args, warnings = resolve_arguments(values)
@@ -121,3 +139,17 @@ def resolved(context: LaunchContext) -> SuiteArguments:
         return args._replace(urdf=find_urdf(args.urdf))
     except FileNotFoundError as err:
         raise RuntimeError(f'urdf:={args.urdf}: {err}') from None
+
+
+def rt_controller_parameters(context: LaunchContext, args: SuiteArguments, params) -> Dict:
+    """What the launch files give the compiled controller (``controller_impl:=rt``) beyond the
+    parameter file: it reads no URDF, so the gains and limits derived here as the Python node
+    derives them; ``<checkpoint>.cw`` exported first for ``model:=delan`` with a checkpoint. A
+    model it does not have stops the launch."""
+    from delan_control.rt_params import RT_MODELS, controller_node, ensure_weights
+    if args.model not in RT_MODELS:
+        raise RuntimeError(f'controller_impl:=rt has models {list(RT_MODELS)}, not '
+                           f'model:={args.model}')
+    if args.model == 'delan' and args.delan_checkpoint:
+        ensure_weights(args.delan_checkpoint)
+    return controller_node('rt', args.urdf, params.perform(context))[2]

@@ -8,19 +8,23 @@
 The torque controller sends its commands in the joint order of that controller, read from its
 ``joints`` parameter (``effort_controller``, relative to ``namespace``).
 
+``controller_impl:=rt`` starts the compiled controller (delan_control_rt) instead: it cannot
+ask the effort controller for its joints and commands in the URDF's joint order.
+
 Start it in the safe configuration (model:=pd, conservative gains in config/robot_params.yaml)
 and switch at runtime with `ros2 param set /torque_controller model delan`.
 """
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, GroupAction, OpaqueFunction
 from launch.conditions import IfCondition
+from launch.logging import get_logger
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node, PushRosNamespace
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 from delan_bringup.launch_args import (declare_node_arguments, declare_suite_arguments,
-                                       resolved)
+                                       resolved, rt_controller_parameters)
 
 PARAMS = PathJoinSubstitution([FindPackageShare('delan_bringup'), 'config', 'robot_params.yaml'])
 
@@ -31,18 +35,33 @@ def _nodes(context):
     common = {'urdf_path': args.urdf, 'use_sim_time': sim_time}
     remaps = [('joint_states', LaunchConfiguration('joint_states')),
               ('effort_controller/commands', LaunchConfiguration('commands'))]
+    if LaunchConfiguration('controller_impl').perform(context) == 'rt':
+        # it reads no parameter of another node: it commands in the URDF's joint order
+        get_logger('launch').warning(
+            'controller_impl:=rt commands in the URDF joint order; the effort controller '
+            f"{LaunchConfiguration('effort_controller').perform(context)} must list its "
+            'joints in that order')
+        derived = rt_controller_parameters(context, args, PARAMS)
+        controller = Node(package='delan_control_rt', executable='torque_controller_rt',
+                          name='torque_controller', output='screen', remappings=remaps,
+                          parameters=[PARAMS, derived, {
+                              'model': args.model,
+                              'delan_checkpoint': args.delan_checkpoint}])
+    else:
+        controller = Node(package='delan_control', executable='torque_controller',
+                          name='torque_controller', output='screen', remappings=remaps,
+                          parameters=[PARAMS, common, {
+                              'model': args.model,
+                              'delan_checkpoint': args.delan_checkpoint,
+                              'identified_params': LaunchConfiguration('identified_params'),
+                              'effort_controller_name': LaunchConfiguration('effort_controller')
+                          }])
     return [GroupAction([
         PushRosNamespace(LaunchConfiguration('namespace')),
         Node(package='delan_control', executable='reference', name='reference',
              output='screen', condition=IfCondition(LaunchConfiguration('reference')),
              parameters=[PARAMS, common], remappings=remaps),
-        Node(package='delan_control', executable='torque_controller',
-             name='torque_controller', output='screen', remappings=remaps,
-             parameters=[PARAMS, common, {
-                 'model': args.model,
-                 'delan_checkpoint': args.delan_checkpoint,
-                 'identified_params': LaunchConfiguration('identified_params'),
-                 'effort_controller_name': LaunchConfiguration('effort_controller')}]),
+        controller,
         Node(package='delan_learning', executable='data_logger', name='data_logger',
              output='screen', condition=IfCondition(LaunchConfiguration('record')),
              remappings=remaps,
@@ -50,7 +69,8 @@ def _nodes(context):
                                   'bag_dir': LaunchConfiguration('bag_dir')}]),
         Node(package='delan_learning', executable='learner', name='learner', output='screen',
              remappings=remaps, parameters=[PARAMS, common, {
-                 'checkpoint_dir': LaunchConfiguration('checkpoint_dir')}]),
+                 'checkpoint_dir': LaunchConfiguration('checkpoint_dir'),
+                 'model': args.learner_model}]),
     ])]
 
 

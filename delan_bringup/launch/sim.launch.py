@@ -3,6 +3,7 @@ online learner.
 
     ros2 launch delan_bringup sim.launch.py model:=pd record:=true
     ros2 launch delan_bringup sim.launch.py urdf:=seven_dof_arm.urdf namespace:=arm1
+    ros2 launch delan_bringup sim.launch.py controller_impl:=rt   # the compiled controller
 
 Parameters come from config/sim_params.yaml of this package (``params_file:=`` names another);
 the arguments below override them.
@@ -16,7 +17,7 @@ from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 from delan_bringup.launch_args import (declare_node_arguments, declare_suite_arguments,
-                                       resolved)
+                                       resolved, rt_controller_parameters)
 
 PARAMS = PathJoinSubstitution([FindPackageShare('delan_bringup'), 'config', 'sim_params.yaml'])
 
@@ -27,25 +28,36 @@ def _nodes(context):
     output = LaunchConfiguration('output')
     sim_time = ParameterValue(LaunchConfiguration('use_sim_time'), value_type=bool)
     common = {'urdf_path': args.urdf, 'use_sim_time': sim_time}
+    if LaunchConfiguration('controller_impl').perform(context) == 'rt':
+        # named torque_controller, so the parameter file's section applies to it too
+        derived = rt_controller_parameters(context, args, params)
+        controller = Node(package='delan_control_rt', executable='torque_controller_rt',
+                          name='torque_controller', output=output,
+                          parameters=[params, derived, {
+                              'model': args.model,
+                              'delan_checkpoint': args.delan_checkpoint}])
+    else:
+        controller = Node(package='delan_control', executable='torque_controller',
+                          name='torque_controller', output=output,
+                          parameters=[params, common, {
+                              'model': args.model,
+                              'delan_checkpoint': args.delan_checkpoint,
+                              'identified_params': LaunchConfiguration('identified_params')}])
     return [GroupAction([
         PushRosNamespace(LaunchConfiguration('namespace')),
         Node(package='delan_control', executable='sim', name='sim', output=output,
              parameters=[params, {'urdf_path': args.urdf, 'publish_clock': sim_time}]),
         Node(package='delan_control', executable='reference', name='reference',
              output=output, parameters=[params, common]),
-        Node(package='delan_control', executable='torque_controller',
-             name='torque_controller', output=output,
-             parameters=[params, common, {
-                 'model': args.model,
-                 'delan_checkpoint': args.delan_checkpoint,
-                 'identified_params': LaunchConfiguration('identified_params')}]),
+        controller,
         Node(package='delan_learning', executable='data_logger', name='data_logger',
              output=output, condition=IfCondition(LaunchConfiguration('record')),
              parameters=[params, {'use_sim_time': sim_time,
                                   'bag_dir': LaunchConfiguration('bag_dir')}]),
         Node(package='delan_learning', executable='learner', name='learner', output=output,
              parameters=[params, common, {
-                 'checkpoint_dir': LaunchConfiguration('checkpoint_dir')}]),
+                 'checkpoint_dir': LaunchConfiguration('checkpoint_dir'),
+                 'model': args.learner_model}]),
     ])]
 
 

@@ -2,25 +2,20 @@
 user types maps to the parameters the nodes get, and contradictions stop the launch."""
 import pytest
 
-from delan_bringup.launch_args import DEFAULT_URDF, MODEL_KINDS, resolve_arguments
-
-
-def test_model_kinds_are_the_controllers():
-    from delan_control.model_loader import MODEL_KINDS as CONTROLLER_KINDS
-    assert MODEL_KINDS == CONTROLLER_KINDS
+from delan_bringup.launch_args import DEFAULT_URDF, resolve_arguments
 
 
 def test_new_names_set_what_they_say_without_warnings():
     args, warnings = resolve_arguments({'urdf': 'panda.urdf', 'model': 'delan',
                                         'delan_checkpoint': '/ck/model.pt'})
-    assert args == ('panda.urdf', 'delan', '/ck/model.pt')
+    assert args == ('panda.urdf', 'delan', '/ck/model.pt', 'delan')
     assert warnings == []
 
 
 def test_defaults():
     args, warnings = resolve_arguments({'urdf': '', 'robot': '', 'model': 'pd',
                                         'controller': '', 'delan_checkpoint': ''})
-    assert args == (DEFAULT_URDF, 'pd', '')
+    assert args == (DEFAULT_URDF, 'pd', '', 'delan')
     assert warnings == []
 
 
@@ -28,16 +23,25 @@ def test_first_release_names_still_work_with_a_warning_each():
     # ros2 launch ... robot:=arm.urdf controller:=delan model:=/ck/model.pt
     args, warnings = resolve_arguments({'robot': 'arm.urdf', 'controller': 'delan',
                                         'model': '/ck/model.pt'})
-    assert args == ('arm.urdf', 'delan', '/ck/model.pt')
+    assert args == ('arm.urdf', 'delan', '/ck/model.pt', 'delan')
     assert len(warnings) == 3
     assert any('use urdf:=arm.urdf' in w for w in warnings)
     assert any('use model:=delan' in w for w in warnings)
     assert any('use delan_checkpoint:=/ck/model.pt' in w for w in warnings)
 
 
+@pytest.mark.parametrize('model,learner', [('delan_residual', 'delan_residual'),
+                                           ('delan', 'delan'), ('pinocchio', 'delan')])
+def test_the_learner_learns_what_the_controller_follows(model, learner):
+    args, _ = resolve_arguments({'model': model})
+    assert args.learner_model == learner
+    args, _ = resolve_arguments({'model': 'pd', 'learner_model': 'delan_residual'})
+    assert args.learner_model == 'delan_residual'
+
+
 def test_old_checkpoint_name_alone_keeps_pd():
     args, warnings = resolve_arguments({'model': 'out/model.pt'})
-    assert args == (DEFAULT_URDF, 'pd', 'out/model.pt')
+    assert args == (DEFAULT_URDF, 'pd', 'out/model.pt', 'delan')
     assert len(warnings) == 1
 
 
@@ -47,6 +51,7 @@ def test_old_checkpoint_name_alone_keeps_pd():
     ({'model': 'delan', 'controller': 'pinocchio'}, 'disagree'),
     ({'urdf': 'a.urdf', 'robot': 'b.urdf'}, 'disagree'),
     ({'controller': 'delan', 'model': 'a.pt', 'delan_checkpoint': 'b.pt'}, 'two checkpoints'),
+    ({'model': 'delan_residual', 'learner_model': 'delan'}, 'cannot follow'),
 ])
 def test_contradictions_are_clear_errors(values, message):
     with pytest.raises(ValueError, match=message):

@@ -415,6 +415,12 @@ class RobotModel:
             raise RobotDescriptionError('robot_description does not look like XML')
         return cls(xml, mismatch, **selection)
 
+    @classmethod
+    def from_description(cls, robot: RobotDescription) -> 'RobotModel':
+        """The nominal model of what a node read with :mod:`~delan_common.urdf_joints`: the
+        same joints, locks and limits."""
+        return cls.from_xml(robot.xml, **robot.selection_kwargs())
+
     def mismatched(self, mismatch: Mismatch) -> 'RobotModel':
         """The same robot and joint selection with ``mismatch`` applied to the nominal URDF
         (not compounded)."""
@@ -811,6 +817,15 @@ class RobotModel:
             M = pin.crba(m, d, self.configuration(q[i]))
             out[i] = np.triu(M) + np.triu(M, 1).T
         return out[0] if single else out
+
+    def acceleration_metric(self, q) -> np.ndarray:
+        """``W(q)``: lower triangular with ``W^T W = H(q)^-1`` (``W = L^-1``, ``H = L L^T``),
+        ``(n, n)`` or ``(B, n, n)``. ``|W e|^2 = e^T H^-1 e`` weighs a torque error ``e`` by
+        the acceleration it causes: large along directions of little inertia (two joint axes
+        that line up, a light wrist), where a small torque error moves the arm most."""
+        L = np.linalg.cholesky(self.mass_matrix(q))
+        eye = np.broadcast_to(np.eye(L.shape[-1]), L.shape)
+        return np.linalg.solve(L, eye)
 
     def gravity(self, q) -> np.ndarray:
         """``g(q) = dV/dq``: gravity, plus the mismatch's spring ``k (q - q0)``."""

@@ -14,7 +14,8 @@ services, exactly as ``ros2 param set`` would:
    least-squares identification runs on it; the learner is paused, so the DeLaN model under test
    has seen the excitation data only;
 3. evaluation: the same unseen figure-eight at 1x and 2x speed is tracked with each controller
-   (``pd``, ``pinocchio`` nominal, ``identified``, ``delan``), switched at runtime;
+   (``pd``, ``pinocchio`` nominal, ``identified``, and the learned one: ``delan``, or
+   ``delan_residual`` with ``--learner-model delan_residual``), switched at runtime;
 4. report: ``report.md``, ``results.json`` and PNG plots in the output folder.
 
 Exit status: 0 on success, 1 when a phase fails (a node dies, no model is learned, ...).
@@ -56,7 +57,8 @@ from delan_learning.ros.state_taker import JointStateTaker, decode_joint_state
 from delan_learning.ros.stamps import seconds
 from delan_common.urdf_joints import RobotDescription
 
-CONTROLLERS = ('pd', 'pinocchio', 'identified', 'delan')
+#: the controllers compared; the learned one (delan or delan_residual) is added per run
+CONTROLLERS = ('pd', 'pinocchio', 'identified')
 SPEEDS = (1.0, 2.0)
 
 
@@ -272,7 +274,8 @@ class Demo:
         """Arguments of delan_bringup's sim.launch.py for this run."""
         return {'urdf': self.urdf, 'model': self.args.excitation_controller, 'record': 'true',
                 'bag_dir': self.bag_dir, 'checkpoint_dir': self.ckpt_dir,
-                'use_sim_time': 'true', 'params_file': params_file, 'output': 'own_log'}
+                'use_sim_time': 'true', 'params_file': params_file, 'output': 'own_log',
+                'learner_model': self.args.learner_model}
 
     def check_alive(self) -> None:
         for name, code in dict(self.suite.exits).items():
@@ -533,7 +536,7 @@ class Demo:
         self.mon.set_params('torque_controller', {'identified_params': self.identified_path})
         self.segments: List[Segment] = []
         for speed in SPEEDS:
-            for ctrl in CONTROLLERS:
+            for ctrl in CONTROLLERS + (self.args.learner_model,):
                 seg = self.track(ctrl, speed)
                 self.segments.append(seg)
                 status = f'DIVERGED ({seg.diverged})' if seg.diverged else 'ok'
@@ -617,7 +620,7 @@ class Demo:
                  for k, v in self.results.get('loop_floor_rms', {}).items()}
         return delan_verdict(mean_rms, diverged, SPEEDS, self.args.max_delan_ratio, true_nmse,
                              self.args.max_true_nmse, self.results.get('noise_floor_nmse'),
-                             floor)
+                             floor, learned=self.args.learner_model)
 
     def loop_floor(self) -> None:
         """How well the sim's own model tracks in this loop, replayed without ROS
@@ -647,6 +650,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "asymmetric friction, joint springs; default: the parameter file's)")
     ap.add_argument('--params', default=None,
                     help='node parameter file (default: config/sim_params.yaml of delan_bringup)')
+    ap.add_argument('--learner-model', default='delan', choices=('delan', 'delan_residual'),
+                    help='what the learner learns and the demo evaluates: the whole dynamics '
+                         '(delan) or a residual on the URDF\'s model (delan_residual)')
     ap.add_argument('--excitation', type=float, default=120.0,
                     help='sim seconds of excitation / online learning')
     ap.add_argument('--law', default='feedforward_urdf_pd', choices=LAWS,

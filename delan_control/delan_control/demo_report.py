@@ -16,7 +16,8 @@ from delan_common.robot_model import JOINT_EFFECT_FIELDS, Mismatch, RobotModel  
 from delan_learning.data import complete_derivatives  # noqa: E402
 
 MODEL_LABELS = {'true': 'true plant', 'pinocchio': 'Pinocchio (nominal URDF)',
-                'identified': 'identified (least squares)', 'delan': 'DeLaN (online)'}
+                'identified': 'identified (least squares)', 'delan': 'DeLaN (online)',
+                'delan_residual': 'DeLaN residual on the URDF (online)'}
 
 
 def true_plant(demo) -> RobotModel:
@@ -42,7 +43,8 @@ def models_under_test(demo) -> Dict[str, object]:
             'pinocchio': load_dynamics_model('pinocchio', demo.robot),
             'identified': load_dynamics_model('identified', demo.robot,
                                               identified_params=demo.identified_path),
-            'delan': load_dynamics_model('delan', demo.robot, checkpoint=ckpt)}
+            demo.args.learner_model: load_dynamics_model(demo.args.learner_model, demo.robot,
+                                                         checkpoint=ckpt)}
 
 
 def _fmt(v) -> str:
@@ -203,7 +205,7 @@ def _plot_torque(demo, models, data_by_speed) -> str:
     for j in range(n):
         ax = axes[j, 0]
         ax.plot(t, d['tau'][seg, j], 'k', lw=2, label='measured')
-        for key in ('pinocchio', 'identified', 'delan'):
+        for key in ('pinocchio', 'identified', demo.args.learner_model):
             pred = np.asarray(models[key].inverse(d['q'][seg], d['qd'][seg], d['qdd'][seg]))
             ax.plot(t, pred[:, j], lw=1, label=MODEL_LABELS[key])
         ax.set_ylabel(f'{demo.robot.joint_names[j]} [N m]')
@@ -222,7 +224,7 @@ def _plot_structure(demo, models, data_by_speed) -> str:
     pairs = [(i, j) for i in range(n) for j in range(i, n)][:6]
     fig, axes = plt.subplots(2, 2, figsize=(12, 7))
     styles = {'true': ('k', 2.0), 'pinocchio': ('tab:blue', 1.0), 'identified': ('tab:orange', 1.0),
-              'delan': ('tab:red', 1.2)}
+              'delan': ('tab:red', 1.2), 'delan_residual': ('tab:red', 1.2)}
     for key, m in models.items():
         c, lw = styles[key]
         H = np.asarray(m.mass_matrix(q))

@@ -94,8 +94,9 @@ def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
                   true_plant_nmse: Optional[Dict[float, float]] = None,
                   max_true_nmse: float = 0.1,
                   excitation_floor: Optional[Sequence[float]] = None,
-                  loop_floor: Optional[Dict[float, float]] = None) -> Verdict:
-    """DeLaN must not diverge and must track at most ``max_ratio`` x nominal Pinocchio's mean
+                  loop_floor: Optional[Dict[float, float]] = None,
+                  learned: str = 'delan') -> Verdict:
+    """The learned model (``learned``: delan or delan_residual) must not diverge and must track at most ``max_ratio`` x nominal Pinocchio's mean
     RMS error at every speed; the true plant must predict the measured torque (nMSE at most
     ``max_true_nmse``, on the evaluation and, per joint, on the excitation the models learned
     from: ``excitation_floor``), or the data themselves are broken; and the control loop must
@@ -107,18 +108,18 @@ def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
     failures: List[str] = []
     ratios: Dict[float, float] = {}
     for sp in speeds:
-        if diverged.get(('delan', sp), False):
-            failures.append(f'delan diverged at {sp:g}x')
+        if diverged.get((learned, sp), False):
+            failures.append(f'{learned} diverged at {sp:g}x')
             continue
-        d, p = mean_rms.get(('delan', sp)), mean_rms.get(('pinocchio', sp))
+        d, p = mean_rms.get((learned, sp)), mean_rms.get(('pinocchio', sp))
         if d is None or p is None:
-            failures.append(f'no delan/pinocchio run at {sp:g}x')
+            failures.append(f'no {learned}/pinocchio run at {sp:g}x')
             continue
         ratios[sp] = d / p if p > 0 else np.inf
         if diverged.get(('pinocchio', sp), False):
-            continue   # nominal lost the arm: any non-diverged delan run beats it
+            continue   # nominal lost the arm: any non-diverged learned run beats it
         if not ratios[sp] <= max_ratio:
-            failures.append(f'delan mean RMS {d:.4g} is {ratios[sp]:.2f} x pinocchio\'s {p:.4g} '
+            failures.append(f'{learned} mean RMS {d:.4g} is {ratios[sp]:.2f} x pinocchio\'s {p:.4g} '
                             f'at {sp:g}x (bound {max_ratio:.2f})')
     for sp, v in (loop_floor or {}).items():
         p = mean_rms.get(('pinocchio', sp))

@@ -8,7 +8,10 @@ from typing import Any, Callable, Optional
 from delan_common.dynamics import DynamicsModel
 from delan_common.urdf_joints import RobotDescription
 
-MODEL_KINDS = ('pd', 'pinocchio', 'identified', 'delan')
+#: what a controller can hold: PD alone, the URDF's model, least squares, learned
+MODEL_KINDS = ('pd', 'pinocchio', 'identified', 'delan', 'delan_residual')
+#: the kinds a learner publishes versions of (loaded from a checkpoint)
+LEARNED_KINDS = ('delan', 'delan_residual')
 
 
 class ModelLoadError(ValueError):
@@ -17,16 +20,12 @@ class ModelLoadError(ValueError):
 
 def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = '',
                         identified_params: str = '') -> Optional[DynamicsModel]:
-    """``None`` for ``pd``; else a :class:`DynamicsModel` whose joints are the robot's. A delan
+    """``None`` for ``pd``; else a :class:`DynamicsModel` whose joints are the robot's. A learned
     model carries ``model_version``, the learner's version in its checkpoint (0 when none)."""
     if kind == 'pd':
         return None
     if kind == 'pinocchio':
-        from delan_common.robot_model import RobotModel
-        try:
-            return RobotModel.from_xml(robot.xml, **robot.selection_kwargs())
-        except ValueError as err:
-            raise ModelLoadError(str(err)) from None
+        return _nominal(robot)
     if kind == 'identified':
         from delan_control.sysid import IdentifiedModel
         if not identified_params:
@@ -44,23 +43,44 @@ def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = ''
         if model.robot.locked != robot.locked:
             model = _relocked(model, robot)
         return model
-    if kind == 'delan':
-        from delan_learning.checkpoint import CheckpointError, load_model
-        from delan_learning.fastpath import dynamics_model
-        if not checkpoint:
-            raise ModelLoadError('model=delan needs a checkpoint (delan_checkpoint parameter or '
-                                 'a model update from the learner)')
-        try:
-            model, meta = load_model(checkpoint, expected_joint_names=robot.joint_names)
-            loaded = dynamics_model(model, robot.joint_names)
-        except (CheckpointError, OSError) as err:
-            raise ModelLoadError(str(err)) from None
-        try:
-            loaded.model_version = int(meta.get('model_version') or 0)
-        except (TypeError, ValueError):
-            loaded.model_version = 0
-        return loaded
+    if kind in LEARNED_KINDS:
+        return _learned(kind, robot, checkpoint)
     raise ModelLoadError(f'unknown model {kind!r}; expected one of {MODEL_KINDS}')
+
+
+def _nominal(robot: RobotDescription):
+    from delan_common.robot_model import RobotModel
+    try:
+        return RobotModel.from_description(robot)
+    except ValueError as err:
+        raise ModelLoadError(str(err)) from None
+
+
+def _learned(kind: str, robot: RobotDescription, checkpoint: str):
+    """A learner's checkpoint as ``kind``; a residual (``delan_residual``) is added to the URDF's
+    model. The checkpoint's own kind must match: a residual used as a whole model would command
+    a fraction of the torque the arm needs, a whole model used as a residual twice it."""
+    from delan_learning.checkpoint import CheckpointError, load_model
+    from delan_learning.fastpath import dynamics_model
+    if not checkpoint:
+        raise ModelLoadError(f'model={kind} needs a checkpoint (delan_checkpoint parameter or '
+                             'a model update from the learner)')
+    try:
+        model, meta = load_model(checkpoint, expected_joint_names=robot.joint_names)
+        loaded = dynamics_model(model, robot.joint_names)
+    except (CheckpointError, OSError) as err:
+        raise ModelLoadError(str(err)) from None
+    if meta.get('model_kind') != kind:
+        raise ModelLoadError(f'{checkpoint} holds a {meta.get("model_kind")!r} model, not '
+                             f'{kind!r} (learner parameter model:={kind})')
+    try:
+        loaded.model_version = int(meta.get('model_version') or 0)
+    except (TypeError, ValueError):
+        loaded.model_version = 0
+    if kind == 'delan_residual':
+        from delan_common.residual_dynamics import NominalPlusResidual
+        return NominalPlusResidual(_nominal(robot), loaded)
+    return loaded
 
 
 def _relocked(model, robot: RobotDescription):

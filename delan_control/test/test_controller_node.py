@@ -242,15 +242,16 @@ def rig_factory():
         rig.close()
 
 
-def _save_delan(path: str, urdf: str, fill: Optional[float] = None) -> str:
-    """An (untrained) DeLaN checkpoint for ``urdf``'s joints; ``fill`` overwrites every weight."""
+def _save_delan(path: str, urdf: str, fill: Optional[float] = None, kind: str = 'delan') -> str:
+    """An (untrained) DeLaN checkpoint (or ``kind``) for ``urdf``'s joints; ``fill`` overwrites
+    every weight."""
     import torch
 
     from delan_learning.checkpoint import save_model
     from delan_learning.models import build_model
     robot = RobotDescription.load(urdf)
     torch.manual_seed(0)
-    model = build_model('delan', robot.joint_types, width=16, depth=1)
+    model = build_model(kind, robot.joint_types, width=16, depth=1)
     if fill is not None:
         with torch.no_grad():
             for p in model.parameters():
@@ -457,6 +458,14 @@ def test_runtime_switch_is_bumpless_and_unusable_switches_are_refused(rig_factor
     # back to delan with a usable checkpoint in the same set: the old (7-DoF) file is not loaded
     assert rig.set_params_atomically(model='delan', delan_checkpoint=mine)[0].successful
     assert rig.ctl.model_kind == 'delan' and rig.get_param('delan_checkpoint') == mine
+
+    # ---- a residual is never used as a whole model, nor a whole model as a residual
+    residual = _save_delan(str(tmp_path / 'two_link_residual.pt'), URDF, kind='delan_residual')
+    refused(rig.set_params(delan_checkpoint=residual)[0], "'delan_residual' model")
+    refused(rig.set_params(model='delan_residual')[0], "'delan' model")
+    assert rig.set_params_atomically(model='delan_residual',
+                                     delan_checkpoint=residual)[0].successful
+    assert rig.ctl.model_kind == 'delan_residual'
 
 
 # ------------------------------------------------------------------------------------------ 4

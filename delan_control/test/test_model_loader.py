@@ -76,3 +76,43 @@ def test_pinocchio_and_identified_models_keep_the_robots_joint_selection(tmp_pat
     other = RobotDescription.load(PANDA, joints=PANDA_ARM[:6])
     with pytest.raises(ModelLoadError, match='joints'):
         load_dynamics_model('identified', other, identified_params=path)
+
+
+@pytest.mark.parametrize('urdf', ['panda.urdf', 'two_link_arm.urdf'])
+def test_delan_residual_is_the_urdf_model_plus_the_checkpoint_and_kinds_do_not_mix(tmp_path,
+                                                                                  urdf):
+    """model=delan_residual: the URDF's model plus the residual of the checkpoint; a residual is
+    never loaded as a whole model, nor a whole model as a residual."""
+    import numpy as np
+    import torch
+
+    from delan_common.robot_model import RobotModel, find_urdf
+    from delan_common.urdf_joints import RobotDescription
+    from delan_control.model_loader import load_dynamics_model
+    from delan_learning.checkpoint import save_model
+    from delan_learning.fastpath import dynamics_model
+    from delan_learning.models import build_model
+    robot = RobotDescription.load(find_urdf(urdf))
+    paths = {}
+    for kind in ('delan', 'delan_residual'):
+        torch.manual_seed(0)
+        paths[kind] = str(tmp_path / f'{kind}.pt')
+        save_model(build_model(kind, robot.joint_types, width=16, depth=1).double(),
+                   paths[kind], {'joint_names': robot.joint_names, 'model_version': 3})
+    model = load_dynamics_model('delan_residual', robot, checkpoint=paths['delan_residual'])
+    assert model.model_version == 3 and model.joint_names == robot.joint_names
+    nominal = RobotModel.from_description(robot)
+    rng = np.random.default_rng(0)
+    lo, hi = nominal.sample_bounds()
+    q = rng.uniform(lo, hi, (8, nominal.n))
+    qd, qdd = rng.normal(size=q.shape), rng.normal(size=q.shape)
+    torch.manual_seed(0)
+    residual = dynamics_model(build_model('delan_residual', robot.joint_types, width=16,
+                                          depth=1).double(), robot.joint_names)
+    assert np.allclose(model.inverse(q, qd, qdd),
+                       nominal.inverse(q, qd, qdd) + residual.inverse(q, qd, qdd))
+    assert np.linalg.eigvalsh(model.mass_matrix(q)).min() > 0
+    with pytest.raises(ModelLoadError, match="'delan_residual' model, not 'delan'"):
+        load_dynamics_model('delan', robot, checkpoint=paths['delan_residual'])
+    with pytest.raises(ModelLoadError, match="'delan' model, not 'delan_residual'"):
+        load_dynamics_model('delan_residual', robot, checkpoint=paths['delan'])

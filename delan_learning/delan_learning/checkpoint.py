@@ -6,10 +6,11 @@ no pickled code is ever executed)::
     {'format_version': int, 'metadata_json': str, 'state_dict': {name: tensor}}
 
 ``metadata`` (also returned by :func:`load_model`) holds ``format_version``,
-``library_version``, ``model_kind`` ('delan' | 'mlp'), ``joint_names``, ``joint_types``,
-``dof``, ``hyperparameters`` (the model's constructor arguments), ``torque_normalisation``
-(``{'mean': [...], 'std': [...]}`` when known) and whatever else the caller adds (training
-metrics, data source). Every failure to use a file raises :class:`CheckpointError`.
+``library_version``, ``model_kind`` (one of ``models.MODEL_KINDS``), ``joint_names``,
+``joint_types``, ``dof``, ``hyperparameters`` (the model's constructor arguments),
+``torque_normalisation`` (``{'mean': [...], 'std': [...]}`` when known) and whatever else the
+caller adds (training metrics, data source). Every failure to use a file raises
+:class:`CheckpointError`.
 """
 from __future__ import annotations
 

@@ -15,7 +15,8 @@ from torch import nn
 
 from delan_learning.features import check_joint_types
 
-MODEL_KINDS = ('delan', 'mlp')
+#: learned model kinds; ``delan_residual`` is the residual on a nominal model (residual_model.py)
+MODEL_KINDS = ('delan', 'delan_residual', 'mlp')
 
 
 class DynamicsModule(nn.Module):
@@ -141,10 +142,14 @@ def joint_inertia_estimates(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, tau:
 
 
 def build_model(kind: str, joint_types: Sequence[str], **config: Any) -> DynamicsModule:
-    """A fresh model of ``kind`` ('delan' | 'mlp') from :meth:`DynamicsModule.config` values."""
+    """A fresh model of ``kind`` (:data:`MODEL_KINDS`) from :meth:`DynamicsModule.config`
+    values."""
     if kind == 'delan':
         from delan_learning.lagrangian import DelanModel
         return DelanModel(joint_types, **config)
+    if kind == 'delan_residual':
+        from delan_learning.residual_model import ResidualDelanModel
+        return ResidualDelanModel(joint_types, **config)
     if kind == 'mlp':
         from delan_learning.mlp import MlpInverseModel
         return MlpInverseModel(joint_types, **config)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
@@ -45,6 +45,33 @@ class Sample:
     qd: np.ndarray
     qdd: np.ndarray
     tau: np.ndarray
+    #: the nominal model's torque for this motion (residual learning), else None
+    tau_prior: Optional[np.ndarray] = None
+    #: ``W (n, n)`` with ``W^T W = H_nominal^-1`` (``RobotModel.acceleration_metric``): the
+    #: loss weighs torque errors by the acceleration they cause; None = per-joint torque spread
+    metric: Optional[np.ndarray] = None
+
+
+def fit_targets(data: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+    """The torques a model is fitted to: the measured ones, less the nominal model's where the
+    data hold them (``tau_prior``: a residual model learns what the nominal one misses)."""
+    if 'tau_prior' not in data:
+        return data
+    out = dict(data)
+    out['tau'] = np.asarray(data['tau']) - np.asarray(data['tau_prior'])
+    return out
+
+
+def evaluate_total(trainer: Any, data: Mapping[str, np.ndarray]) -> Dict[str, Any]:
+    """``trainer.evaluate`` on :func:`fit_targets`, with the nMSE per joint relative to the
+    spread of the *measured* torque either way, so a residual model and a whole one are judged
+    (and gated) alike. The loss is already relative to the trainer's normaliser, which the
+    learner takes from the measured torques."""
+    ev = trainer.evaluate(fit_targets(data))
+    if 'tau_prior' in data:
+        var = np.var(np.asarray(data['tau'], dtype=np.float64), axis=0)
+        ev['nmse'] = (np.asarray(ev['mse']) / np.maximum(var, 1e-12)).tolist()
+    return ev
 
 
 #: what qdd is differentiated from: the measured velocities (once), or the positions (twice)
@@ -152,16 +179,22 @@ class DelayedDifferentiator:
 class ReplayBuffer:
     """Fixed-capacity ring of (q, qd, qdd, tau) rows and their stamps, preallocated so memory is
     bounded by ``capacity * (4 * n + 1) * 8`` bytes whatever the stream rate; the oldest rows are
-    overwritten."""
+    overwritten. ``prior=True`` adds a ``tau_prior`` column (the nominal model's torque of each
+    sample, for residual learning): ``(5 * n + 1) * 8`` bytes per row; ``metric=True`` each
+    sample's ``W`` (``Sample.metric``, float32): ``4 * n * n`` bytes more."""
 
     FIELDS = ('q', 'qd', 'qdd', 'tau')
 
-    def __init__(self, capacity: int, n_joints: int):
+    def __init__(self, capacity: int, n_joints: int, prior: bool = False,
+                 metric: bool = False):
         if capacity < 1:
             raise ValueError('capacity must be positive')
         self.capacity = int(capacity)
         self.n = int(n_joints)
-        self._data = {f: np.zeros((self.capacity, self.n)) for f in self.FIELDS}
+        fields = self.FIELDS + (('tau_prior',) if prior else ())
+        self._data = {f: np.zeros((self.capacity, self.n)) for f in fields}
+        if metric:
+            self._data['metric'] = np.zeros((self.capacity, self.n, self.n), dtype=np.float32)
         self._t = np.zeros(self.capacity)
         self._next = 0
         self.size = 0
@@ -177,6 +210,14 @@ class ReplayBuffer:
         self._data['qd'][i] = s.qd
         self._data['qdd'][i] = s.qdd
         self._data['tau'][i] = s.tau
+        if 'tau_prior' in self._data:
+            if s.tau_prior is None:
+                raise ValueError('this buffer holds residual data: the sample needs tau_prior')
+            self._data['tau_prior'][i] = s.tau_prior
+        if 'metric' in self._data:
+            if s.metric is None:
+                raise ValueError('this buffer weighs by acceleration: the sample needs metric')
+            self._data['metric'][i] = s.metric
         self._t[i] = s.t
         self._next = (i + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)

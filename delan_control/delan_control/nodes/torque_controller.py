@@ -43,7 +43,7 @@ from delan_control.control_laws import (LAWS, URDF_FEEDBACK_LAWS, BumplessBlend,
 from delan_control.continuity import JumpDetector
 from delan_control.evaluation import joint_errors
 from delan_control.loop_stats import LoopStats, histogram_text
-from delan_control.model_loader import (MODEL_KINDS, LatestLoader, ModelLoadError,
+from delan_control.model_loader import (LEARNED_KINDS, MODEL_KINDS, LatestLoader, ModelLoadError,
                                          load_dynamics_model)
 from delan_learning.ros.robot_param import declare_array, declare_robot
 from delan_control.trajectories import PiecewiseQuintic, rejoin_offset
@@ -156,8 +156,8 @@ class TorqueControllerNode(Node):
         self.model_kind = declare(self, 'model', 'pd', 'Dynamics model for the feed-forward',
                                   choices=MODEL_KINDS, registry=reg)
         self.delan_checkpoint = declare(
-            self, 'delan_checkpoint', '', "DeLaN checkpoint for model=delan ('' = take the "
-            "learner's latest from learner/model_update)", registry=reg)
+            self, 'delan_checkpoint', '', "Checkpoint for model=delan or delan_residual ('' = "
+            "take the learner's latest from learner/model_update)", registry=reg)
         self.identified_params = declare(self, 'identified_params', '',
                                          'Identified parameters (delan-sysid output) for '
                                          'model=identified', registry=reg)
@@ -232,12 +232,13 @@ class TorqueControllerNode(Node):
         self._set_model(self.model_kind, initial=True)
         # learner versions are loaded off the executor thread (see _on_model_update)
         self._update_loader = LatestLoader(
-            lambda msg: load_dynamics_model('delan', self.robot, checkpoint=msg.checkpoint_path),
+            lambda request: load_dynamics_model(request[1], self.robot,
+                                                checkpoint=request[0].checkpoint_path),
             self._update_loaded,
             self._update_failed, name='model_update_loader')
         reg['model'] = self._check_model
-        reg['delan_checkpoint'] = self._check_file('delan_checkpoint', 'delan')
-        reg['identified_params'] = self._check_file('identified_params', 'identified')
+        reg['delan_checkpoint'] = self._check_file('delan_checkpoint', LEARNED_KINDS)
+        reg['identified_params'] = self._check_file('identified_params', ('identified',))
         validate = validating_callback(reg)
 
         def on_set(params):
@@ -388,10 +389,10 @@ class TorqueControllerNode(Node):
             try:
                 model = self._load(kind, checkpoint)
             except ModelLoadError:
-                if not (initial and kind == 'delan'):
+                if not (initial and kind in LEARNED_KINDS):
                     raise
-                self.get_logger().warning('model=delan: no usable checkpoint yet; PD until the '
-                                          'learner publishes one')
+                self.get_logger().warning(f'model={kind}: no usable checkpoint yet; PD until '
+                                          'the learner publishes one')
                 model = None
         with self._lock:
             if not initial:
@@ -412,13 +413,14 @@ class TorqueControllerNode(Node):
             return f'model={kind} cannot be used: {err}'
         return None
 
-    def _check_file(self, name: str, kind: str):
+    def _check_file(self, name: str, kinds: Tuple[str, ...]):
         def check(path: str) -> Optional[str]:
-            if self._incoming.get('model', self.model_kind) != kind or not path:
+            kind = self._incoming.get('model', self.model_kind)
+            if kind not in kinds or not path:
                 return None
             try:
                 self._pending = (kind, load_dynamics_model(
-                    kind, self.robot, checkpoint=path if kind == 'delan' else '',
+                    kind, self.robot, checkpoint=path if kind in LEARNED_KINDS else '',
                     identified_params=path if kind == 'identified' else ''))
             except ModelLoadError as err:
                 return f'{name}={path!r} cannot be used: {err}'
@@ -476,22 +478,25 @@ class TorqueControllerNode(Node):
         if self._follows_learner():
             # loaded in the background (a load would delay the control callbacks by 3-10 ms);
             # the running model stays in force until the new one is ready
-            self._update_loader.submit(msg)
+            self._update_loader.submit((msg, self.model_kind))
 
     def _follows_learner(self) -> bool:
-        return self.model_kind == 'delan' and not self.delan_checkpoint
+        return self.model_kind in LEARNED_KINDS and not self.delan_checkpoint
 
-    def _update_loaded(self, msg: ModelUpdate, model) -> None:
+    def _update_loaded(self, request: Tuple[ModelUpdate, str], model) -> None:
         """Loader thread: switch to a learner version unless the user switched away meanwhile
         (or a newer version was already adopted through a parameter change)."""
+        msg, kind = request
         with self._lock:
-            if not self._follows_learner() or self._latest_update is not msg:
+            if not self._follows_learner() or self._latest_update is not msg or \
+                    self.model_kind != kind:
                 return
-            self._set_model('delan', model=model)
-        self.get_logger().info(f'DeLaN model v{msg.model_version} from {msg.checkpoint_path}')
+            self._set_model(kind, model=model)
+        self.get_logger().info(f'{kind} model v{msg.model_version} from {msg.checkpoint_path}')
 
-    def _update_failed(self, msg: ModelUpdate, err: Exception) -> None:
-        self.get_logger().error(f'model update v{msg.model_version} unusable: {err}')
+    def _update_failed(self, request: Tuple[ModelUpdate, str], err: Exception) -> None:
+        self.get_logger().error(f'model update v{request[0].model_version} unusable as '
+                                f'{request[1]}: {err}')
 
     # ---------------------------------------------------------------- reference
     def _on_reference(self, msg: JointTrajectory) -> None:

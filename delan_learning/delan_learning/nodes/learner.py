@@ -26,7 +26,9 @@ import os
 import re
 import threading
 import time
+import traceback
 import uuid
+from dataclasses import replace
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -38,14 +40,18 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
+from delan_learning.c_export import export_delan, weights_path
 from delan_learning.checkpoint import CheckpointError, load_model, save_model
 from delan_learning.decimation import Decimator
 from delan_learning.fastpath import NumpyDelan
 from delan_common.joint_state import (JointStateError, JointStateMapper, MappedJointState,
                                       StampGate)
+from delan_common.residual_dynamics import NominalPlusResidual
+from delan_common.robot_model import RobotModel
 from delan_learning.models import build_model
 from delan_learning.online import (ACCELERATION_SOURCES, DelayedDifferentiator,
-                                   ReplayBuffer, Sample, diverged, held_out)
+                                   ReplayBuffer, Sample, diverged, evaluate_total, fit_targets,
+                                   held_out)
 from delan_learning.ros.cdr import JointStateReader
 from delan_learning.ros.diagnostics import OK, WARN, ERROR, DiagnosticsReporter, hardware_id
 from delan_learning.ros.params import declare, validating_callback
@@ -55,7 +61,11 @@ from delan_learning.ros.robot_param import declare_robot
 from delan_learning.ros.spin import run_node, steady_timer
 from delan_learning.ros.stamps import seconds, set_seconds
 from delan_learning.ros.state_taker import JointStateTaker, Taken, decode_joint_state
+from delan_learning.train_config import LOSS_METRICS
 from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
+
+#: what the learner can learn (models.MODEL_KINDS less the black-box MLP)
+LEARNED_KINDS = ('delan', 'delan_residual')
 
 VERSION_RE = re.compile(r'model_v(\d+)\.pt$')
 #: ModelStatus.state -> its name (diagnostics)
@@ -94,9 +104,20 @@ class LearnerNode(Node):
         self.robot = declare_robot(self, reg)
         names = self.robot.joint_names
         p = lambda *a, **k: declare(self, *a, registry=reg, **k)  # noqa: E731
+        self.model_kind = p('model', 'delan', 'What is learned: delan (the whole dynamics) or '
+                            'delan_residual (what the URDF\'s rigid-body model misses, on top '
+                            'of it)', choices=LEARNED_KINDS, read_only=True)
+        metric = p('loss_metric', 'auto', 'What a torque error costs in the loss: torque (each '
+                   'joint over its torque spread), acceleration (through the URDF\'s inverse '
+                   'inertia: the motion the error would cause, large where joint axes line up '
+                   'or links are light) or both; auto = both for delan_residual, torque for '
+                   'delan', choices=('auto',) + LOSS_METRICS, read_only=True)
+        self.loss_metric = metric if metric != 'auto' else \
+            ('both' if self.model_kind == 'delan_residual' else 'torque')
         self.capacity = p('buffer_capacity', 200000, 'Replay buffer size [samples]; bounds '
-                          'memory to 32 * n_joints + 8 bytes per sample', min_value=100,
-                          max_value=50_000_000, read_only=True)
+                          'memory to 32 * n_joints + 8 bytes per sample, + 8 * n_joints for '
+                          'delan_residual, + 4 * n_joints^2 for a loss_metric other than '
+                          'torque', min_value=100, max_value=50_000_000, read_only=True)
         self.min_samples = p('min_samples', 2000, 'Samples before training starts',
                              min_value=10, max_value=10_000_000)
         self.validation_every = p('validation_every', 5, 'One in k one-second chunks of data '
@@ -187,8 +208,14 @@ class LearnerNode(Node):
         self.max_gap = max_gap
         self.diff: Optional[DelayedDifferentiator] = None  # sized from the observed rate
         self._first_stamps: List[float] = []
-        self.train_buf = ReplayBuffer(self.capacity, n)
-        self.val_buf = ReplayBuffer(max(100, self.capacity // self.validation_every), n)
+        # the URDF's model, for a residual's prior or the loss metric (intake thread only:
+        # Pinocchio data are not thread-safe)
+        prior = self.model_kind == 'delan_residual'
+        metric = self.loss_metric != 'torque'
+        self.nominal = RobotModel.from_description(self.robot) if prior or metric else None
+        self.train_buf = ReplayBuffer(self.capacity, n, prior=prior, metric=metric)
+        self.val_buf = ReplayBuffer(max(100, self.capacity // self.validation_every), n,
+                                    prior=prior, metric=metric)
         self.samples_seen = 0
         self._effort_lim = self.robot.effort_limits * self.range_factor
         self._vel_lim = self.robot.velocity_limits * self.range_factor
@@ -320,6 +347,11 @@ class LearnerNode(Node):
         sample = self.diff.push(t, js.position, js.velocity, js.effort)
         if sample is None:
             return
+        if self.model_kind == 'delan_residual':
+            sample = replace(sample, tau_prior=self.nominal.inverse(sample.q, sample.qd,
+                                                                    sample.qdd))
+        if self.loss_metric != 'torque':
+            sample = replace(sample, metric=self.nominal.acceleration_metric(sample.q))
         self._latest_sample = sample
         if self._estimate_rate.due(sample.t):
             self._estimates_due.append(sample)
@@ -333,9 +365,10 @@ class LearnerNode(Node):
     def _new_trainer(self, model=None, normalizer=None) -> Trainer:
         torch.manual_seed(self.seed)
         if model is None:
-            model = build_model('delan', self.robot.joint_types, width=self.width,
+            model = build_model(self.model_kind, self.robot.joint_types, width=self.width,
                                 depth=self.depth, friction=self.friction)
-        cfg = TrainConfig(batch_size=self.batch_size, lr=self.lr, seed=self.seed)
+        cfg = TrainConfig(batch_size=self.batch_size, lr=self.lr, seed=self.seed,
+                          loss_metric=self.loss_metric)
         return Trainer(model, cfg, normalizer, device='cpu', dtype=torch.float32)
 
     def _train_loop(self) -> None:
@@ -363,7 +396,17 @@ class LearnerNode(Node):
                     self.message = f'collecting: {n_train}/{self.min_samples} samples'
                 self._stop.wait(0.2)
                 continue
-            self._train_round(rng)
+            try:
+                self._train_round(rng)
+            except Exception as err:
+                # a dead worker would leave a learner that takes data and never trains, with a
+                # status that says it is collecting: say so on the status and /diagnostics and
+                # try again from scratch (the intake goes on)
+                self.state = ModelStatus.STATE_ERROR
+                self.message = f'training failed: {type(err).__name__}: {err}'
+                self.get_logger().error(self.message + '\n' + traceback.format_exc())
+                self.trainer = None
+                self._stop.wait(5.0)
 
     def _train_round(self, rng: np.random.Generator) -> None:
         t0 = time.perf_counter()
@@ -373,15 +416,16 @@ class LearnerNode(Node):
                 self.val_buf.sample(20000, rng)
         if self.trainer is None:
             self.trainer = self._new_trainer(
-                normalizer=TorqueNormalizer.from_torques(data['tau']))
+                normalizer=TorqueNormalizer.from_torques(data['tau'], data.get('metric')))
         for g in self.trainer.optimizer.param_groups:
             g['lr'] = self.lr
-        loss = self.trainer.train_steps(data, self.steps_per_round, batch_size=self.batch_size,
+        loss = self.trainer.train_steps(fit_targets(data), self.steps_per_round,
+                                        batch_size=self.batch_size,
                                         stop=self._stop.is_set)
         if self._stop.is_set():
             return
         self.training_steps += self.steps_per_round
-        ev = self.trainer.evaluate(val)
+        ev = evaluate_total(self.trainer, val)
         self.last_round_s = time.perf_counter() - t0
         self.train_loss = loss
         if not (math.isfinite(loss) and math.isfinite(ev['loss'])):
@@ -508,7 +552,7 @@ class LearnerNode(Node):
         current = copy.deepcopy(self.trainer.model.state_dict())
         self.trainer.model.load_state_dict(state)
         try:
-            return self.trainer.evaluate(val)
+            return evaluate_total(self.trainer, val)
         finally:
             self.trainer.model.load_state_dict(current)
 
@@ -537,6 +581,8 @@ class LearnerNode(Node):
         version = self.version + 1
         path = os.path.join(self.checkpoint_dir, f'model_v{version:05d}.pt')
         save_model(model, path, self._metadata(version))
+        if self.model_kind == 'delan':
+            self._export_weights(path, version)
         stamp = self.get_clock().now().to_msg()
         with self._model_lock:
             self.version = version
@@ -562,18 +608,30 @@ class LearnerNode(Node):
                 'online': {'samples_seen': self.samples_seen, 'steps': self.training_steps,
                            'validation_nmse': self.val_nmse}}
 
+    def _export_weights(self, path: str, version: int) -> None:
+        """The compiled controller's weights file beside the checkpoint (``.cw``), from the
+        weights as the checkpoint holds them, so both controllers command the same torque."""
+        try:
+            export_delan(load_model(path)[0], weights_path(path), self.robot.joint_names,
+                         version)
+        except (OSError, ValueError, CheckpointError) as err:
+            self.get_logger().warning(f'v{version}: no weights for the compiled controller: '
+                                      f'{err}')
+
     def _prune(self) -> None:
         files = sorted(self._version_files())
         for _, path in files[:-self.keep_versions]:
-            try:
-                os.remove(path)
-            except OSError:
-                pass
+            for f in (path, weights_path(path)):
+                try:
+                    os.remove(f)
+                except OSError:
+                    pass
 
     def _remove_partial_checkpoints(self) -> None:
         """Temp files of a save cut short (kill -9, power loss) are never loaded (hidden, not
         matched by VERSION_RE) but would pile up."""
-        for path in glob.glob(os.path.join(self.checkpoint_dir, '.model_v*.pt.*.tmp')):
+        for path in glob.glob(os.path.join(self.checkpoint_dir, '.model_v*.pt.*.tmp')) + \
+                glob.glob(os.path.join(self.checkpoint_dir, '.model_v*.pt.cw*')):
             try:
                 os.unlink(path)
                 self.get_logger().warning(f'removed a partial checkpoint: {path}')
@@ -594,8 +652,9 @@ class LearnerNode(Node):
     def _read_checkpoint(self, path: str):
         """(model, metadata) of a checkpoint to continue from; CheckpointError otherwise."""
         model, meta = load_model(path, expected_joint_names=self.robot.joint_names)
-        if getattr(model, 'kind', 'delan') != 'delan':
-            raise CheckpointError(f'{path} holds a {model.kind!r} model, the learner needs delan')
+        if getattr(model, 'kind', 'delan') != self.model_kind:
+            raise CheckpointError(f'{path} holds a {model.kind!r} model, the learner learns '
+                                  f'{self.model_kind}')
         meta = dict(meta)
         meta['model_id'] = str(meta.get('model_id') or uuid.uuid4().hex[:12])
         return model, meta
@@ -722,6 +781,8 @@ class LearnerNode(Node):
         if model is None:
             # batches only: the compiled one-state kernel is not needed (nor built)
             model = NumpyDelan(snapshot, self.robot.joint_names, use_c=False)
+            if self.model_kind == 'delan_residual':
+                model = NominalPlusResidual(self.nominal, model)
             self._estimator = (snapshot, model)
         q, qd, qdd = (np.array([getattr(s, k) for s in due]) for k in ('q', 'qd', 'qdd'))
         H = np.asarray(model.mass_matrix(q))
