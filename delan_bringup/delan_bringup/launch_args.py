@@ -17,7 +17,7 @@ from launch.launch_context import LaunchContext
 from launch.logging import get_logger
 from launch.substitutions import LaunchConfiguration
 
-from delan_control.model_loader import LEARNED_KINDS, MODEL_KINDS
+from delan_common.model_kinds import CONTROLLER_KINDS, LEARNED_KINDS
 
 DEFAULT_URDF = 'two_link_arm.urdf'
 
@@ -41,7 +41,8 @@ def declare_suite_arguments() -> List[DeclareLaunchArgument]:
                         f"package's urdf/ folder or of example-robot-data ('' = {DEFAULT_URDF})"),
         DeclareLaunchArgument(
             'model', default_value='pd',
-            description=f"Dynamics model of the torque controller: one of {list(MODEL_KINDS)}"),
+            description='Dynamics model of the torque controller: one of '
+                        f'{list(CONTROLLER_KINDS)}'),
         DeclareLaunchArgument(
             'delan_checkpoint', default_value='',
             description="Checkpoint for model:=delan / delan_residual ('' = the learner's "
@@ -78,7 +79,7 @@ def declare_node_arguments() -> List[DeclareLaunchArgument]:
 
 
 def resolve_arguments(values: Dict[str, str],
-                      kinds: Sequence[str] = MODEL_KINDS) -> Tuple[SuiteArguments, List[str]]:
+                      kinds: Sequence[str] = CONTROLLER_KINDS) -> Tuple[SuiteArguments, List[str]]:
     """The shared arguments from their launch values, and the deprecation warnings to log.
 
     Raises ``ValueError`` with the message a user needs when the values contradict each other

@@ -50,6 +50,7 @@ from delan_control.launched import LaunchedSuite
 from delan_common.robot_model import PRESETS, Mismatch, RobotModel, bringup_path, find_urdf
 from delan_control.trajectories import PiecewiseQuintic
 from delan_common.joint_state import JointStateError, JointStateMapper
+from delan_common.model_kinds import LEARNED_KINDS
 from delan_learning.ros.cdr import JointStateReader
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.rejections import RejectionCounter
@@ -650,7 +651,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "asymmetric friction, joint springs; default: the parameter file's)")
     ap.add_argument('--params', default=None,
                     help='node parameter file (default: config/sim_params.yaml of delan_bringup)')
-    ap.add_argument('--learner-model', default='delan', choices=('delan', 'delan_residual'),
+    ap.add_argument('--learner-model', default='delan', choices=LEARNED_KINDS,
                     help='what the learner learns and the demo evaluates: the whole dynamics '
                          '(delan) or a residual on the URDF\'s model (delan_residual)')
     ap.add_argument('--excitation', type=float, default=120.0,

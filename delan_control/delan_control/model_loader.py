@@ -6,12 +6,8 @@ import threading
 from typing import Any, Callable, Optional
 
 from delan_common.dynamics import DynamicsModel
+from delan_common.model_kinds import CONTROLLER_KINDS, LEARNED_KINDS
 from delan_common.urdf_joints import RobotDescription
-
-#: what a controller can hold: PD alone, the URDF's model, least squares, learned
-MODEL_KINDS = ('pd', 'pinocchio', 'identified', 'delan', 'delan_residual')
-#: the kinds a learner publishes versions of (loaded from a checkpoint)
-LEARNED_KINDS = ('delan', 'delan_residual')
 
 
 class ModelLoadError(ValueError):
@@ -45,7 +41,7 @@ def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = ''
         return model
     if kind in LEARNED_KINDS:
         return _learned(kind, robot, checkpoint)
-    raise ModelLoadError(f'unknown model {kind!r}; expected one of {MODEL_KINDS}')
+    raise ModelLoadError(f'unknown model {kind!r}; expected one of {CONTROLLER_KINDS}')
 
 
 def _nominal(robot: RobotDescription):

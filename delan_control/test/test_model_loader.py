@@ -86,6 +86,7 @@ def test_delan_residual_is_the_urdf_model_plus_the_checkpoint_and_kinds_do_not_m
     import numpy as np
     import torch
 
+    from delan_common.model_kinds import LEARNED_KINDS
     from delan_common.robot_model import RobotModel, find_urdf
     from delan_common.urdf_joints import RobotDescription
     from delan_control.model_loader import load_dynamics_model
@@ -94,7 +95,7 @@ def test_delan_residual_is_the_urdf_model_plus_the_checkpoint_and_kinds_do_not_m
     from delan_learning.models import build_model
     robot = RobotDescription.load(find_urdf(urdf))
     paths = {}
-    for kind in ('delan', 'delan_residual'):
+    for kind in LEARNED_KINDS:
         torch.manual_seed(0)
         paths[kind] = str(tmp_path / f'{kind}.pt')
         save_model(build_model(kind, robot.joint_types, width=16, depth=1).double(),

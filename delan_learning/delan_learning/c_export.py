@@ -88,7 +88,8 @@ def export_delan(model, path: str, joint_names: Optional[Sequence[str]] = None,
     """Write ``model`` (a DelanModel) to ``path`` atomically; returns ``path``."""
     data = export_bytes(model, joint_names, model_version)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.' + os.path.basename(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.' + os.path.basename(path) + '.',
+                               suffix='.tmp')
     try:
         with os.fdopen(fd, 'wb') as f:
             f.write(data)

@@ -13,10 +13,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from delan_common.model_kinds import TRAINABLE_KINDS
 from delan_learning.features import check_joint_types
 
-#: learned model kinds; ``delan_residual`` is the residual on a nominal model (residual_model.py)
-MODEL_KINDS = ('delan', 'delan_residual', 'mlp')
+#: the kinds built here; ``delan_residual`` is the residual on a nominal model (residual_model.py)
+MODEL_KINDS = TRAINABLE_KINDS
 
 
 class DynamicsModule(nn.Module):

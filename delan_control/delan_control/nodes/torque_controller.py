@@ -43,11 +43,11 @@ from delan_control.control_laws import (LAWS, URDF_FEEDBACK_LAWS, BumplessBlend,
 from delan_control.continuity import JumpDetector
 from delan_control.evaluation import joint_errors
 from delan_control.loop_stats import LoopStats, histogram_text
-from delan_control.model_loader import (LEARNED_KINDS, MODEL_KINDS, LatestLoader, ModelLoadError,
-                                         load_dynamics_model)
+from delan_control.model_loader import LatestLoader, ModelLoadError, load_dynamics_model
 from delan_learning.ros.robot_param import declare_array, declare_robot
 from delan_control.trajectories import PiecewiseQuintic, rejoin_offset
 from delan_common.joint_state import JointStateError, JointStateMapper, StampGate
+from delan_common.model_kinds import CONTROLLER_KINDS, LEARNED_KINDS
 from delan_learning.decimation import Decimator
 from delan_common.urdf_joints import RobotDescription, UrdfError
 from delan_learning.ros.cdr import CommandBytes, JointStateReader
@@ -154,7 +154,7 @@ class TorqueControllerNode(Node):
         self.law = declare(self, 'law', 'computed_torque', 'Control law', choices=LAWS,
                            registry=reg)
         self.model_kind = declare(self, 'model', 'pd', 'Dynamics model for the feed-forward',
-                                  choices=MODEL_KINDS, registry=reg)
+                                  choices=CONTROLLER_KINDS, registry=reg)
         self.delan_checkpoint = declare(
             self, 'delan_checkpoint', '', "Checkpoint for model=delan or delan_residual ('' = "
             "take the learner's latest from learner/model_update)", registry=reg)
@@ -405,8 +405,8 @@ class TorqueControllerNode(Node):
 
     def _check_model(self, kind: str) -> Optional[str]:
         """Validator of ``model``: the switch is refused unless the model loads."""
-        if kind not in MODEL_KINDS:
-            return f'model={kind!r} is not one of {list(MODEL_KINDS)}'
+        if kind not in CONTROLLER_KINDS:
+            return f'model={kind!r} is not one of {list(CONTROLLER_KINDS)}'
         try:
             self._pending = (kind, self._load(kind))
         except ModelLoadError as err:
@@ -492,7 +492,8 @@ class TorqueControllerNode(Node):
                     self.model_kind != kind:
                 return
             self._set_model(kind, model=model)
-        self.get_logger().info(f'{kind} model v{msg.model_version} from {msg.checkpoint_path}')
+        name = 'DeLaN' if kind == 'delan' else 'DeLaN residual'
+        self.get_logger().info(f'{name} model v{msg.model_version} from {msg.checkpoint_path}')
 
     def _update_failed(self, request: Tuple[ModelUpdate, str], err: Exception) -> None:
         self.get_logger().error(f'model update v{request[0].model_version} unusable as '

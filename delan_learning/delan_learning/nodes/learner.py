@@ -46,6 +46,7 @@ from delan_learning.decimation import Decimator
 from delan_learning.fastpath import NumpyDelan
 from delan_common.joint_state import (JointStateError, JointStateMapper, MappedJointState,
                                       StampGate)
+from delan_common.model_kinds import LEARNED_KINDS
 from delan_common.residual_dynamics import NominalPlusResidual
 from delan_common.robot_model import RobotModel
 from delan_learning.models import build_model
@@ -63,9 +64,6 @@ from delan_learning.ros.stamps import seconds, set_seconds
 from delan_learning.ros.state_taker import JointStateTaker, Taken, decode_joint_state
 from delan_learning.train_config import LOSS_METRICS
 from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
-
-#: what the learner can learn (models.MODEL_KINDS less the black-box MLP)
-LEARNED_KINDS = ('delan', 'delan_residual')
 
 VERSION_RE = re.compile(r'model_v(\d+)\.pt$')
 #: ModelStatus.state -> its name (diagnostics)
@@ -630,8 +628,7 @@ class LearnerNode(Node):
     def _remove_partial_checkpoints(self) -> None:
         """Temp files of a save cut short (kill -9, power loss) are never loaded (hidden, not
         matched by VERSION_RE) but would pile up."""
-        for path in glob.glob(os.path.join(self.checkpoint_dir, '.model_v*.pt.*.tmp')) + \
-                glob.glob(os.path.join(self.checkpoint_dir, '.model_v*.pt.cw*')):
+        for path in glob.glob(os.path.join(self.checkpoint_dir, '.model_v*.pt.*.tmp')):
             try:
                 os.unlink(path)
                 self.get_logger().warning(f'removed a partial checkpoint: {path}')
