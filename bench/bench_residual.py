@@ -4,7 +4,7 @@ Each model is trained offline on the first part of the bag (growing: the learnin
 samples), with the same optimiser steps, and judged on the demo's own evaluation loop replayed
 without ROS (``delan_control.replay``): mean RMS tracking error of the unseen figure eight at 1x
 and 2x as a fraction of nominal Pinocchio's (the demo's bound is 1/3), and the torque nMSE on
-held-out trajectories of the bag. ``loss`` is the learner's ``loss_metric``: the torque error
+the bag's held-out samples (one in five one-second chunks, as the learner holds them out). ``loss`` is the learner's ``loss_metric``: the torque error
 over each joint's spread, through the URDF's inverse inertia (the acceleration it causes), or
 both.
 
