@@ -38,14 +38,19 @@ VARIANTS = (('delan', 'torque'), ('delan_residual', 'torque'),
 SPEEDS = (1.0, 2.0)
 
 
-def arrays(nominal: RobotModel, data: dict, kind: str, metric: str) -> dict:
-    """What the learner's buffer would hold for ``kind`` and ``metric``."""
+def buffer_columns(nominal: RobotModel, data: dict) -> dict:
+    """Every column the learner's buffer can hold, computed once for all variants."""
     out = {k: np.asarray(data[k]) for k in ('q', 'qd', 'qdd', 'tau')}
-    if kind == 'delan_residual':
-        out['tau_prior'] = nominal.inverse(out['q'], out['qd'], out['qdd'])
-    if metric != 'torque':
-        out['metric'] = nominal.acceleration_metric(out['q'])
+    out['tau_prior'] = nominal.inverse(out['q'], out['qd'], out['qdd'])
+    out['metric'] = nominal.acceleration_metric(out['q'])
     return out
+
+
+def arrays(columns: dict, kind: str, metric: str) -> dict:
+    """What the learner's buffer would hold for ``kind`` and ``metric``."""
+    drop = ({'tau_prior'} if kind != 'delan_residual' else set()) | \
+        ({'metric'} if metric == 'torque' else set())
+    return {k: v for k, v in columns.items() if k not in drop}
 
 
 def subset(data: dict, mask: np.ndarray) -> dict:
@@ -92,6 +97,7 @@ def main() -> int:
     print('| model | loss | train samples | steps | held-out torque nMSE (mean) | '
           '1x / nominal | 2x / nominal | train [s] |')
     print('|---|---|---|---|---|---|---|---|')
+    columns = buffer_columns(nominal, data)
     order = np.argsort(t, kind='stable')
     train_rank = np.empty(len(t), dtype=np.int64)
     train_rank[order] = np.cumsum(~is_val[order]) - 1     # place among the training samples
@@ -99,7 +105,7 @@ def main() -> int:
     for fraction in (float(x) for x in args.fractions.split(',')):
         first = ~is_val & (train_rank < fraction * n_train)   # the first part, in time
         for kind, metric in VARIANTS:
-            full = arrays(nominal, data, kind, metric)
+            full = arrays(columns, kind, metric)
             tr = subset(full, first)
             va = subset(full, is_val)
             wall = time.perf_counter()

@@ -106,6 +106,27 @@ def first_message(echo_output: str) -> dict:
     return yaml.safe_load(records[0])
 
 
+def commands_on(topic: str, out, count: int = 20) -> list:
+    """More than ``count`` commands (``Float64MultiArray`` data) heard on ``topic`` from a node of
+    this test; ``out`` (the launch's output) goes into the failure message."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from std_msgs.msg import Float64MultiArray
+
+    from delan_learning.ros.testing import ros_context, spin_until
+    commands = []
+    with ros_context() as ctx:
+        node = rclpy.create_node('command_listener', context=ctx)
+        node.create_subscription(Float64MultiArray, topic,
+                                 lambda m: commands.append(list(m.data)), 10)
+        ex = SingleThreadedExecutor(context=ctx)
+        ex.add_node(node)
+        assert spin_until(ex, lambda: len(commands) > count, WAIT), out.text[-3000:]
+        ex.remove_node(node)
+        node.destroy_node()
+    return commands
+
+
 @pytest.fixture(scope='module')
 def workdir(tmp_path_factory):
     d = tmp_path_factory.mktemp('user')
@@ -208,11 +229,7 @@ def test_bad_launch_argument_is_a_clear_error(workdir, argument, message):
 def test_robot_launch_commands_the_effort_controller_and_stops_on_ctrl_c(workdir):
     """The README's real-arm launch: the torque controller reads the effort controller's joints,
     commands flow to it, and Ctrl-C stops every node cleanly."""
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-    from std_msgs.msg import Float64MultiArray
-
-    from delan_learning.ros.testing import node_process, ros_context, spin_until
+    from delan_learning.ros.testing import node_process
     # ros2_control's part, played by the sim under the effort controller's name; all in a
     # namespace of their own, apart from the sim.launch.py suite of the tests above
     robot = node_process('delan_control', 'sim', [
@@ -223,16 +240,7 @@ def test_robot_launch_commands_the_effort_controller_and_stops_on_ctrl_c(workdir
     launch, out = start(ROBOT_LAUNCH, workdir)
     try:
         out.wait_for(r'\[arm1\.torque_controller\]: controlling .* with model=pinocchio')
-        commands = []
-        with ros_context() as ctx:
-            node = rclpy.create_node('command_listener', context=ctx)
-            node.create_subscription(Float64MultiArray, '/arm1/effort_controller/commands',
-                                     lambda m: commands.append(list(m.data)), 10)
-            ex = SingleThreadedExecutor(context=ctx)
-            ex.add_node(node)
-            assert spin_until(ex, lambda: len(commands) > 20, WAIT), out.text[-3000:]
-            ex.remove_node(node)
-            node.destroy_node()
+        commands = commands_on('/arm1/effort_controller/commands', out)
         assert all(len(c) == len(JOINTS) for c in commands)
         nodes = psutil.Process(launch.pid).children(recursive=True)
         launch.send_signal(signal.SIGINT)
@@ -254,11 +262,6 @@ def test_robot_launch_commands_the_effort_controller_and_stops_on_ctrl_c(workdir
 def test_sim_launch_with_the_compiled_controller(workdir):
     """``controller_impl:=rt``: the launch starts delan_control_rt's torque_controller_rt in the
     Python controller's place (same node name), it commands the sim, and Ctrl-C stops it."""
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-    from std_msgs.msg import Float64MultiArray
-
-    from delan_learning.ros.testing import ros_context, spin_until
     exe = os.path.join(ROOT, 'install', 'delan_control_rt', 'lib', 'delan_control_rt',
                        'torque_controller_rt')
     if not os.path.exists(exe):
@@ -268,16 +271,7 @@ def test_sim_launch_with_the_compiled_controller(workdir):
     try:
         out.wait_for(r'\[torque_controller_rt-\d+\]: process started')
         out.wait_for(r'controlling 2 joints with model=pd law=computed_torque')
-        commands = []
-        with ros_context() as ctx:
-            node = rclpy.create_node('rt_command_listener', context=ctx)
-            node.create_subscription(Float64MultiArray, '/rt1/effort_controller/commands',
-                                     lambda m: commands.append(list(m.data)), 10)
-            ex = SingleThreadedExecutor(context=ctx)
-            ex.add_node(node)
-            assert spin_until(ex, lambda: len(commands) > 20, WAIT), out.text[-3000:]
-            ex.remove_node(node)
-            node.destroy_node()
+        commands = commands_on('/rt1/effort_controller/commands', out)
         assert all(len(c) == len(JOINTS) for c in commands)
         assert any(abs(x) > 1e-6 for c in commands for x in c)     # gravity is held
         assert not re.search(r'\[torque_controller-\d+\]: process started', out.text)
