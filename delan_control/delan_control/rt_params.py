@@ -25,9 +25,9 @@ def _derived(value) -> bool:
 
 def rt_parameters(urdf: str, control_rate: float = 250.0,
                   given: Optional[Mapping[str, object]] = None) -> Dict[str, object]:
-    """``joint_names`` (model order), ``effort_limits``, ``continuous_joints`` and the four
-    gains for ``urdf``: those in ``given`` (not [nan]) as they are, the others derived for
-    ``control_rate`` as ``torque_controller`` derives them."""
+    """``joint_names`` (model order), ``effort_limits``, ``velocity_limits``,
+    ``continuous_joints`` and the four gains for ``urdf``: those in ``given`` (not [nan]) as
+    they are, the others derived for ``control_rate`` as ``torque_controller`` derives them."""
     from delan_common.robot_model import RobotModel
     from delan_common.urdf_joints import RobotDescription
     from delan_control.control_laws import arm_gains
@@ -50,6 +50,9 @@ def rt_parameters(urdf: str, control_rate: float = 250.0,
     out: Dict[str, object] = {
         'joint_names': list(robot.joint_names),
         'effort_limits': [float(x) for x in limits],
+        # the pace of a rejoin after a stall (0 or not given: 1 rad/s, as the Python node)
+        'velocity_limits': [float(x) if math.isfinite(x) and x > 0 else 0.0
+                            for x in np.asarray(robot.velocity_limits, dtype=float)],
         'continuous_joints': [j for j, t in zip(robot.joint_names, robot.joint_types)
                               if t == 'continuous'] or [''],
     }

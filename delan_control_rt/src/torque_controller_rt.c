@@ -1,8 +1,10 @@
 /* torque_controller_rt: the per-cycle path of delan_control's torque_controller, compiled.
  *
- * One command per newest joint state: map by name, gate the stamp, hold the first position (no
- * reference trajectory in C), the law with the model (pd | delan), the PD fall-back when the
- * model's torque is not finite, the effort limits, the command in command_joints order. A
+ * One command per newest joint state: map by name, gate the stamp, the reference at the state's
+ * stamp (reference_trajectory; the first position held without one), the law with the model
+ * (pd | delan), the PD fall-back when the model's torque is not finite, the effort limits, the
+ * command in command_joints order. When joint states (re)start a reference that the stall left
+ * behind is rejoined smoothly, or dropped when it is farther than resume_tolerance. A
  * watchdog sends zero torque once when joint states stop for watchdog_timeout. The loop times
  * itself as delan_control.loop_stats does (DDS source stamps) and reports on /diagnostics.
  *
@@ -29,6 +31,7 @@
 #include <rosidl_runtime_c/primitives_sequence_functions.h>
 #include <sensor_msgs/msg/joint_state.h>
 #include <std_msgs/msg/float64_multi_array.h>
+#include <trajectory_msgs/msg/joint_trajectory.h>
 #include <diagnostic_msgs/msg/diagnostic_array.h>
 #include <diagnostic_msgs/msg/diagnostic_status.h>
 #include <diagnostic_msgs/msg/key_value.h>
@@ -36,11 +39,16 @@
 
 #include "control_law.h"
 #include "delan_model.h"
+#include "reference.h"
 
 #define MAX_JOINTS 64
 #define BIN_US 10
 #define N_BINS 2000
 #define MAX_STAMP_JUMP_S 1.0
+/* a stall that moved the arm and the reference apart by less than this (position, velocity)
+ * needs no rejoin (torque_controller.REJOIN_NEGLIGIBLE) */
+#define REJOIN_NEGLIGIBLE_Q 1e-3
+#define REJOIN_NEGLIGIBLE_QD 0.05
 
 static volatile sig_atomic_t g_stop = 0;
 static void on_signal(int sig) {(void)sig; g_stop = 1;}
@@ -205,14 +213,23 @@ typedef struct
   int follow_learner;               /* delan without a file of its own: learner/model_update */
   delan_model * model, * old_model; /* old: faded out over blend_time after a switch */
   double blend_start, blend_time, watchdog_timeout;
+  double velocity_limits[MAX_JOINTS], resume_tolerance, resume_time;
+  /* reference: the trajectory, the offset that rejoins it after a stall, and the deviation
+   * "arm minus reference" of the last command on it (none: have_deviation 0) */
+  reference_t * ref, * rejoin;
+  double deviation[2 * MAX_JOINTS];
+  int have_deviation;
+  double q_ref[MAX_JOINTS], qd_ref[MAX_JOINTS], qdd_ref[MAX_JOINTS];
+  double off_q[MAX_JOINTS], off_qd[MAX_JOINTS], off_qdd[MAX_JOINTS];
   /* state */
-  double hold[MAX_JOINTS], zero[MAX_JOINTS], q[MAX_JOINTS], qd[MAX_JOINTS];
+  double hold[MAX_JOINTS], q[MAX_JOINTS], qd[MAX_JOINTS];
   double tau[MAX_JOINTS], tau_old[MAX_JOINTS], work[3 * MAX_JOINTS];
   int msg_index[MAX_JOINTS];
   int stale, have_stamp, have_candidate;
   double last_stamp, candidate, last_state_time;
   /* counters (diagnostics) */
   int64_t commands_sent, fallbacks, watchdog_trips, rejected, model_loads;
+  int64_t references, references_rejected, references_rejoined, references_dropped;
   char last_reject[160];
   loop_stats_t stats;
 } controller_t;
@@ -292,7 +309,80 @@ static int map_state(controller_t * c, const sensor_msgs__msg__JointState * m)
   return 1;
 }
 
-/* One cycle (torque_controller._control without a reference): 1 when tau holds a command. */
+/* torque_controller._check_reference_on_resume: what the stall added to the deviation "arm
+ * minus reference" is brought back in over resume_time (no torque step), or the reference is
+ * dropped when the arm is more than resume_tolerance from it (the arm is elsewhere). */
+static void reference_on_resume(controller_t * c, double t)
+{
+  if (!c->ref) {return;}
+  const int n = c->n;
+  double grown[2 * MAX_JOINTS], error = 0.0;
+  int negligible = 1;
+  reference_sample(c->ref, t, c->q_ref, c->qd_ref, c->qdd_ref);
+  for (int i = 0; i < n; i++) {
+    grown[i] = c->q[i] - c->q_ref[i];
+    grown[n + i] = c->qd[i] - c->qd_ref[i];
+    if (c->have_deviation) {
+      grown[i] -= c->deviation[i];
+      grown[n + i] -= c->deviation[n + i];
+    }
+    negligible &= fabs(grown[i]) <= REJOIN_NEGLIGIBLE_Q &&
+      fabs(grown[n + i]) <= REJOIN_NEGLIGIBLE_QD;
+    if (fabs(grown[i]) > error) {error = fabs(grown[i]);}
+  }
+  if (negligible) {return;}
+  reference_free(c->rejoin);
+  c->rejoin = NULL;
+  if (error <= c->resume_tolerance) {
+    c->rejoin = reference_rejoin(n, t, grown, grown + n, c->velocity_limits, c->resume_time,
+        0.25);
+    if (c->rejoin) {
+      c->references_rejoined++;
+      fprintf(stderr, "[torque_controller_rt] rejoining the reference (the stall left it %.3f "
+        "farther from the arm) over %.2f s\n", error, reference_end_time(c->rejoin) - t);
+      return;
+    }
+  }
+  reference_free(c->ref);
+  c->ref = NULL;
+  c->references_dropped++;
+  fprintf(stderr, "[torque_controller_rt] reference dropped: %.3f farther from the arm after "
+    "the stall (resume_tolerance %g); holding the current position until a new reference "
+    "arrives\n", error, c->resume_tolerance);
+}
+
+/* q_ref, qd_ref, qdd_ref of this cycle: the reference (and the rejoin offset) at t, or the
+ * held position at rest */
+static void reference_now(controller_t * c, double t)
+{
+  const int n = c->n;
+  if (!c->ref) {
+    memcpy(c->q_ref, c->hold, sizeof(double) * n);
+    memset(c->qd_ref, 0, sizeof(double) * n);
+    memset(c->qdd_ref, 0, sizeof(double) * n);
+    return;
+  }
+  reference_sample(c->ref, t, c->q_ref, c->qd_ref, c->qdd_ref);
+  if (c->rejoin) {
+    reference_sample(c->rejoin, t, c->off_q, c->off_qd, c->off_qdd);
+    for (int i = 0; i < n; i++) {
+      c->q_ref[i] += c->off_q[i];
+      c->qd_ref[i] += c->off_qd[i];
+      c->qdd_ref[i] += c->off_qdd[i];
+    }
+    if (t >= reference_end_time(c->rejoin)) {
+      reference_free(c->rejoin);
+      c->rejoin = NULL;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    c->deviation[i] = c->q[i] - c->q_ref[i];
+    c->deviation[n + i] = c->qd[i] - c->qd_ref[i];
+  }
+  c->have_deviation = 1;
+}
+
+/* One cycle (torque_controller._control): 1 when tau holds a command. */
 static int control(controller_t * c, const sensor_msgs__msg__JointState * m, double now)
 {
   if (!map_state(c, m)) {return 0;}
@@ -304,18 +394,20 @@ static int control(controller_t * c, const sensor_msgs__msg__JointState * m, dou
   if (c->stale) {
     c->stale = 0;
     memcpy(c->hold, c->q, sizeof(double) * c->n);
+    reference_on_resume(c, t);
     fprintf(stderr, "[torque_controller_rt] joint states fresh: commanding\n");
   }
-  if (control_torque(c->model, c->law, &c->gains, c->q, c->qd, c->hold, c->zero, c->zero,
-    c->tau, c->work))
+  reference_now(c, t);
+  if (control_torque(c->model, c->law, &c->gains, c->q, c->qd, c->q_ref, c->qd_ref,
+    c->qdd_ref, c->tau, c->work))
   {
     c->fallbacks++;
   }
   if (c->blend_start > 0) {
     double w = c->blend_time > 0 ? (now - c->blend_start) / c->blend_time : 1.0;
     if (w >= 0.0 && w < 1.0) {
-      c->fallbacks += control_torque(c->old_model, c->law, &c->gains, c->q, c->qd, c->hold,
-        c->zero, c->zero, c->tau_old, c->work);
+      c->fallbacks += control_torque(c->old_model, c->law, &c->gains, c->q, c->qd, c->q_ref,
+        c->qd_ref, c->qdd_ref, c->tau_old, c->work);
       for (int i = 0; i < c->n; i++) {c->tau[i] = w * c->tau[i] + (1.0 - w) * c->tau_old[i];}
     } else {
       delan_model_free(c->old_model);
@@ -360,6 +452,85 @@ static int adopt_model(controller_t * c, const char * path, double now)
   return 1;
 }
 
+/* torque_controller._on_reference: a JointTrajectory with every controlled joint (any order,
+ * others ignored) and positions on every point; stamped 0: from now. A bad one is counted and
+ * the current reference kept. */
+static void on_reference(controller_t * c, const trajectory_msgs__msg__JointTrajectory * m)
+{
+  const int n = c->n;
+  const size_t names = m->joint_names.size, points = m->points.size;
+  int idx[MAX_JOINTS];
+  char err[160] = "";
+  double * buf = NULL;
+  for (int i = 0; i < n && !*err; i++) {
+    idx[i] = -1;
+    for (size_t a = 0; a < names; a++) {
+      if (strcmp(m->joint_names.data[a].data, c->joints[i]) == 0) {idx[i] = (int)a;}
+    }
+    if (idx[i] < 0) {snprintf(err, sizeof(err), "reference lacks joint %s", c->joints[i]);}
+  }
+  if (!*err && points == 0) {snprintf(err, sizeof(err), "reference has no points");}
+  int has_qd = 0, has_qdd = 0, has_q = 0;
+  for (size_t k = 0; k < points && !*err; k++) {
+    const trajectory_msgs__msg__JointTrajectoryPoint * p = &m->points.data[k];
+    const size_t len[3] = {p->positions.size, p->velocities.size, p->accelerations.size};
+    int * has[3] = {&has_q, &has_qd, &has_qdd};
+    for (int f = 0; f < 3; f++) {
+      if (len[f]) {*has[f] = 1;}
+      if (len[f] && len[f] != names) {
+        snprintf(err, sizeof(err), "%s of some points has the wrong length",
+          f == 0 ? "positions" : f == 1 ? "velocities" : "accelerations");
+      }
+    }
+  }
+  if (!*err && !has_q) {snprintf(err, sizeof(err), "reference points have no positions");}
+  if (!*err) {
+    /* a field given on some points only: the Python node refuses it too (ragged rows) */
+    for (size_t k = 0; k < points && !*err; k++) {
+      const trajectory_msgs__msg__JointTrajectoryPoint * p = &m->points.data[k];
+      if (!p->positions.size || (has_qd && !p->velocities.size) ||
+        (has_qdd && !p->accelerations.size))
+      {
+        snprintf(err, sizeof(err), "some points lack a field that others have");
+      }
+    }
+  }
+  if (!*err) {
+    buf = malloc(sizeof(double) * points * (1 + 3 * (size_t)n));
+    if (!buf) {snprintf(err, sizeof(err), "out of memory");}
+  }
+  reference_t * ref = NULL;
+  if (!*err) {
+    double * t = buf, * q = buf + points, * qd = q + points * n, * qdd = qd + points * n;
+    double t0 = m->header.stamp.sec + 1e-9 * m->header.stamp.nanosec;
+    if (t0 == 0.0) {t0 = wall_ns() * 1e-9;}
+    for (size_t k = 0; k < points; k++) {
+      const trajectory_msgs__msg__JointTrajectoryPoint * p = &m->points.data[k];
+      t[k] = t0 + p->time_from_start.sec + 1e-9 * p->time_from_start.nanosec;
+      for (int i = 0; i < n; i++) {
+        q[k * n + i] = p->positions.data[idx[i]];
+        qd[k * n + i] = has_qd ? p->velocities.data[idx[i]] : 0.0;
+        qdd[k * n + i] = has_qdd ? p->accelerations.data[idx[i]] : 0.0;
+      }
+    }
+    ref = reference_create(n, (int)points, t, q, has_qd ? qd : NULL, has_qdd ? qdd : NULL, err,
+        sizeof(err));
+  }
+  free(buf);
+  if (!ref) {
+    c->references_rejected++;
+    fprintf(stderr, "[torque_controller_rt] reference rejected (%lld so far): %s\n",
+      (long long)c->references_rejected, err);
+    return;
+  }
+  reference_free(c->ref);
+  reference_free(c->rejoin);
+  c->ref = ref;
+  c->rejoin = NULL;
+  c->have_deviation = 0;
+  c->references++;
+}
+
 /* ------------------------------------------------------------------ messages */
 static void publish_command(rcl_publisher_t * pub, std_msgs__msg__Float64MultiArray * cmd,
   const controller_t * c, const double * tau)
@@ -402,7 +573,7 @@ static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const c
   rosidl_runtime_c__String__assign(&st->hardware_id, hw);
   rosidl_runtime_c__String__assign(&st->message, c->stale && c->commands_sent ?
     "joint states stale: not commanding" : "ok");
-  diagnostic_msgs__msg__KeyValue__Sequence__init(&st->values, 20);
+  diagnostic_msgs__msg__KeyValue__Sequence__init(&st->values, 25);
   loop_stats_t * s = &c->stats;
   int64_t w[N_BINS + 1];
   for (int i = 0; i <= N_BINS; i++) {w[i] = s->hist[i] - s->window[i];}
@@ -427,6 +598,11 @@ static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const c
   kv(&st->values, &k, "rejected_joint_states", "%lld", (long long)c->rejected);
   kv(&st->values, &k, "last_rejection", "%s", c->last_reject);
   kv(&st->values, &k, "model_loads", "%lld", (long long)c->model_loads);
+  kv(&st->values, &k, "holding", "%s", c->ref ? "false" : "true");
+  kv(&st->values, &k, "references_received", "%lld", (long long)c->references);
+  kv(&st->values, &k, "rejected_references", "%lld", (long long)c->references_rejected);
+  kv(&st->values, &k, "references_rejoined", "%lld", (long long)c->references_rejoined);
+  kv(&st->values, &k, "references_dropped", "%lld", (long long)c->references_dropped);
   kv(&st->values, &k, "loop_latency_p50_us", "%.0f", percentile_us(w, 50));
   kv(&st->values, &k, "loop_latency_p99_us", "%.0f", percentile_us(w, 99));
   kv(&st->values, &k, "loop_latency_max_us", "%.0f", s->window_max_us);
@@ -439,7 +615,7 @@ static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const c
   memcpy(s->window, s->hist, sizeof(s->hist));
   s->window_max_us = 0.0;
   if (rcl_publish(pub, &arr, NULL) != RCL_RET_OK) {rcl_reset_error();}
-  st->values.size = 20;
+  st->values.size = 25;
   diagnostic_msgs__msg__DiagnosticArray__fini(&arr);
 }
 
@@ -506,6 +682,20 @@ static int configure(controller_t * c, const params_t * P, char * err, size_t er
     return 0;
   }
   c->watchdog_timeout = param_double(P, "watchdog_timeout", 0.1);
+  c->resume_tolerance = param_double(P, "resume_tolerance", 1.0);
+  c->resume_time = param_double(P, "resume_time", 1.0);
+  if (!(c->resume_tolerance >= 0.0 && c->resume_tolerance <= 1e3) ||
+    !(c->resume_time >= 0.0 && c->resume_time <= 60.0))
+  {
+    snprintf(err, err_len, "resume_tolerance must be in [0, 1000] and resume_time in [0, 60]");
+    return 0;
+  }
+  /* absent: 1 rad/s (m/s) per joint for the rejoin's pace, as for a URDF without limits */
+  for (int i = 0; i < c->n; i++) {c->velocity_limits[i] = 1.0;}
+  if (param_per_joint(P, "velocity_limits", c->n, c->velocity_limits) > 0) {
+    snprintf(err, err_len, "velocity_limits needs 1 or %d values", c->n);
+    return 0;
+  }
   c->blend_time = param_double(P, "switch_blend_time", 0.2);
   if (!(c->watchdog_timeout >= 0.001 && c->watchdog_timeout <= 10.0)) {
     snprintf(err, err_len, "watchdog_timeout must be in [0.001, 10]");
@@ -618,6 +808,10 @@ int main(int argc, char ** argv)
   latched.durability = RMW_QOS_POLICY_DURABILITY_TRANSIENT_LOCAL;
   CHECK(rclc_subscription_init(&sub_up, &node,
     ROSIDL_GET_MSG_TYPE_SUPPORT(delan_msgs, msg, ModelUpdate), "learner/model_update", &latched));
+  rcl_subscription_t sub_ref = rcl_get_zero_initialized_subscription();
+  CHECK(rclc_subscription_init(&sub_ref, &node,
+    ROSIDL_GET_MSG_TYPE_SUPPORT(trajectory_msgs, msg, JointTrajectory), "reference_trajectory",
+    &latched));
   rcl_publisher_t pub_cmd = rcl_get_zero_initialized_publisher();
   CHECK(rclc_publisher_init_default(&pub_cmd, &node,
     ROSIDL_GET_MSG_TYPE_SUPPORT(std_msgs, msg, Float64MultiArray), "effort_controller/commands"));
@@ -631,8 +825,9 @@ int main(int argc, char ** argv)
   sensor_msgs__msg__JointState * js[2] = {sensor_msgs__msg__JointState__create(),
     sensor_msgs__msg__JointState__create()};
   delan_msgs__msg__ModelUpdate * up = delan_msgs__msg__ModelUpdate__create();
+  trajectory_msgs__msg__JointTrajectory * traj = trajectory_msgs__msg__JointTrajectory__create();
   rcl_wait_set_t ws = rcl_get_zero_initialized_wait_set();
-  CHECK(rcl_wait_set_init(&ws, 2, 0, 0, 0, 0, 0, &support.context, alloc));
+  CHECK(rcl_wait_set_init(&ws, 3, 0, 0, 0, 0, 0, &support.context, alloc));
   fprintf(stderr, "[torque_controller_rt] controlling %d joints with model=%s law=%s\n", c.n,
     c.model_kind, c.law == LAW_COMPUTED_TORQUE ? "computed_torque" : "feedforward_pd");
 
@@ -644,6 +839,7 @@ int main(int argc, char ** argv)
     SOFT(rcl_wait_set_clear(&ws));
     SOFT(rcl_wait_set_add_subscription(&ws, &sub_js, NULL));
     SOFT(rcl_wait_set_add_subscription(&ws, &sub_up, NULL));
+    SOFT(rcl_wait_set_add_subscription(&ws, &sub_ref, NULL));
     rcl_ret_t rc = rcl_wait(&ws, wait > 0 ? RCL_S_TO_NS(wait) : 0);
     if (rc != RCL_RET_OK && rc != RCL_RET_TIMEOUT) {rcl_reset_error();}
     if (ws.subscriptions[0]) {
@@ -678,6 +874,11 @@ int main(int argc, char ** argv)
       }
       rcl_reset_error();
     }
+    if (ws.subscriptions[2]) {
+      rmw_message_info_t info;
+      while (rcl_take(&sub_ref, traj, &info, NULL) == RCL_RET_OK) {on_reference(&c, traj);}
+      rcl_reset_error();
+    }
     now = mono_s();
     /* the watchdog: states older than watchdog_timeout stop the commands, with one zero */
     if (!c.stale && c.last_state_time > 0 && now - c.last_state_time > c.watchdog_timeout) {
@@ -697,14 +898,18 @@ int main(int argc, char ** argv)
   sensor_msgs__msg__JointState__destroy(js[0]);
   sensor_msgs__msg__JointState__destroy(js[1]);
   delan_msgs__msg__ModelUpdate__destroy(up);
+  trajectory_msgs__msg__JointTrajectory__destroy(traj);
   std_msgs__msg__Float64MultiArray__fini(&cmd);
   SOFT(rcl_publisher_fini(&pub_cmd, &node));
   SOFT(rcl_publisher_fini(&pub_diag, &node));
   SOFT(rcl_subscription_fini(&sub_js, &node));
   SOFT(rcl_subscription_fini(&sub_up, &node));
+  SOFT(rcl_subscription_fini(&sub_ref, &node));
   SOFT(rcl_node_fini(&node));
   delan_model_free(c.model);
   delan_model_free(c.old_model);
+  reference_free(c.ref);
+  reference_free(c.rejoin);
   rcl_yaml_node_struct_fini(early);
   SOFT(rcl_arguments_fini(&args));
   SOFT(rclc_support_fini(&support));

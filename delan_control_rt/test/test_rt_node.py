@@ -191,3 +191,107 @@ def test_bad_input_is_counted_and_the_watchdog_zeroes_once(bench):
     diag = bench.diag['/rt_bad']
     assert int(diag['rejected_joint_states']) == len(bad)
     assert bench.procs[0].poll() is None
+
+
+def reference_message(names, t0_msg, period=4.0, amplitude=(0.4, -0.3), dt=0.25, length=30.0):
+    """A JointTrajectory in ``names`` order (sinusoids with their derivatives) stamped ``t0_msg``
+    and the PiecewiseQuintic the controllers make of it, in model order."""
+    from builtin_interfaces.msg import Duration
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+    from delan_control.trajectories import PiecewiseQuintic
+    w = 2 * np.pi / period
+    ts = np.arange(0.0, length, dt)
+    a = np.array(amplitude)
+    q, qd, qdd = (a * np.sin(w * ts)[:, None] + np.array([0.3, -0.5]),
+                  a * w * np.cos(w * ts)[:, None], -a * w * w * np.sin(w * ts)[:, None])
+    model_order = ['shoulder', 'elbow']
+
+    def row(x, k):      # in ``names`` order; 0 for a joint the controllers do not control
+        return [float(x[k, model_order.index(n)]) if n in model_order else 0.0 for n in names]
+    msg = JointTrajectory(joint_names=list(names))
+    msg.header.stamp = t0_msg
+    for k, tk in enumerate(ts):
+        msg.points.append(JointTrajectoryPoint(
+            positions=row(q, k), velocities=row(qd, k), accelerations=row(qdd, k),
+            time_from_start=Duration(sec=int(tk), nanosec=int(round((tk % 1) * 1e9)))))
+    t0 = t0_msg.sec + 1e-9 * t0_msg.nanosec
+    return msg, PiecewiseQuintic(t0 + ts, q, qd, qdd)
+
+
+def answer_at(bench, topics, names, state_at, timeout=30.0, resend=False):
+    """Publish a state ``state_at(stamp) -> (q, qd)`` and wait until every controller answered
+    it; the answers. ``resend``: publish a fresh one every second until then (start-up: the
+    controllers may not hear the first ones). Without, one state only: after a stall the first
+    state decides how the reference is rejoined, and both controllers must decide on the same."""
+    end = time.monotonic() + timeout
+    while True:
+        for t in topics:
+            bench.got[t].clear()
+        stamp = bench.node.get_clock().now()
+        q, qd = state_at(stamp.nanoseconds * 1e-9)
+        m = JointState(name=names, position=list(q), velocity=list(qd))
+        m.header.stamp = stamp.to_msg()
+        bench.pub.publish(m)
+        wait = time.monotonic() + (0.2 if resend else timeout)
+        while time.monotonic() < min(wait, end) and not all(bench.got[t] for t in topics):
+            bench.spin(0.01)
+        if all(bench.got[t] for t in topics):
+            return [np.array(bench.got[t][-1]) for t in topics]
+        assert resend and time.monotonic() < end, \
+            f'no command on {[t for t in topics if not bench.got[t]]}'
+
+
+def test_reference_tracked_rejoined_and_dropped_as_by_the_python_node(bench, tmp_path):
+    """A JointTrajectory (joints in another order, one extra) sampled at each state's stamp;
+    after a stall a near reference is rejoined and a far one dropped, as the Python node does."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from trajectory_msgs.msg import JointTrajectory
+    params = rt_params(watchdog_timeout=0.3)
+    names = params['joint_names']
+    ckpt = checkpoint(str(tmp_path), names)
+    common = {**GAINS, 'watchdog_timeout': 0.3, 'switch_blend_time': 0.0,
+              'command_joints': names}
+    py = bench.start('delan_control', 'torque_controller', 'py_ref',
+                     {**common, 'urdf_path': URDF, 'model': 'delan', 'delan_checkpoint': ckpt})
+    rt = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_ref',
+                     {**params, 'command_joints': names, 'model': 'delan',
+                      'delan_checkpoint': ckpt})
+    latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    ref_pub = bench.node.create_publisher(JointTrajectory, 'reference_trajectory', latched)
+    msg, ref = reference_message(['gripper', 'elbow', 'shoulder'],
+                                 bench.node.get_clock().now().to_msg())
+    ref_pub.publish(msg)
+    bad = JointTrajectory(joint_names=['elbow'])          # lacks a joint: refused, ref kept
+    bad.points = msg.points[:2]
+
+    def on_ref(off_q=(0.0, 0.0), off_qd=(0.0, 0.0)):
+        def state(t):
+            q, qd, _ = (a[0] for a in ref.sample(t))
+            return q + np.array(off_q), qd + np.array(off_qd)
+        return state
+    # on the reference from the first state: nothing to rejoin at start-up
+    answer_at(bench, [py, rt], names, on_ref(), timeout=40.0, resend=True)
+    answer_at(bench, [py, rt], names, on_ref())
+    ref_pub.publish(bad)
+    bench.spin(0.1)
+    a_py, a_rt = answer_at(bench, [py, rt], names, on_ref((0.01, -0.02), (0.1, 0.05)))
+    assert np.abs(a_py).max() > 0.1
+    np.testing.assert_allclose(a_rt, a_py, rtol=0, atol=1e-9)
+    # a stall, then the arm 0.2 rad off: rejoined (the command starts from where the arm is)
+    bench.spin(0.6)     # past the watchdog (0.3 s), within the stamp gate's 1 s
+    a_py, a_rt = answer_at(bench, [py, rt], names, on_ref((0.2, -0.1)))
+    np.testing.assert_allclose(a_rt, a_py, rtol=0, atol=1e-9)
+    a_py, a_rt = answer_at(bench, [py, rt], names, on_ref((0.2, -0.1)))
+    np.testing.assert_allclose(a_rt, a_py, rtol=0, atol=1e-9)
+    # a stall, then the arm 2 rad off (beyond resume_tolerance 1): dropped, held where it is
+    bench.spin(0.6)     # past the watchdog (0.3 s), within the stamp gate's 1 s
+    a_py, a_rt = answer_at(bench, [py, rt], names, on_ref((2.0, 0.0)))
+    np.testing.assert_allclose(a_rt, a_py, rtol=0, atol=1e-9)
+    bench.until(lambda: bench.diag.get('/rt_ref', {}).get('references_dropped') == '1' and
+                bench.diag.get('/py_ref', {}).get('references_dropped') == '1', 10.0,
+                'diagnostics')
+    for name in ('/rt_ref', '/py_ref'):
+        d = bench.diag[name]
+        assert (d['references_rejoined'], d['rejected_references']) == ('1', '1'), (name, d)
+    assert bench.diag['/rt_ref']['holding'] == 'true'
