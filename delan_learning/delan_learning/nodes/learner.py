@@ -406,7 +406,15 @@ class LearnerNode(Node):
                 self.trainer = None
                 self._stop.wait(5.0)
 
-    def _train_round(self, rng: np.random.Generator) -> None:
+    def train_once(self, rng: np.random.Generator, now: float) -> None:
+        """One training round (optimiser steps, validation, publication when due) on the
+        buffers as they are, with ``now`` [s] as the publication clock: what the training
+        thread does, for a caller that drives the learner itself (``training_enabled`` false,
+        data in through :meth:`_on_joint_state`), e.g. ``bench/bench_learner_replay.py``,
+        which replays a bag at a chosen optimiser rate, reproducibly."""
+        self._train_round(rng, now)
+
+    def _train_round(self, rng: np.random.Generator, now: Optional[float] = None) -> None:
         t0 = time.perf_counter()
         with self._lock:
             data = self.train_buf.sample(self.steps_per_round * self.batch_size, rng)
@@ -461,7 +469,7 @@ class LearnerNode(Node):
             self.best_val = ev['loss']
             self._good_state = copy.deepcopy(self.trainer.model.state_dict())
             self._good_nmse = list(self.val_nmse)
-        now = time.monotonic()
+        now = time.monotonic() if now is None else now
         if now - self._last_publish < self.publish_period:
             return
         better = self.best_val < self._published_val
@@ -480,7 +488,7 @@ class LearnerNode(Node):
             if held:
                 self.message = f'training; not published yet: {held}'
                 return
-            self._publish_version()
+            self._publish_version(now)
 
     def _publication_held(self, val) -> Optional[str]:
         """Why better weights must not go out yet after the data changed (None: they may).
@@ -570,7 +578,7 @@ class LearnerNode(Node):
         else:
             self.trainer = None  # nothing good yet: start afresh
 
-    def _publish_version(self) -> None:
+    def _publish_version(self, now: Optional[float] = None) -> None:
         model = copy.deepcopy(self.trainer.model)
         model.load_state_dict(self._good_state)
         model = model.double().eval()
@@ -590,7 +598,7 @@ class LearnerNode(Node):
         self._prune()
         self._published_val = self.best_val
         self._shift_t = None     # the new version is the yardstick of changed data from now on
-        self._last_publish = time.monotonic()
+        self._last_publish = time.monotonic() if now is None else now
         msg = ModelUpdate(model_id=self.model_id, model_version=version,
                           checkpoint_path=path, joint_names=self.robot.joint_names,
                           validation_nmse=self._good_nmse)
