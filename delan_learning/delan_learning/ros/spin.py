@@ -5,6 +5,8 @@ where the Python ``SingleThreadedExecutor`` needs ~0.5 ms (it rebuilds the wait 
 every wake-up) -- the difference between keeping up with 1 kHz joint states or not. The
 environment variable ``DELAN_EXECUTOR=single`` (or ``multi``) selects the pure-Python executors,
 e.g. to rule the experimental one out when chasing a bug.
+
+numpy's BLAS runs single-threaded in every node (:func:`single_threaded_blas`).
 """
 from __future__ import annotations
 
@@ -47,10 +49,31 @@ def steady_timer(node: Node, period_s: float, callback: Callable[[], None]) -> T
     return node.create_timer(period_s, callback, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
 
+def single_threaded_blas() -> Optional[str]:
+    """Make numpy's BLAS (OpenBLAS in the PyPI wheels) compute on the calling thread only, for
+    this whole process; None, or why not.
+
+    A node's numpy algebra is on small matrices (a 7 x 7 mass matrix per sample), where a BLAS
+    thread pool costs more than it saves. And OpenBLAS called from two threads of one process
+    while its pool is active (the learner's intake and model estimates beside its training
+    thread) returned wrong results: the learner filled its buffers with corrupted samples and
+    learned far worse models, with no error anywhere. torch's threads are not affected."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return 'threadpoolctl is not installed (pip install threadpoolctl)'
+    threadpool_limits(limits=1, user_api='blas')
+    return None
+
+
 def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
              executor_kind: Optional[str] = None) -> int:
     """Exit codes: 0 after a clean shutdown (also one signalled while starting), 2 when the node
     cannot start (bad parameter, unusable URDF, ...), with the reason on stderr."""
+    blas = single_threaded_blas()
+    if blas is not None:
+        print(f'[WARN] numpy BLAS keeps its threads: {blas}; numpy called from several threads '
+              'can then compute wrong results', file=sys.stderr)
     rclpy.init(args=args)
     node = None
     try:
