@@ -18,6 +18,7 @@ ROSDEP_KEYS = {
     'rosbags': 'python3-rosbags-pip', 'psutil': 'python3-psutil', 'pytest': 'python3-pytest',
     'catkin_pkg': 'python3-catkin-pkg', 'example_robot_data': 'example-robot-data',
     'launch': 'launch', 'launch_ros': 'launch_ros', 'ament_index_python': 'ament_index_python',
+    'threadpoolctl': 'python3-threadpoolctl',
 }
 # ROS packages imported by their own name
 ROS_PACKAGES = {'xacro', 'rclpy', 'std_msgs', 'std_srvs', 'sensor_msgs', 'trajectory_msgs',
