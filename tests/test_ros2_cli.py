@@ -242,6 +242,7 @@ def test_robot_launch_commands_the_effort_controller_and_stops_on_ctrl_c(workdir
         out.wait_for(r'\[arm1\.torque_controller\]: controlling .* with model=pinocchio')
         commands = commands_on('/arm1/effort_controller/commands', out)
         assert all(len(c) == len(JOINTS) for c in commands)
+        out.wait_for(r'\[arm1\.learner\]: robot from')    # up (a slow import is not a hang)
         nodes = psutil.Process(launch.pid).children(recursive=True)
         launch.send_signal(signal.SIGINT)
         assert launch.wait(timeout=WAIT) == 0, out.text[-3000:]
