@@ -4,13 +4,16 @@ ROBOT ?= two_link_arm.urdf
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: setup test demo shell bench clean distclean
+.PHONY: setup test lint demo shell bench clean distclean
 
 setup:  ## venv from pinned PyPI wheels + colcon build (idempotent)
 	@bash scripts/setup.sh
 
 test: setup  ## the whole pytest suite of all packages
 	@source env.sh && pytest $(PYTEST_ARGS)
+
+lint: setup  ## ruff (ruff.toml) over every package, bench/ and tests/
+	@.venv/bin/ruff check .
 
 demo: setup  ## the main job: sim, learn online, compare controllers, write out/demo/report.md
 	@source env.sh && python -m delan_control.demo --robot $(ROBOT) --out out/demo $(DEMO_ARGS)

@@ -64,7 +64,7 @@ def main() -> int:
         params = os.path.join(args.demo, 'params.yaml')     # what the demo's nodes ran with
     setup = EvaluationSetup.from_params(find_urdf(args.robot), params, joints)
     log(f'{provenance()}; {setup.robot.source}')
-    print(f'| model | speed | RMS tracking error per joint | mean | / pinocchio | replay [s] |')
+    print('| model | speed | RMS tracking error per joint | mean | / pinocchio | replay [s] |')
     print('|---|---|---|---|---|---|')
     nominal = {}
     for name, model in models(setup, args).items():

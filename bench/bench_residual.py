@@ -4,9 +4,9 @@ Each model is trained offline on the first part of the bag (growing: the learnin
 samples), with the same optimiser steps, and judged on the demo's own evaluation loop replayed
 without ROS (``delan_control.replay``): mean RMS tracking error of the unseen figure eight at 1x
 and 2x as a fraction of nominal Pinocchio's (the demo's bound is 1/3), and the torque nMSE on
-the bag's held-out samples (one in five one-second chunks, as the learner holds them out). ``loss`` is the learner's ``loss_metric``: the torque error
-over each joint's spread, through the URDF's inverse inertia (the acceleration it causes), or
-both.
+the bag's held-out samples (one in five one-second chunks, as the learner holds them out).
+``loss`` is the learner's ``loss_metric``: the torque error over each joint's spread, through
+the URDF's inverse inertia (the acceleration it causes), or both.
 
     python bench/bench_residual.py --demo out/demo_panda
     python bench/bench_residual.py --demo out/demo_panda --fractions 0.1,0.25,0.5,1 --steps 6000
@@ -92,7 +92,7 @@ def main() -> int:
     log(f'{provenance()}; {robot.source}: {len(t)} samples ({int(is_val.sum())} held out)')
     nominal_rms = {sp: float(np.mean(replay_tracking(setup, nominal, sp, 'feedforward_urdf_pd')))
                    for sp in SPEEDS}
-    print(f'nominal Pinocchio mean RMS: ' +
+    print('nominal Pinocchio mean RMS: ' +
           ', '.join(f'{nominal_rms[sp]:.4f} rad at {sp:g}x' for sp in SPEEDS))
     print('| model | loss | train samples | steps | held-out torque nMSE (mean) | '
           '1x / nominal | 2x / nominal | train [s] |')

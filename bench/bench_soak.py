@@ -81,7 +81,8 @@ def verify_bag(bag_root: str, rate: float) -> Dict:
     metadata_counts: Dict[str, int] = {}
     bad, stamps, bags = 0, [], 0
     first_ns, last_ns = None, None
-    for path in sorted(p for p in os.listdir(bag_root) if os.path.isdir(os.path.join(bag_root, p))):
+    for path in sorted(p for p in os.listdir(bag_root)
+                       if os.path.isdir(os.path.join(bag_root, p))):
         bags += 1
         with Reader(os.path.join(bag_root, path)) as reader:
             for conn in reader.connections:

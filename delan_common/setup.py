@@ -14,7 +14,8 @@ setup(
     zip_safe=True,
     maintainer='delan_ros maintainers',
     maintainer_email='maintainers@delan-ros.invalid',
-    description='Robot description, joint-state mapping and analytic dynamics shared by delan_ros.',
+    description='Robot description, joint-state mapping and analytic dynamics shared by '
+                'delan_ros.',
     license='BSD-3-Clause',
     extras_require={'test': ['pytest']},
 )

@@ -1,4 +1,3 @@
-from glob import glob
 
 from setuptools import find_packages, setup
 
@@ -16,7 +15,8 @@ setup(
     zip_safe=True,
     maintainer='delan_ros maintainers',
     maintainer_email='maintainers@delan-ros.invalid',
-    description='Torque controllers, analytic and identified dynamics, trajectories, simulated plant.',
+    description='Torque controllers, analytic and identified dynamics, trajectories, '
+                'simulated plant.',
     license='BSD-3-Clause',
     extras_require={'test': ['pytest']},
     entry_points={

@@ -54,8 +54,9 @@ LIMITS = np.asarray(ROBOT.effort_limits, float)
 RATE = 250.0            # joint states [Hz of sim time]
 WAIT = 90.0             # generous deadline for anything that needs processes to start / train
 
-# the sim of delan_bringup/config/sim_params.yaml, without /clock (stamps: wall time at start-up + sim
-# time, so they stay continuous across a SIGSTOP and a restarted sim starts after the old one)
+# the sim of delan_bringup/config/sim_params.yaml, without /clock (stamps: wall time at
+# start-up + sim time, so they stay continuous across a SIGSTOP and a restarted sim starts after
+# the old one)
 SIM = {'publish_rate': RATE, 'lockstep': True, 'lockstep_timeout': 0.05,
        'real_time_factor': 1.0, 'command_timeout': 0.1, 'payload_mass': 0.6,
        'friction_scale': 2.0, 'position_noise': 1e-4, 'velocity_noise': 2e-3, 'seed': 1,

@@ -15,7 +15,6 @@ import time
 
 import launch
 import pytest
-import rclpy
 import yaml
 from launch.launch_description_sources import get_launch_description_from_python_launch_file
 from rclpy.node import Node

@@ -134,7 +134,8 @@ class Stream:
                 self.pub.publish(msg)
                 self.valid += 1
                 if self.garbage_sent < self._garbage_target and k % 5 == 0:
-                    self.pub.publish(malformed_joint_state(self.garbage_sent, NAMES, msg.header.stamp))
+                    self.pub.publish(malformed_joint_state(self.garbage_sent, NAMES,
+                                                           msg.header.stamp))
                     self.garbage_sent += 1
                 next_time += period
                 delay = next_time - time.monotonic()

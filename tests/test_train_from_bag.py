@@ -123,7 +123,8 @@ def test_delan_train_on_bag_reproduces_npz_training(bag):
         assert from_bag[key] == from_npz[key], key
     assert from_bag['n_train'] + from_bag['n_val'] == bag['samples']
     for j in from_npz['val_nmse']:
-        assert from_bag['val_nmse'][j] == pytest.approx(from_npz['val_nmse'][j], rel=1e-6, abs=1e-12)
+        assert from_bag['val_nmse'][j] == pytest.approx(from_npz['val_nmse'][j], rel=1e-6,
+                                                        abs=1e-12)
     # the models score alike on the same data, whichever way each reads it
     ev_npz = json.loads(cli('delan-eval', '--model', str(tmp / 'from_npz.pt'), '--data', npz))
     ev_bag = json.loads(cli('delan-eval', '--model', str(tmp / 'from_bag.pt'), '--bag',

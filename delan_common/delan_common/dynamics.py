@@ -14,7 +14,8 @@ from typing import List, Protocol, Tuple, runtime_checkable
 
 import numpy as np
 
-#: Velocity scale [rad/s or m/s] of the smooth Coulomb term ``coulomb * tanh(qd / COULOMB_SMOOTHING)``.
+#: Velocity scale [rad/s or m/s] of the smooth Coulomb term
+#: ``coulomb * tanh(qd / COULOMB_SMOOTHING)``.
 #: Shared by the plant, the URDF friction model, identification and DeLaN, so all mean the same.
 COULOMB_SMOOTHING = 0.05
 

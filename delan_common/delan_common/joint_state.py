@@ -58,7 +58,8 @@ class JointStateMapper:
         pos = {n: i for i, n in enumerate(key)}
         missing = [n for n in self.joint_names if n not in pos]
         if missing:
-            raise JointStateError('missing_joints', f'message lacks joints {missing} (has {list(key)})')
+            raise JointStateError('missing_joints',
+                                  f'message lacks joints {missing} (has {list(key)})')
         if not self.allow_extra:
             extra = [n for n in key if n not in set(self.joint_names)]
             if extra:
@@ -77,11 +78,13 @@ class JointStateMapper:
         velocity = np.asarray(msg.velocity, dtype=np.float64)
         effort = np.asarray(msg.effort, dtype=np.float64)
         if position.shape != (n_msg,):
-            raise JointStateError('length_mismatch', f'{n_msg} names but {position.size} positions')
+            raise JointStateError('length_mismatch',
+                                  f'{n_msg} names but {position.size} positions')
         if velocity.size == 0 and self.require_velocity:
             raise JointStateError('no_velocity', 'joint state carries no velocities')
         if velocity.size not in (0, n_msg):
-            raise JointStateError('length_mismatch', f'{n_msg} names but {velocity.size} velocities')
+            raise JointStateError('length_mismatch',
+                                  f'{n_msg} names but {velocity.size} velocities')
         if effort.size not in (0, n_msg):
             raise JointStateError('length_mismatch', f'{n_msg} names but {effort.size} efforts')
         q = position[idx]

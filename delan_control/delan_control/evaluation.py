@@ -96,8 +96,9 @@ def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
                   excitation_floor: Optional[Sequence[float]] = None,
                   loop_floor: Optional[Dict[float, float]] = None,
                   learned: str = 'delan') -> Verdict:
-    """The learned model (``learned``: delan or delan_residual) must not diverge and must track at most ``max_ratio`` x nominal Pinocchio's mean
-    RMS error at every speed; the true plant must predict the measured torque (nMSE at most
+    """The learned model (``learned``: delan or delan_residual) must not diverge and must track
+    at most ``max_ratio`` x nominal Pinocchio's mean RMS error at every speed; the true plant
+    must predict the measured torque (nMSE at most
     ``max_true_nmse``, on the evaluation and, per joint, on the excitation the models learned
     from: ``excitation_floor``), or the data themselves are broken; and the control loop must
     let the true plant's model track far better than nominal (``loop_floor``: its mean RMS
@@ -119,8 +120,8 @@ def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
         if diverged.get(('pinocchio', sp), False):
             continue   # nominal lost the arm: any non-diverged learned run beats it
         if not ratios[sp] <= max_ratio:
-            failures.append(f'{learned} mean RMS {d:.4g} is {ratios[sp]:.2f} x pinocchio\'s {p:.4g} '
-                            f'at {sp:g}x (bound {max_ratio:.2f})')
+            failures.append(f'{learned} mean RMS {d:.4g} is {ratios[sp]:.2f} x '
+                            f'pinocchio\'s {p:.4g} at {sp:g}x (bound {max_ratio:.2f})')
     for sp, v in (loop_floor or {}).items():
         p = mean_rms.get(('pinocchio', sp))
         if p is not None and not v <= MAX_LOOP_FLOOR * p:

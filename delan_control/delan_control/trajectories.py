@@ -265,8 +265,9 @@ def make_reference(kind: str, lower: np.ndarray, upper: np.ndarray, max_velocity
     a jump. ``duration`` is the length after the approach.
 
     ``fit(figure_eight)`` may shrink the figure eight (:func:`fit_figure_eight`) before it is
-    played at ``speed``. ``excitation(seed, velocity_fraction)`` makes the excitation (default: a random Fourier
-    series); ``start = (q, qd, qdd)`` approaches from that moving state instead of from rest (an
+    played at ``speed``. ``excitation(seed, velocity_fraction)`` makes the excitation (default: a
+    random Fourier series); ``start = (q, qd, qdd)`` approaches from that moving state instead of
+    from rest (an
     excitation following the previous one without stopping): directly, over a longer time, or
     braking to rest first, whichever first stays inside the limits' inner margin (only when none
     does, from rest at ``q_now``). The approach then lasts up to twice ``approach_time``.

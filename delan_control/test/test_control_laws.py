@@ -30,7 +30,8 @@ def simulate(model_ctrl, law, plant, t_end=3.0, dt=1e-3):
     errs = []
     for k in range(int(t_end / dt)):
         t = k * dt
-        q_ref, qd_ref, qdd_ref = np.sin(t) * np.ones(1), np.cos(t) * np.ones(1), -np.sin(t) * np.ones(1)
+        q_ref, qd_ref, qdd_ref = (np.sin(t) * np.ones(1), np.cos(t) * np.ones(1),
+                                  -np.sin(t) * np.ones(1))
         tau = control_torque(model_ctrl, law, GAINS, q, qd, q_ref, qd_ref, qdd_ref)
         qd = qd + dt * plant.forward(q, qd, tau)
         q = q + dt * qd

@@ -20,7 +20,8 @@ from delan_learning.ros.robot_param import parse_locked
 from delan_learning.ros.testing import ros_context, spin_in_thread
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
-with open(os.path.join(ROOT, 'delan_bringup', 'urdf', 'seven_dof_arm.urdf'), encoding='utf-8') as _fh:
+with open(os.path.join(ROOT, 'delan_bringup', 'urdf', 'seven_dof_arm.urdf'),
+          encoding='utf-8') as _fh:
     SEVEN = _fh.read()
 
 

@@ -1,4 +1,5 @@
-"""``delan-bag2npz``: a joint-state rosbag2 bag -> the ``.npz`` training file ``delan-train`` reads.
+"""``delan-bag2npz``: a joint-state rosbag2 bag -> the ``.npz`` training file ``delan-train``
+reads.
 
 Keys written: q, qd, qdd, tau (N x n float64), traj (N,) int64, t (N,) float64 [s],
 joint_names (n,) str, and joint_types (n,) str only when ``--joint-types`` is given.

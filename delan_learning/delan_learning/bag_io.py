@@ -531,7 +531,8 @@ def salvage_mcap(path: PathLike) -> _Salvaged:
                 if p + csize > end:
                     return 'chunk record inconsistent'
                 try:
-                    inner = _mcap.decompress(bytes(container[p:p + csize]), compression, usize, crc)
+                    inner = _mcap.decompress(bytes(container[p:p + csize]), compression, usize,
+                                             crc)
                 except ReaderError as exc:
                     notes.append(f'{path.name}: skipped a damaged chunk ({exc})')
                     return None
@@ -792,7 +793,8 @@ def _pick_topic(topics: Dict[str, str], msgtype: str, wanted: Optional[str], wha
     if wanted is not None:
         name = wanted if wanted.startswith('/') else '/' + wanted
         if name not in topics:
-            raise BagError(f'{what} topic {name} is not in the bag (topics: {_fmt_topics(topics)})')
+            raise BagError(f'{what} topic {name} is not in the bag '
+                           f'(topics: {_fmt_topics(topics)})')
         if topics[name] != msgtype:
             raise BagError(f'{what} topic {name} has type {topics[name]}, expected {msgtype}')
         return name
@@ -899,7 +901,8 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
         js_topic = _pick_topic(topics, JOINT_STATE_TYPE, joint_state_topic, 'joint state',
                                '/joint_states')
         if js_topic is None:
-            raise BagError(f'no {JOINT_STATE_TYPE} topic in {path} (topics: {_fmt_topics(topics)})')
+            raise BagError(f'no {JOINT_STATE_TYPE} topic in {path} '
+                           f'(topics: {_fmt_topics(topics)})')
         cmd_error: Optional[BagError] = None
         try:
             cmd_topic = _pick_topic(
@@ -949,7 +952,8 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
         if len(sets) > 1:
             listing = '; '.join(f'{names} ({n} messages)' for names, n in
                                 sorted(sets.values(), key=lambda e: -e[1]))
-            raise BagError(f'{js_topic} carries several joint sets (several robots on one topic?): '
+            raise BagError(f'{js_topic} carries several joint sets '
+                           '(several robots on one topic?): '
                            f'{listing}. Pass joint_names to pick one.')
         joint_names = next(iter(sets.values()))[0]
     joint_names = [str(n) for n in joint_names]

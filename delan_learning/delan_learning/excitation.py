@@ -48,7 +48,8 @@ def random_fourier_trajectory(lower: np.ndarray, upper: np.ndarray, max_velocity
                               base_freq: float = 0.1, margin: float = 0.1,
                               velocity_fraction: float = 0.6,
                               center: Optional[np.ndarray] = None) -> FourierTrajectory:
-    """A seeded random excitation inside ``[lower, upper]`` and ``|qd| <= velocity_fraction * vmax``.
+    """A seeded random excitation inside ``[lower, upper]`` and
+    ``|qd| <= velocity_fraction * vmax``.
 
     ``margin`` is the fraction of the range kept free at each limit. Infinite limits (continuous
     joints) are treated as +-pi around ``center``.

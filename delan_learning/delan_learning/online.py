@@ -1,8 +1,9 @@
 """Streaming pieces of the online learner, free of ROS: a delayed Savitzky-Golay differentiator,
 a fixed-size replay buffer and the split of the stream into training and validation data.
 
-Accelerations are never measured on a real arm. The differentiator fits a low-order polynomial to the last
-``window`` samples (by their real timestamps, so jitter is handled) and reports q, qd, qdd of the
+Accelerations are never measured on a real arm. The differentiator fits a low-order polynomial
+to the last ``window`` samples (by their real timestamps, so jitter is handled) and reports q,
+qd, qdd of the
 *centre* sample: it is causal (uses only the past) with a delay of ``window // 2`` samples, and,
 unlike a one-sided derivative, has no lag error. That delay is harmless for learning.
 """

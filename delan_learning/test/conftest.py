@@ -16,8 +16,8 @@ import pytest
 from delan_common.dynamics import friction_torque
 from delan_learning.excitation import random_fourier_trajectory
 
-URDF = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..', 'delan_bringup', 'urdf',
-                                     'two_link_arm.urdf'))
+URDF = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..', 'delan_bringup',
+                                     'urdf', 'two_link_arm.urdf'))
 
 
 class TwoLinkArm:

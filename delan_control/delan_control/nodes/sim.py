@@ -599,7 +599,8 @@ class SimNode(Node):
 
         publish_due()   # the initial state, at t = 0
         context = self.context
-        stopped, advance, torque, stats = self._stop.is_set, plant.advance, self._torque, self.stats
+        stopped, advance, torque, stats = (self._stop.is_set, plant.advance, self._torque,
+                                           self.stats)
         clock = self.clock_pub is not None
         while not self._stop.is_set() and context.ok():
             if self._reset_requested.is_set():

@@ -605,7 +605,8 @@ class TorqueControllerNode(Node):
                         if self._rejoin is rejoin:
                             self._rejoin = None
         else:
-            q_ref, qd_ref, qdd_ref = self._hold, np.zeros_like(self._hold), np.zeros_like(self._hold)
+            q_ref, qd_ref, qdd_ref = (self._hold, np.zeros_like(self._hold),
+                                      np.zeros_like(self._hold))
         if ref is not None:
             deviation = np.stack([js.position - q_ref, js.velocity - qd_ref])
             with self._lock:

@@ -1,4 +1,5 @@
-"""One ``main`` for every node: init, spin, clean shutdown on SIGINT/SIGTERM, clear start-up errors.
+"""One ``main`` for every node: init, spin, clean shutdown on SIGINT/SIGTERM, clear start-up
+errors.
 
 Executor: rclpy's C++ ``EventsExecutor`` by default. It dispatches a callback in ~0.2 ms of CPU
 where the Python ``SingleThreadedExecutor`` needs ~0.5 ms (it rebuilds the wait set in Python for

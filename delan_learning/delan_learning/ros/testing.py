@@ -34,7 +34,8 @@ def ros_context() -> Iterator[Context]:
 
 def spin_until(executor, predicate: Callable[[], bool], timeout_s: float,
                step_s: float = 0.01) -> bool:
-    """Spin ``executor`` until ``predicate()`` holds or ``timeout_s`` passes; return the predicate."""
+    """Spin ``executor`` until ``predicate()`` holds or ``timeout_s`` passes; return the
+    predicate."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if predicate():
