@@ -1,6 +1,7 @@
 """A shortened `make demo`: the whole suite as real processes over DDS, end to end, on the
 mismatched 2-link arm. Asserts what the demo exists to show: models learned from the logged /
-streamed data (identified, DeLaN) beat the nominal URDF model, in torque prediction and tracking."""
+streamed data (identified, DeLaN) beat the nominal URDF model, in torque prediction and
+tracking."""
 import json
 import os
 import subprocess
@@ -12,7 +13,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_short_demo_end_to_end(tmp_path):
     out = tmp_path / 'demo'
     res = subprocess.run([sys.executable, '-m', 'delan_control.demo', '--out', str(out),
-                          '--excitation', '30', '--max-extra', '30', '--test-duration', '4'],
+                          '--excitation', '30', '--max-extra', '30', '--plateau', '0',
+                          '--test-duration', '4'],
                          capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
     report = (out / 'report.md').read_text()
@@ -74,7 +76,7 @@ def test_short_demo_on_the_seven_dof_arm(tmp_path):
     out = tmp_path / 'demo7'
     res = subprocess.run([sys.executable, '-m', 'delan_control.demo', '--out', str(out),
                           '--robot', 'seven_dof_arm.urdf', '--excitation', '60',
-                          '--max-extra', '60', '--test-duration', '4',
+                          '--max-extra', '60', '--plateau', '0', '--test-duration', '4',
                           '--max-delan-ratio', '0.7'],
                          capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]

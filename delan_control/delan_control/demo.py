@@ -1,4 +1,5 @@
-"""The main job (``make demo``): learn a mismatched arm's dynamics online, then compare controllers.
+"""The main job (``make demo``): learn a mismatched arm's dynamics online, then compare
+controllers.
 
 Real nodes over real DDS, launched from delan_bringup's ``sim.launch.py`` (a LaunchService in
 this process, :mod:`delan_control.launched`) with the parameter file the launch files use
@@ -47,6 +48,7 @@ from trajectory_msgs.msg import JointTrajectory
 from delan_control.control_laws import LAWS, Gains, arm_gains
 from delan_control.evaluation import DivergenceCheck, delan_verdict, joint_errors
 from delan_control.launched import LaunchedSuite
+from delan_control.training_stop import TrainingStop
 from delan_common.robot_model import PRESETS, Mismatch, RobotModel, bringup_path, find_urdf
 from delan_control.trajectories import PiecewiseQuintic
 from delan_common.joint_state import JointStateError, JointStateMapper
@@ -102,6 +104,7 @@ class Monitor(Node):
         self.commands = 0
         self.status: List[Tuple[float, ModelStatus]] = []
         self.updates: List[ModelUpdate] = []
+        self.update_times: List[Tuple[float, float]] = []   # (sim, monotonic) at arrival
         self.t0_wall = time.monotonic()
         # joint states as bytes in 20 ms batches, off the executor (ros/state_taker.py): a
         # JointState callback at the control rate would cost the learner beside it a core's
@@ -163,6 +166,7 @@ class Monitor(Node):
         self.status.append((time.monotonic() - self.t0_wall, msg))
 
     def _on_update(self, msg: ModelUpdate) -> None:
+        self.update_times.append((self.sim_time(), time.monotonic()))
         self.updates.append(msg)
 
     # -- queries from the orchestrating thread
@@ -465,12 +469,14 @@ class Demo:
                                                                    1e-12)
 
     def learn_to_target(self, t0: float, deadline: float) -> None:
-        """Go on exciting and learning (up to sim time ``deadline``) until a published version
-        reaches the target on every joint: ``--target-nmse``, or ``--floor-factor`` times the
-        true plant's own nMSE on the same motion where the data allow no better (a joint whose
-        torque is mostly noise). How far the learner gets in a fixed time depends on the CPU it
-        is left by the other nodes; what the comparison needs is a trained model, so the demo
-        waits for one instead of judging whatever a slow machine produced."""
+        """Go on exciting and learning (up to sim time ``deadline``) until the newest published
+        version is at the target on every joint -- ``--target-nmse``, or ``--floor-factor``
+        times the true plant's own nMSE on the same motion where the data allow no better (a
+        joint whose torque is mostly noise) -- and the learner has stopped improving for
+        ``--plateau`` sim seconds (:class:`TrainingStop`). How far the learner gets in a fixed
+        time depends on the CPU the other nodes leave it; what the comparison needs is a
+        trained model, so the demo waits for one instead of judging whatever a slow machine
+        produced."""
         floor = self.noise_floor(t0)
         target = np.maximum(self.args.target_nmse, self.args.floor_factor * floor)
         self.results['target_nmse'] = target.tolist()
@@ -481,26 +487,35 @@ class Demo:
             log(f'FAILED: the true plant does not explain the excitation torques (nMSE up to '
                 f'{np.nanmax(floor):.3g} > {self.args.max_true_nmse:g}): the arm hit its end '
                 'stops or saturated; the models learn from broken data')
+        stop = TrainingStop(target, patience=self.args.plateau)
+        seen = 0
 
-        def reached() -> bool:
-            u = self.mon.updates[-1] if self.mon.updates else None
-            ok = u is not None and len(u.validation_nmse) == len(target) and \
-                bool(np.all(np.asarray(u.validation_nmse) <= target))
-            if ok and 'time_to_target_s' not in self.timing:
-                self.timing['time_to_target_s'] = time.monotonic() - self.t_excitation
-                self.timing['sim_time_to_target_s'] = self.mon.sim_time() - t0
-            return ok
-        if reached():
+        def done() -> bool:
+            nonlocal seen
+            updates, times = list(self.mon.updates), list(self.mon.update_times)
+            for u, (t_sim, t_wall) in zip(updates[seen:], times[seen:]):
+                stop.observe(t_sim, int(u.model_version), list(u.validation_nmse))
+                if stop.t_reached is not None and 'time_to_target_s' not in self.timing:
+                    self.timing['time_to_target_s'] = t_wall - self.t_excitation
+                    self.timing['sim_time_to_target_s'] = t_sim - t0
+            seen = min(len(updates), len(times))
+            return stop.done(self.mon.sim_time())
+        if done():
+            self.results['learning_plateaued'] = True
             return
         log(f'excitation goes on (at most {deadline - self.mon.sim_time():.0f} s of sim time) '
-            f'until a model reaches the target')
+            f'until a model is at the target and has stopped improving for '
+            f'{self.args.plateau:g} s')
         wall_end = time.monotonic() + max(60.0, 4.0 * (deadline - self.mon.sim_time()) + 30.0)
         self.wait_until('the validation target',
-                        lambda: reached() or self.mon.sim_time() >= deadline or
+                        lambda: done() or self.mon.sim_time() >= deadline or
                         time.monotonic() > wall_end, timeout=np.inf,
                         progress=self.learner_progress)
-        if not reached():
+        self.results['learning_plateaued'] = stop.done(self.mon.sim_time())
+        if not stop.reached():
             log('warning: no model reached the validation target; evaluating the newest one')
+        elif not self.results['learning_plateaued']:
+            log('note: the learner was still improving when the extra excitation time ran out')
 
     def phase_identification(self) -> None:
         from delan_control.sysid import identify_dataset
@@ -671,6 +686,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument('--floor-factor', type=float, default=3.0,
                     help='... or this times the true plant\'s own nMSE on the excitation, '
                          'whichever is larger ...')
+    ap.add_argument('--plateau', type=float, default=30.0,
+                    help='... and the learner has not improved its validation nMSE by 10 %% '
+                         'for this many sim seconds ...')
     ap.add_argument('--max-extra', type=float, default=150.0,
                     help='... for at most this many more sim seconds')
     ap.add_argument('--test-duration', type=float, default=8.0,

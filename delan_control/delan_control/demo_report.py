@@ -113,7 +113,7 @@ def write_report(demo) -> str:
                f' sim, {lr.get("steps_per_s", 0):.0f} steps/s); final validation nMSE '
                f'{_fmt(lr["validation_nmse"])}; target {_fmt(demo.results.get("target_nmse", []))}'
                f' (true-plant floor {_fmt(demo.results.get("noise_floor_nmse", []))}), '
-               f'{_reached(t)}\n'
+               f'{_reached(t)}{_plateau(demo.results)}\n'
                f'- rosbag2: {demo.results["bag"]["samples"]} joint states, '
                f'{demo.results["bag"]["bytes"] / 1e6:.1f} MB; identification took '
                f'{t.get("identification_s", 0):.1f} s\n'
@@ -146,6 +146,13 @@ def _reached(timing: Dict) -> str:
         return '**target not reached**'
     return (f'reached after {timing["time_to_target_s"]:.0f} s wall '
             f'({timing["sim_time_to_target_s"]:.0f} s sim)')
+
+
+def _plateau(results: Dict) -> str:
+    if 'learning_plateaued' not in results:
+        return ''
+    return ('; learned until it stopped improving' if results['learning_plateaued'] else
+            '; **still improving** when the extra excitation time ran out')
 
 
 def _mismatch(demo) -> Dict:
@@ -223,7 +230,8 @@ def _plot_structure(demo, models, data_by_speed) -> str:
     n = q.shape[1]
     pairs = [(i, j) for i in range(n) for j in range(i, n)][:6]
     fig, axes = plt.subplots(2, 2, figsize=(12, 7))
-    styles = {'true': ('k', 2.0), 'pinocchio': ('tab:blue', 1.0), 'identified': ('tab:orange', 1.0),
+    styles = {'true': ('k', 2.0), 'pinocchio': ('tab:blue', 1.0),
+              'identified': ('tab:orange', 1.0),
               'delan': ('tab:red', 1.2), 'delan_residual': ('tab:red', 1.2)}
     for key, m in models.items():
         c, lw = styles[key]
@@ -233,7 +241,8 @@ def _plot_structure(demo, models, data_by_speed) -> str:
                             label=MODEL_LABELS[key] if k == 0 else None)
         g = np.asarray(m.gravity(q))
         for j in range(min(n, 3)):
-            axes[0, 1].plot(t, g[:, j], color=c, lw=lw, label=MODEL_LABELS[key] if j == 0 else None)
+            axes[0, 1].plot(t, g[:, j], color=c, lw=lw,
+                            label=MODEL_LABELS[key] if j == 0 else None)
         T, V = (np.asarray(x) for x in m.energy(q, qd))
         axes[1, 0].plot(t, T.reshape(-1), color=c, lw=lw, label=MODEL_LABELS[key])
         V = V.reshape(-1)
