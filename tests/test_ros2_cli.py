@@ -38,6 +38,7 @@ RECIPES = [LAUNCH, NODE_LIST, HZ, ECHO_JOINT_STATES, ECHO_STATUS, SET_MODEL, GET
 NODES = ['sim', 'reference', 'torque_controller', 'data_logger', 'learner']
 JOINTS = ['shoulder', 'elbow']  # two_link_arm.urdf, the launch file's default robot
 WAIT = 90.0  # generous: five nodes (one importing torch) and the CLI share two busy cores
+PARAM_ATTEMPT = 15.0  # a `ros2 param` call answers in a few seconds or has lost its response
 
 
 class Output:
@@ -81,15 +82,16 @@ def start(command: str, cwd: str) -> tuple:
     return proc, Output(proc)
 
 
-def run_until(command: str, cwd: str, ok, timeout: float = WAIT) -> str:
+def run_until(command: str, cwd: str, ok, timeout: float = WAIT, attempt: float = 30.0) -> str:
     """Run ``command`` again until its output satisfies ``ok``; returns that output. A new ros2
     process discovers the graph asynchronously, so a first try may not see a node or topic yet,
-    as a user retyping the command sometimes sees."""
+    as a user retyping the command sometimes sees. A try is abandoned after ``attempt`` seconds:
+    DDS now and then loses a service response, and `ros2 param` then waits for it forever."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             r = subprocess.run(shlex.split(command), cwd=cwd, capture_output=True, text=True,
-                               timeout=max(1.0, min(30.0, deadline - time.monotonic())))
+                               timeout=max(1.0, min(attempt, deadline - time.monotonic())))
             out = r.stdout + r.stderr
             if r.returncode == 0 and ok(r.stdout):
                 return r.stdout
@@ -187,10 +189,11 @@ def test_learner_status_is_published(suite, workdir):
 def test_param_set_switches_the_controller_model_and_get_reads_it_back(suite, workdir):
     _, out = suite
     out.wait_for(r'\[torque_controller\]: controlling .* with model=pd')
-    set_out = run_until(SET_MODEL, workdir, lambda s: 'Set parameter successful' in s)
+    set_out = run_until(SET_MODEL, workdir, lambda s: 'Set parameter successful' in s,
+                        attempt=PARAM_ATTEMPT)
     assert 'Set parameter successful' in set_out
     out.wait_for(r'\[torque_controller\]: switched model pd -> pinocchio')
-    got = run_until(GET_MODEL, workdir, lambda s: 'String value is' in s)
+    got = run_until(GET_MODEL, workdir, lambda s: 'String value is' in s, attempt=PARAM_ATTEMPT)
     assert got.strip() == 'String value is: pinocchio'
 
 
