@@ -472,8 +472,8 @@ class Demo:
         """Go on exciting and learning (up to sim time ``deadline``) until the newest published
         version is at the target on every joint -- ``--target-nmse``, or ``--floor-factor``
         times the true plant's own nMSE on the same motion where the data allow no better (a
-        joint whose torque is mostly noise) -- and the learner has stopped improving for
-        ``--plateau`` sim seconds (:class:`TrainingStop`). How far the learner gets in a fixed
+        joint whose torque is mostly noise) -- and the versions of the last ``--plateau`` sim
+        seconds show no more progress (:class:`TrainingStop`). How far the learner gets in a fixed
         time depends on the CPU the other nodes leave it; what the comparison needs is a
         trained model, so the demo waits for one instead of judging whatever a slow machine
         produced."""
@@ -504,8 +504,8 @@ class Demo:
             self.results['learning_plateaued'] = True
             return
         log(f'excitation goes on (at most {deadline - self.mon.sim_time():.0f} s of sim time) '
-            f'until a model is at the target and has stopped improving for '
-            f'{self.args.plateau:g} s')
+            f'until a model is at the target and the last {self.args.plateau:g} s of versions '
+            'show no more progress')
         wall_end = time.monotonic() + max(60.0, 4.0 * (deadline - self.mon.sim_time()) + 30.0)
         self.wait_until('the validation target',
                         lambda: done() or self.mon.sim_time() >= deadline or
@@ -686,9 +686,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument('--floor-factor', type=float, default=3.0,
                     help='... or this times the true plant\'s own nMSE on the excitation, '
                          'whichever is larger ...')
-    ap.add_argument('--plateau', type=float, default=30.0,
-                    help='... and the learner has not improved its validation nMSE by 10 %% '
-                         'for this many sim seconds ...')
+    ap.add_argument('--plateau', type=float, default=90.0,
+                    help='... and the trend of the versions published in the last this many sim '
+                         'seconds promises less than 10 %% more (0: stop at the target) ...')
     ap.add_argument('--max-extra', type=float, default=150.0,
                     help='... for at most this many more sim seconds')
     ap.add_argument('--test-duration', type=float, default=8.0,
