@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 
+from delan_common.model_kinds import LEARNED_KINDS
 from node_set import load_text, log, provenance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,6 +58,15 @@ def read_demo(out: str) -> dict:
     return res
 
 
+def learned_kind(res: dict) -> str:
+    """What the demo's learner learned (older results name it only in their tracking rows)."""
+    kind = res.get('learner', {}).get('model')
+    if kind:
+        return kind
+    rows = {e.get('controller') for e in res.get('tracking', [])}
+    return 'delan_residual' if 'delan_residual' in rows else 'delan'
+
+
 def row(name: str, res: dict) -> str:
     lr, t = res.get('learner', {}), res.get('timing', {})
     ratios = res.get('verdict', {}).get('delan_vs_pinocchio_rms', {})
@@ -64,7 +74,8 @@ def row(name: str, res: dict) -> str:
     tt = (f'{t["time_to_target_s"]:.0f} / {t["sim_time_to_target_s"]:.0f}'
           if 'time_to_target_s' in t else 'not reached')
     verdict = res.get('verdict', {})
-    return (f'| {name} | {len(res.get("joint_names", []))} | {lr.get("steps_per_s", 0):.0f} | '
+    return (f'| {name} | {len(res.get("joint_names", []))} | {learned_kind(res)} | '
+            f'{lr.get("steps_per_s", 0):.0f} | '
             f'{lr.get("training_steps", "-")} | {tt} | '
             f'{ratios.get("1.0", float("nan")):.3f} / {ratios.get("2.0", float("nan")):.3f} | '
             f'{"all" if consistent and all(consistent) else consistent} | '
@@ -81,8 +92,12 @@ def main() -> int:
     ap.add_argument('--out', default=os.path.join(ROOT, 'out', 'bench_any_arm'))
     ap.add_argument('--excitation', type=float, default=None,
                     help='sim seconds of excitation (demo default when omitted)')
+    ap.add_argument('--learner-model', default=None, choices=LEARNED_KINDS,
+                    help="what the demos' learner learns (demo default when omitted)")
     args = ap.parse_args()
     extra = [] if args.excitation is None else ['--excitation', str(args.excitation)]
+    if args.learner_model:
+        extra += ['--learner-model', args.learner_model]
     os.makedirs(args.out, exist_ok=True)
     rows = []
     failed = False
@@ -94,9 +109,9 @@ def main() -> int:
         failed = failed or res['_rc'] != 0
         log(rows[-1])
     print(f'# any-arm demo ({provenance()}; {load_text()})')
-    print('| robot | joints | learner steps/s | steps | to target [s wall / s sim] | '
+    print('| robot | joints | learned | learner steps/s | steps | to target [s wall / s sim] | '
           'DeLaN / nominal RMS 1x / 2x | identified consistent | verdict | demo wall [s] |')
-    print('|---|---|---|---|---|---|---|---|---|')
+    print('|---|---|---|---|---|---|---|---|---|---|')
     print('\n'.join(rows))
     return 1 if failed else 0
 

@@ -435,6 +435,7 @@ class Demo:
         self.pause_learner()
         st = self.mon.status[-1][1]
         self.results['learner'] = {
+            'model': self.args.learner_model,
             'samples_seen': int(st.samples_seen), 'training_steps': int(st.training_steps),
             'model_version': int(self.mon.updates[-1].model_version),
             'checkpoint': self.mon.updates[-1].checkpoint_path,
@@ -461,9 +462,11 @@ class Demo:
         recorded since ``t_start``: what the data allow any model to reach (noise and the
         acceleration estimate)."""
         from delan_control.demo_report import true_plant
-        from delan_learning.data import complete_derivatives
+        from delan_learning.data import complete_derivatives, split_at_gaps
         t, q, qd, tau = self.mon.data_between(t_start, self.mon.sim_time())
-        d = complete_derivatives({'t': t, 'q': q, 'qd': qd, 'tau': tau})
+        # split where states were lost: differentiated across a gap, qd gives a false qdd
+        d = complete_derivatives({'t': t, 'q': q, 'qd': qd, 'tau': tau,
+                                  'traj': split_at_gaps(t)})
         pred = true_plant(self).inverse(d['q'], d['qd'], d['qdd'])
         return np.mean((pred - d['tau']) ** 2, axis=0) / np.maximum(np.var(d['tau'], axis=0),
                                                                    1e-12)

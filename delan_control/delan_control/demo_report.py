@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from delan_control.model_loader import load_dynamics_model  # noqa: E402
 from delan_common.robot_model import JOINT_EFFECT_FIELDS, Mismatch, RobotModel  # noqa: E402
-from delan_learning.data import complete_derivatives  # noqa: E402
+from delan_learning.data import complete_derivatives, split_at_gaps  # noqa: E402
 
 MODEL_LABELS = {'true': 'true plant', 'pinocchio': 'Pinocchio (nominal URDF)',
                 'identified': 'identified (least squares)', 'delan': 'DeLaN (online)',
@@ -29,7 +29,9 @@ def true_plant(demo) -> RobotModel:
 def segment_arrays(segments) -> Dict[str, np.ndarray]:
     arrays = {k: np.concatenate([getattr(s, k) for s in segments]) for k in ('t', 'q', 'qd',
                                                                             'tau')}
-    arrays['traj'] = np.concatenate([np.full(len(s.t), i) for i, s in enumerate(segments)])
+    # one trajectory per segment, split where states were lost (a gap would give a false qdd)
+    arrays['traj'] = split_at_gaps(arrays['t'], np.concatenate(
+        [np.full(len(s.t), i) for i, s in enumerate(segments)]))
     return complete_derivatives(arrays)
 
 

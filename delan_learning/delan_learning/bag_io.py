@@ -1063,13 +1063,8 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
     t = (t_ns - t0).astype(np.float64) * 1e-9
 
     # trajectories: split where the step exceeds gap_factor x the median step
-    dt = np.diff(t)
-    if dt.size:
-        med = float(np.median(dt))
-        gaps = dt > gap_factor * med
-        traj = np.concatenate([[0], np.cumsum(gaps)]).astype(np.int64)
-    else:
-        traj = np.zeros(1, dtype=np.int64)
+    from delan_learning.data import split_at_gaps
+    traj = split_at_gaps(t, gap_factor=gap_factor)
 
     # trajectories too short to differentiate are dropped (and counted)
     ids, counts = np.unique(traj, return_counts=True)

@@ -138,6 +138,24 @@ def trajectory_ids(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.zeros(N, dtype=np.int64)
 
 
+def split_at_gaps(t: np.ndarray, traj: Optional[np.ndarray] = None,
+                  gap_factor: float = 5.0) -> np.ndarray:
+    """``(N,)`` trajectory ids, consecutive from 0: a new one wherever ``t`` steps back or jumps
+    by more than ``gap_factor`` x the median step, or ``traj`` (when given) changes. Messages
+    lost in transport leave such gaps; differentiated across one, the velocities give an
+    acceleration that never happened."""
+    t = np.asarray(t, dtype=np.float64).reshape(-1)
+    if t.size < 2:
+        return np.zeros(t.size, dtype=np.int64)
+    dt = np.diff(t)
+    forward = dt[dt > 0]
+    limit = gap_factor * float(np.median(forward)) if forward.size else np.inf
+    new = (dt <= 0) | (dt > limit)
+    if traj is not None:
+        new |= np.diff(np.asarray(traj).reshape(-1)) != 0
+    return np.concatenate([[0], np.cumsum(new)]).astype(np.int64)
+
+
 def trajectory_slices(traj: np.ndarray) -> List[np.ndarray]:
     """Sample indices of each trajectory id (in first-appearance order, each in data order)."""
     _, first = np.unique(traj, return_index=True)

@@ -167,3 +167,28 @@ def test_complete_derivatives_adds_only_derivatives():
     out = complete_derivatives(arrays)
     assert set(out) == set(arrays) | {'qd', 'qdd'}
     assert out['info'] is arrays['info'] and 'joint_types' not in out
+
+
+def test_split_at_gaps_keeps_differentiation_off_lost_messages():
+    from delan_learning.data import split_at_gaps
+    t = np.arange(0.0, 2.0, 0.004)
+    lost = (t > 0.5) & (t < 0.56)              # 60 ms of states lost in transport
+    t_rx = t[~lost]
+    ids = split_at_gaps(t_rx)
+    assert ids.tolist() == sorted(ids.tolist()) and ids.max() == 1
+    assert ids[np.searchsorted(t_rx, 0.5)] == 0 and ids[np.searchsorted(t_rx, 0.56)] == 1
+    # a stamp stepping back and a given segment change start trajectories too
+    assert split_at_gaps([0.0, 0.01, 0.02, 0.0, 0.01]).tolist() == [0, 0, 0, 1, 1]
+    assert split_at_gaps([0.0, 0.01, 0.02, 0.03], traj=[4, 4, 7, 7]).tolist() == [0, 0, 1, 1]
+    assert split_at_gaps([1.0]).tolist() == [0] and split_at_gaps([]).tolist() == []
+
+    # differentiated with the split, the sine's acceleration is right on both sides of the gap
+    q = np.sin(2 * np.pi * t_rx)[:, None]
+    qd = 2 * np.pi * np.cos(2 * np.pi * t_rx)[:, None]
+    true_qdd = -(2 * np.pi) ** 2 * q
+    whole = complete_derivatives({'t': t_rx, 'q': q, 'qd': qd})
+    split = complete_derivatives({'t': t_rx, 'q': q, 'qd': qd, 'traj': ids})
+    near = np.abs(t_rx - 0.53) < 0.06
+    err_whole = np.abs(whole['qdd'] - true_qdd)[near].max()
+    err_split = np.abs(split['qdd'] - true_qdd)[near].max()
+    assert err_split < 0.5 < err_whole
