@@ -691,7 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
                          'whichever is larger ...')
     ap.add_argument('--plateau', type=float, default=90.0,
                     help='... and the trend of the versions published in the last this many sim '
-                         'seconds promises less than 10 %% more (0: stop at the target) ...')
+                         'seconds promises no joint 10 %% more (0: stop at the target) ...')
     ap.add_argument('--max-extra', type=float, default=150.0,
                     help='... for at most this many more sim seconds')
     ap.add_argument('--test-duration', type=float, default=8.0,

@@ -8,7 +8,7 @@ demo learns on while the learner still improves and stops once it has plateaued 
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -16,12 +16,13 @@ import numpy as np
 class TrainingStop:
     """Fed every published version (:meth:`observe`); :meth:`done` once the newest is at the
     target on every joint and the trend of the last ``patience`` seconds of versions promises
-    less than ``min_gain`` (relative) over another ``patience`` seconds.
+    no joint more than ``min_gain`` (relative) over another ``patience`` seconds.
 
-    The score is the mean over joints of ``log(nMSE / target)``: every joint counts by its
-    relative progress, whatever its torque scale, and one noisy joint does not decide. The trend
-    is the median slope between pairs of versions of the window (Theil-Sen), so a version that
-    happens to validate well or badly does not end learning that still goes on.
+    Per joint, not on average: joints at their noise floor stay flat while the light ones (a
+    wrist, the counter-rotation of two collinear joints) still improve, and those are what
+    faster motion needs. The trend of a joint is the median slope of its ``log(nMSE)`` between
+    pairs of versions of the window (Theil-Sen), so a version that happens to validate well or
+    badly does not end learning that still goes on.
     """
 
     def __init__(self, target: Sequence[float], patience: float = 90.0, min_gain: float = 0.1):
@@ -34,7 +35,8 @@ class TrainingStop:
         self._gain = math.log1p(min_gain)
         self.version: Optional[int] = None
         self.nmse: Optional[np.ndarray] = None
-        self.scores: List[Tuple[float, float]] = []    # (t, score) of every usable version
+        self.times: List[float] = []                    # of every usable version
+        self.scores: List[np.ndarray] = []              # its log(nMSE / target) per joint
         self.t_reached: Optional[float] = None
 
     def observe(self, t: float, version: int, nmse: Sequence[float]) -> None:
@@ -49,8 +51,8 @@ class TrainingStop:
             self.nmse = None
             return
         self.nmse = x
-        self.scores.append((float(t), float(np.mean(np.log(np.maximum(x, 1e-300) /
-                                                           self.target)))))
+        self.times.append(float(t))
+        self.scores.append(np.log(np.maximum(x, 1e-300) / self.target))
         if self.reached() and self.t_reached is None:
             self.t_reached = float(t)
 
@@ -58,27 +60,31 @@ class TrainingStop:
         """The newest version is at the target on every joint."""
         return self.nmse is not None and bool(np.all(self.nmse <= self.target))
 
-    def expected_gain(self, t: float) -> Optional[float]:
-        """The score the trend of the versions in ``[t - patience, t]`` still promises to gain
-        over another ``patience`` seconds (log of a ratio, > 0 while improving); None before the
-        versions span the window (three at least)."""
-        if not self.scores or self.scores[0][0] > t - self.patience:
+    def expected_gain(self, t: float) -> Optional[np.ndarray]:
+        """Per joint, what the trend of the versions in ``[t - patience, t]`` still promises to
+        gain over another ``patience`` seconds (log of an nMSE ratio, > 0 while improving); None
+        before the versions span the window (three at least)."""
+        if not self.times or self.times[0] > t - self.patience:
             return None
-        window = np.array([s for s in self.scores if t - self.patience <= s[0] <= t])
-        if len(window) < 3 or np.ptp(window[:, 0]) <= 0:
+        times = np.asarray(self.times)
+        inside = (times >= t - self.patience) & (times <= t)
+        if inside.sum() < 3:
             return None
-        i, j = np.triu_indices(len(window), k=1)
-        dt = window[j, 0] - window[i, 0]
+        ts, ys = times[inside], np.asarray(self.scores)[inside]
+        i, j = np.triu_indices(len(ts), k=1)
+        dt = ts[j] - ts[i]
         ok = dt > 0
-        slope = np.median((window[j, 1] - window[i, 1])[ok] / dt[ok])   # Theil-Sen
-        return float(-slope * self.patience)
+        if not ok.any():
+            return None
+        slopes = (ys[j] - ys[i])[ok] / dt[ok, None]
+        return -np.median(slopes, axis=0) * self.patience       # Theil-Sen, per joint
 
     def done(self, t: float) -> bool:
-        """At the target, and the last ``patience`` seconds up to ``t`` promise no more than
-        ``min_gain``. With ``patience`` 0: as soon as the newest version is at the target."""
+        """At the target, and the last ``patience`` seconds up to ``t`` promise no joint more
+        than ``min_gain``. With ``patience`` 0: as soon as the newest version is at the target."""
         if not self.reached():
             return False
         if self.patience == 0:
             return True
         gain = self.expected_gain(t)
-        return gain is not None and gain < self._gain
+        return gain is not None and bool(np.all(gain < self._gain))
