@@ -470,31 +470,24 @@ static void on_reference(controller_t * c, const trajectory_msgs__msg__JointTraj
     if (idx[i] < 0) {snprintf(err, sizeof(err), "reference lacks joint %s", c->joints[i]);}
   }
   if (!*err && points == 0) {snprintf(err, sizeof(err), "reference has no points");}
-  int has_qd = 0, has_qdd = 0, has_q = 0;
+  /* one pass: every point carries the fields of the first (ragged rows are refused, as the
+   * Python node refuses them), each with one value per joint name */
+  static const char * const field[3] = {"positions", "velocities", "accelerations"};
+  int has[3] = {0, 0, 0};
   for (size_t k = 0; k < points && !*err; k++) {
     const trajectory_msgs__msg__JointTrajectoryPoint * p = &m->points.data[k];
     const size_t len[3] = {p->positions.size, p->velocities.size, p->accelerations.size};
-    int * has[3] = {&has_q, &has_qd, &has_qdd};
-    for (int f = 0; f < 3; f++) {
-      if (len[f]) {*has[f] = 1;}
+    for (int f = 0; f < 3 && !*err; f++) {
+      if (k == 0) {has[f] = len[f] != 0;}
       if (len[f] && len[f] != names) {
-        snprintf(err, sizeof(err), "%s of some points has the wrong length",
-          f == 0 ? "positions" : f == 1 ? "velocities" : "accelerations");
-      }
-    }
-  }
-  if (!*err && !has_q) {snprintf(err, sizeof(err), "reference points have no positions");}
-  if (!*err) {
-    /* a field given on some points only: the Python node refuses it too (ragged rows) */
-    for (size_t k = 0; k < points && !*err; k++) {
-      const trajectory_msgs__msg__JointTrajectoryPoint * p = &m->points.data[k];
-      if (!p->positions.size || (has_qd && !p->velocities.size) ||
-        (has_qdd && !p->accelerations.size))
-      {
+        snprintf(err, sizeof(err), "%s of some points has the wrong length", field[f]);
+      } else if ((len[f] != 0) != has[f]) {
         snprintf(err, sizeof(err), "some points lack a field that others have");
       }
     }
   }
+  if (!*err && !has[0]) {snprintf(err, sizeof(err), "reference points have no positions");}
+  const int has_qd = has[1], has_qdd = has[2];
   if (!*err) {
     buf = malloc(sizeof(double) * points * (1 + 3 * (size_t)n));
     if (!buf) {snprintf(err, sizeof(err), "out of memory");}

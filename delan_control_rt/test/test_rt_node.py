@@ -287,8 +287,16 @@ def test_reference_tracked_rejoined_and_dropped_as_by_the_python_node(bench, tmp
             q, qd, _ = (a[0] for a in ref.sample(t))
             return q + np.array(off_q), qd + np.array(off_qd)
         return state
-    # on the reference from the first state: nothing to rejoin at start-up
+    # on the reference from the first state: nothing to rejoin at start-up. Both must have the
+    # (latched) reference before anything is compared: one that answers first holds its position
+    # (states go on meanwhile: a pause would be a stall)
     answer_at(bench, [py, rt], names, on_ref(), timeout=40.0, resend=True)
+    end = time.monotonic() + 20.0
+    while not all(bench.diag.get(n, {}).get('references_received') == '1'
+                  for n in ('/py_ref', '/rt_ref')):
+        assert time.monotonic() < end, ('the reference never reached both', bench.diag)
+        answer_at(bench, [py, rt], names, on_ref(), resend=True)
+        bench.spin(0.05)
     answer_at(bench, [py, rt], names, on_ref())
     ref_pub.publish(bad)
     bench.spin(0.1)

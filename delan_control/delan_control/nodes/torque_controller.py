@@ -204,6 +204,7 @@ class TorqueControllerNode(Node):
         self.rejected_refs = RejectionCounter(self.get_logger(), 'reference')
         self.fallbacks = 0
         self.watchdog_trips = 0
+        self.references_received = 0
         self.references_dropped = 0
         self.references_rejoined = 0
         self.commands_sent = 0
@@ -530,6 +531,7 @@ class TorqueControllerNode(Node):
             return
         with self._lock:
             self._reference, self._rejoin, self._deviation = ref, None, None
+            self.references_received += 1
 
     # ---------------------------------------------------------------- control
     def _start_control_loop(self) -> None:
@@ -786,6 +788,7 @@ class TorqueControllerNode(Node):
             'model': self.model_kind, 'model_version': self._model_version, 'law': self.law,
             'commands_sent': self.commands_sent, 'fallbacks': self.fallbacks,
             'watchdog_trips': self.watchdog_trips,
+            'references_received': self.references_received,
             'references_dropped': self.references_dropped,
             'references_rejoined': self.references_rejoined,
             'rejected_joint_states': self.rejected.total,
