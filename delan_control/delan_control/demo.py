@@ -46,7 +46,8 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from delan_control.control_laws import LAWS, Gains, arm_gains
-from delan_control.evaluation import DivergenceCheck, delan_verdict, joint_errors
+from delan_control.evaluation import (DivergenceCheck, broken_joints, delan_verdict,
+                                      joint_errors)
 from delan_control.launched import LaunchedSuite
 from delan_control.training_stop import TrainingStop
 from delan_common.robot_model import PRESETS, Mismatch, RobotModel, bringup_path, find_urdf
@@ -468,8 +469,9 @@ class Demo:
         d = complete_derivatives({'t': t, 'q': q, 'qd': qd, 'tau': tau,
                                   'traj': split_at_gaps(t)})
         pred = true_plant(self).inverse(d['q'], d['qd'], d['qdd'])
-        return np.mean((pred - d['tau']) ** 2, axis=0) / np.maximum(np.var(d['tau'], axis=0),
-                                                                   1e-12)
+        mse = np.mean((pred - d['tau']) ** 2, axis=0)
+        self.results['noise_floor_residual_rms'] = np.sqrt(mse).tolist()
+        return mse / np.maximum(np.var(d['tau'], axis=0), 1e-12)
 
     def learn_to_target(self, t0: float, deadline: float) -> None:
         """Go on exciting and learning (up to sim time ``deadline``) until the newest published
@@ -486,10 +488,12 @@ class Demo:
         self.results['noise_floor_nmse'] = floor.tolist()
         log(f'true plant nMSE on the excitation (the floor): {np.round(floor, 4).tolist()}; '
             f'target {np.round(target, 4).tolist()}')
-        if not np.all(floor <= self.args.max_true_nmse):
+        bad = broken_joints(floor, self.args.max_true_nmse,
+                            self.results['noise_floor_residual_rms'], self.effort_limit)
+        if bad.any():
             log(f'FAILED: the true plant does not explain the excitation torques (nMSE up to '
-                f'{np.nanmax(floor):.3g} > {self.args.max_true_nmse:g}): the arm hit its end '
-                'stops or saturated; the models learn from broken data')
+                f'{np.nanmax(floor[bad]):.3g} > {self.args.max_true_nmse:g}): the arm hit its '
+                'end stops or saturated; the models learn from broken data')
         stop = TrainingStop(target, patience=self.args.plateau)
         seen = 0
 
@@ -639,7 +643,9 @@ class Demo:
                  for k, v in self.results.get('loop_floor_rms', {}).items()}
         return delan_verdict(mean_rms, diverged, SPEEDS, self.args.max_delan_ratio, true_nmse,
                              self.args.max_true_nmse, self.results.get('noise_floor_nmse'),
-                             floor, learned=self.args.learner_model)
+                             floor, learned=self.args.learner_model,
+                             excitation_residual=self.results.get('noise_floor_residual_rms'),
+                             effort_limit=self.effort_limit)
 
     def loop_floor(self) -> None:
         """How well the sim's own model tracks in this loop, replayed without ROS

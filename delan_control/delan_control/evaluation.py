@@ -89,18 +89,44 @@ class Verdict:
 MAX_LOOP_FLOOR = 0.5
 
 
+#: a joint's torque that the true plant misses by less than this share of its effort limit is
+#: noise on a barely excited joint (an upright arm's base), not end stops or saturation
+MIN_BROKEN_SHARE = 0.01
+
+
+def broken_joints(nmse: Sequence[float], max_nmse: float,
+                  residual_rms: Optional[Sequence[float]] = None,
+                  effort_limit: Optional[Sequence[float]] = None) -> np.ndarray:
+    """Per joint: does the true plant fail to explain the recorded torque? Its nMSE is above
+    ``max_nmse`` and, where the residual and a finite effort limit are known, its residual RMS is
+    above :data:`MIN_BROKEN_SHARE` of that limit. A joint that barely moves has a torque spread
+    near the noise and so a large nMSE; an end-stop impact or a saturated motor leaves a
+    residual of the size of the motor's torque."""
+    x = np.asarray(nmse, dtype=np.float64)
+    bad = ~(x <= max_nmse)
+    if residual_rms is not None and effort_limit is not None:
+        eff = np.asarray(effort_limit, dtype=np.float64)
+        known = np.isfinite(eff) & (eff > 0)
+        small = np.asarray(residual_rms, dtype=np.float64) <= MIN_BROKEN_SHARE * eff
+        bad &= ~(known & small)
+    return bad
+
+
 def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
                   speeds: Sequence[float], max_ratio: float,
                   true_plant_nmse: Optional[Dict[float, float]] = None,
                   max_true_nmse: float = 0.1,
                   excitation_floor: Optional[Sequence[float]] = None,
                   loop_floor: Optional[Dict[float, float]] = None,
-                  learned: str = 'delan') -> Verdict:
+                  learned: str = 'delan',
+                  excitation_residual: Optional[Sequence[float]] = None,
+                  effort_limit: Optional[Sequence[float]] = None) -> Verdict:
     """The learned model (``learned``: delan or delan_residual) must not diverge and must track
     at most ``max_ratio`` x nominal Pinocchio's mean RMS error at every speed; the true plant
     must predict the measured torque (nMSE at most
     ``max_true_nmse``, on the evaluation and, per joint, on the excitation the models learned
-    from: ``excitation_floor``), or the data themselves are broken; and the control loop must
+    from: ``excitation_floor``, judged by :func:`broken_joints` with ``excitation_residual``
+    and ``effort_limit`` when given), or the data themselves are broken; and the control loop must
     let the true plant's model track far better than nominal (``loop_floor``: its mean RMS
     error per speed, at most MAX_LOOP_FLOOR of nominal's), or no model can show what it knows.
 
@@ -133,10 +159,11 @@ def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
             failures.append(f'the true plant predicts the measured torque with nMSE {v:.3g} at '
                             f'{sp:g}x (> {max_true_nmse:g}): the evaluation data are broken')
     floor = np.asarray(excitation_floor if excitation_floor is not None else [], float)
-    if floor.size and not np.all(floor <= max_true_nmse):
+    bad = broken_joints(floor, max_true_nmse, excitation_residual, effort_limit)
+    if bad.any():
         failures.append(f'the true plant predicts the excitation torques with nMSE up to '
-                        f'{np.nanmax(floor):.3g} (> {max_true_nmse:g}): the training data are '
-                        f'broken (end-stop impacts, saturated motors, a lost arm)')
+                        f'{np.nanmax(floor[bad]):.3g} (> {max_true_nmse:g}): the training data '
+                        f'are broken (end-stop impacts, saturated motors, a lost arm)')
     return Verdict(not failures, failures, ratios)
 
 

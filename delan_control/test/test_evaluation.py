@@ -75,3 +75,24 @@ def test_verdict():
     stuck = delan_verdict(rms, {}, speeds, 1 / 3, loop_floor={1.0: 0.001, 2.0: 0.048})
     assert not stuck.passed and len(stuck.failures) == 1
     assert 'cannot tell models apart at 2x' in stuck.failures[0]
+
+
+def test_a_barely_excited_joint_is_noise_not_broken_data():
+    """A Kinova base turned little under an upright arm: true-plant nMSE 0.107 of a 0.03 N m
+    torque spread, a residual of 0.01 N m against a 40 N m motor. An end-stop impact leaves a
+    residual of the motor's size."""
+    from delan_control.evaluation import broken_joints
+    nmse, effort = [0.107, 0.005, 1.85], [40.0, 80.0, 3.0]
+    residual = [0.0096, 0.22, 1.4]
+    assert broken_joints(nmse, 0.1).tolist() == [True, False, True]
+    assert broken_joints(nmse, 0.1, residual, effort).tolist() == [False, False, True]
+    # without a finite effort limit the nMSE alone decides
+    assert broken_joints(nmse, 0.1, residual, [np.inf, 80.0, 0.0]).tolist() == [True, False, True]
+    rms = {('delan', 1.0): 0.001, ('pinocchio', 1.0): 0.01}
+    kw = dict(excitation_floor=nmse[:2], excitation_residual=residual[:2],
+              effort_limit=effort[:2])
+    assert delan_verdict(rms, {}, [1.0], 1 / 3, **kw).passed
+    assert not delan_verdict(rms, {}, [1.0], 1 / 3, excitation_floor=nmse[:2]).passed
+    impact = dict(kw, excitation_floor=[0.107, 0.2], excitation_residual=[0.0096, 5.0])
+    failed = delan_verdict(rms, {}, [1.0], 1 / 3, **impact)
+    assert not failed.passed and '0.2 (> 0.1)' in failed.failures[0]
