@@ -458,10 +458,10 @@ class Demo:
                 self.mon.updates[-1].model_version == fresh[-1].model_version
         self.wait_until('the learner to pause with its newest version', paused, 60.0)
 
-    def noise_floor(self, t_start: float) -> np.ndarray:
-        """Per-joint torque nMSE of the true plant (the sim's own model) on the excitation
-        recorded since ``t_start``: what the data allow any model to reach (noise and the
-        acceleration estimate)."""
+    def noise_floor(self, t_start: float) -> Tuple[np.ndarray, np.ndarray]:
+        """Per-joint torque nMSE and residual RMS of the true plant (the sim's own model) on the
+        excitation recorded since ``t_start``: what the data allow any model to reach (noise and
+        the acceleration estimate)."""
         from delan_control.demo_report import true_plant
         from delan_learning.data import complete_derivatives, split_at_gaps
         t, q, qd, tau = self.mon.data_between(t_start, self.mon.sim_time())
@@ -470,8 +470,7 @@ class Demo:
                                   'traj': split_at_gaps(t)})
         pred = true_plant(self).inverse(d['q'], d['qd'], d['qdd'])
         mse = np.mean((pred - d['tau']) ** 2, axis=0)
-        self.results['noise_floor_residual_rms'] = np.sqrt(mse).tolist()
-        return mse / np.maximum(np.var(d['tau'], axis=0), 1e-12)
+        return mse / np.maximum(np.var(d['tau'], axis=0), 1e-12), np.sqrt(mse)
 
     def learn_to_target(self, t0: float, deadline: float) -> None:
         """Go on exciting and learning (up to sim time ``deadline``) until the newest published
@@ -482,14 +481,14 @@ class Demo:
         time depends on the CPU the other nodes leave it; what the comparison needs is a
         trained model, so the demo waits for one instead of judging whatever a slow machine
         produced."""
-        floor = self.noise_floor(t0)
+        floor, residual = self.noise_floor(t0)
         target = np.maximum(self.args.target_nmse, self.args.floor_factor * floor)
         self.results['target_nmse'] = target.tolist()
         self.results['noise_floor_nmse'] = floor.tolist()
+        self.results['noise_floor_residual_rms'] = residual.tolist()
         log(f'true plant nMSE on the excitation (the floor): {np.round(floor, 4).tolist()}; '
             f'target {np.round(target, 4).tolist()}')
-        bad = broken_joints(floor, self.args.max_true_nmse,
-                            self.results['noise_floor_residual_rms'], self.effort_limit)
+        bad = broken_joints(floor, self.args.max_true_nmse, residual, self.effort_limit)
         if bad.any():
             log(f'FAILED: the true plant does not explain the excitation torques (nMSE up to '
                 f'{np.nanmax(floor[bad]):.3g} > {self.args.max_true_nmse:g}): the arm hit its '

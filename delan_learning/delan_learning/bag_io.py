@@ -54,6 +54,7 @@ from rosbags.rosbag2 import storage_mcap as _mcap
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from delan_learning.command_order import CommandOrder, CommandOrderError
+from delan_learning.data import complete_derivatives, split_at_gaps
 from delan_common.joint_state import JointStateError, JointStateMapper
 
 __all__ = [
@@ -1063,7 +1064,6 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
     t = (t_ns - t0).astype(np.float64) * 1e-9
 
     # trajectories: split where the step exceeds gap_factor x the median step
-    from delan_learning.data import split_at_gaps
     traj = split_at_gaps(t, gap_factor=gap_factor)
 
     # trajectories too short to differentiate are dropped (and counted)
@@ -1087,7 +1087,6 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
     if joint_types is not None:
         arrays['joint_types'] = np.asarray([str(x) for x in joint_types], dtype=str)
     if complete:
-        from delan_learning.data import complete_derivatives  # lazy: scipy
         try:
             arrays = dict(complete_derivatives(arrays, match_torque=match_torque))
         except ValueError as exc:
