@@ -11,6 +11,7 @@ numpy's BLAS runs single-threaded in every node (:func:`single_threaded_blas`).
 """
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
@@ -26,6 +27,10 @@ from rclpy.node import Node
 from rclpy.timer import Timer
 
 EXECUTORS = ('events', 'single', 'multi')
+# after a node's close(): the executor's and the node's teardown in DDS takes milliseconds; past
+# this a thread is stuck (in the middleware), and the process dumps every thread's stack and
+# exits 1 rather than wait for launch's SIGKILL without a trace
+TEARDOWN_TIMEOUT_S = 4.0
 _SHUTDOWN = (KeyboardInterrupt, ExternalShutdownException)
 
 
@@ -77,6 +82,7 @@ def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
               'can then compute wrong results', file=sys.stderr)
     rclpy.init(args=args)
     node = None
+    executor = None
     try:
         try:
             node = factory()
@@ -114,6 +120,20 @@ def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
             close = getattr(node, 'close', None)
             if close is not None:
                 close()
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.try_shutdown()
+        # armed until the process ends: a hang in teardown or at interpreter exit leaves stacks
+        faulthandler.dump_traceback_later(TEARDOWN_TIMEOUT_S, exit=True)
+        _teardown(executor, node)
+
+
+def _teardown(executor: Optional[Executor], node: Optional[Node]) -> None:
+    """Executor first, then the node, then the context: destroying a node's subscriptions while
+    an executor still holds them (the EventsExecutor registers callbacks in the middleware)
+    races the middleware's listener threads."""
+    if executor is not None:
+        if node is not None:
+            executor.remove_node(node)
+        executor.shutdown(timeout_sec=1.0)
+    if node is not None:
+        node.destroy_node()
+    if rclpy.ok():
+        rclpy.try_shutdown()

@@ -1,0 +1,68 @@
+"""``run_node``'s shutdown: SIGINT ends the node cleanly (close, then teardown, exit 0), and a
+teardown stuck in the middleware dumps every thread's stack and exits 1 instead of waiting for
+launch's SIGKILL without a trace."""
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+PROBE = '''
+import sys, time
+import rclpy
+from rclpy.node import Node
+from delan_learning.ros.spin import run_node
+
+class Probe(Node):
+    def __init__(self):
+        super().__init__('shutdown_probe')
+        self.create_subscription(__import__('std_msgs.msg').msg.Float64, 'x', lambda m: None, 1)
+        self._up = self.create_timer(0.05, self._spinning)
+
+    def _spinning(self):        # a callback runs: the spin loop holds the signal handlers
+        self._up.cancel()
+        print('up', flush=True)
+
+    def close(self):
+        print('closed', flush=True)
+
+    def destroy_node(self):
+        if sys.argv[1] == 'hang':
+            time.sleep(3600)        # a middleware thread that never returns
+        print('destroyed', flush=True)
+        return super().destroy_node()
+
+raise SystemExit(run_node(Probe, []))
+'''
+
+
+def _run_until_sigint(mode: str):
+    proc = subprocess.Popen([sys.executable, '-c', PROBE, mode], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == 'up'
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+        return proc.returncode, 'up\n' + out, err, time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_sigint_closes_then_tears_down_and_exits_zero():
+    rc, out, err, _ = _run_until_sigint('clean')
+    assert rc == 0, err
+    assert out.split() == ['up', 'closed', 'destroyed']
+    assert 'Thread' not in err
+
+
+def test_stuck_teardown_dumps_stacks_and_exits_nonzero():
+    from delan_learning.ros.spin import TEARDOWN_TIMEOUT_S
+    rc, out, err, took = _run_until_sigint('hang')
+    assert rc == 1, (out, err)
+    assert 'closed' in out and 'destroyed' not in out
+    assert 'in destroy_node' in err            # the stuck frame is named
+    assert took == pytest.approx(TEARDOWN_TIMEOUT_S, abs=3.0)
