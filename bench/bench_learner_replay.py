@@ -32,6 +32,7 @@ from node_set import log, provenance
 SPEEDS = (1.0, 2.0)
 #: learner parameters taken over from the demo's parameter file (the others: the node's defaults)
 CARRIED = ('buffer_capacity', 'min_samples', 'steps_per_round', 'batch_size', 'learning_rate',
+           'learning_rate_final', 'learning_rate_halflife',
            'publish_period', 'model', 'loss_metric', 'width', 'depth', 'friction',
            'diff_window_s', 'validation_every', 'publish_max_nmse')
 

@@ -226,6 +226,7 @@ def _same(a, b) -> bool:
                             ('effort_controller_timeout', 1.0), ('state_publish_rate', -1.0),
                             ('state_publish_rate', NAN)]),
     (LearnerNode, [('learning_rate', -1e-3), ('learning_rate', NAN), ('batch_size', 0),
+                   ('learning_rate_final', 0.0), ('learning_rate_halflife', -1),
                    ('steps_per_round', -5), ('publish_period', -1.0), ('range_factor', 0.5),
                    ('min_samples', 1), ('divergence_factor', 1.0), ('keep_versions', 0),
                    ('divergence_floor', -1.0), ('divergence_floor', NAN),

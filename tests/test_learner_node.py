@@ -464,3 +464,54 @@ def test_a_fresh_start_numbers_on_from_an_earlier_runs_versions(tmp_path):
             node.close()
             node.destroy_node()
 
+
+
+def test_learning_rate_decays_per_step_restarts_and_follows_its_parameters(tmp_path):
+    """The training rounds apply the schedule of learning_rate / learning_rate_final /
+    learning_rate_halflife (set at runtime here), and the rate starts over once the learner
+    sees the data change (the published version far worse on the validation data)."""
+    from delan_learning.nodes.learner import LearnerNode
+    truth = _truth()
+    with ros_context() as ctx:
+        node = LearnerNode(context=ctx, parameter_overrides=[
+            Parameter('urdf_path', value=URDF), Parameter('checkpoint_dir', value=str(tmp_path)),
+            Parameter('resume', value=False), Parameter('training_enabled', value=False),
+            Parameter('min_samples', value=500), Parameter('publish_period', value=0.1),
+            Parameter('publish_max_nmse', value=1e9)])
+        try:
+            assert node.set_parameters([Parameter('learning_rate_final', value=1e-3),
+                                        Parameter('learning_rate_halflife', value=200)])[1] \
+                .successful
+            traj = random_fourier_trajectory(ROBOT.lower, ROBOT.upper, ROBOT.velocity_limits,
+                                             seed=3)
+            t = np.arange(0.0, 8.0, 1.0 / RATE)
+            q, qd, qdd = traj.sample(t)
+            tau = truth.inverse(q, qd, qdd)
+
+            def feed(scale: float, t0: float) -> None:
+                for k in range(len(t)):
+                    js = JointState(name=NAMES, position=list(q[k]), velocity=list(qd[k]),
+                                    effort=list(scale * tau[k]))
+                    js.header.stamp.sec = int(t0 + t[k])
+                    js.header.stamp.nanosec = int(round((t0 + t[k]) % 1.0 * 1e9))
+                    node._on_joint_state(js)
+
+            rng = np.random.default_rng(0)
+            feed(1.0, 100.0)
+            rates = []
+            for r in range(6):
+                node.train_once(rng, now=100.0 + r)
+                rates.append(node.trainer.optimizer.param_groups[0]['lr'])
+            assert node.version >= 1                                  # a version is out
+            # the rate of each round: 3e-3 halving every 200 steps, floored at 1e-3
+            assert rates == pytest.approx([3e-3 * 0.5 ** (s / 200) if s < 317 else 1e-3
+                                           for s in range(0, 600, 100)], rel=1e-6)
+            # a payload tripled every torque: the published version is far off on the new data
+            feed(3.0, 200.0)
+            node.train_once(rng, now=200.0)
+            assert node._shift_t is not None                          # the change was seen
+            node.train_once(rng, now=201.0)
+            assert node.trainer.optimizer.param_groups[0]['lr'] == pytest.approx(3e-3, rel=1e-6)
+        finally:
+            node.close()
+            node.destroy_node()

@@ -50,6 +50,7 @@ from delan_common.model_kinds import LEARNED_KINDS
 from delan_common.residual_dynamics import NominalPlusResidual
 from delan_common.robot_model import RobotModel
 from delan_learning.models import build_model
+from delan_learning.online_lr import OnlineLearningRate
 from delan_learning.online import (ACCELERATION_SOURCES, DelayedDifferentiator,
                                    ReplayBuffer, Sample, diverged, evaluate_total, fit_targets,
                                    held_out)
@@ -126,7 +127,14 @@ class LearnerNode(Node):
         self.steps_per_round = p('steps_per_round', 100, 'Optimiser steps per training round',
                                  min_value=1, max_value=100000)
         self.batch_size = p('batch_size', 512, 'Minibatch size', min_value=8, max_value=65536)
-        self.lr = p('learning_rate', 3e-3, 'AdamW learning rate', min_value=1e-7, max_value=1.0)
+        self.lr_schedule = OnlineLearningRate(
+            p('learning_rate', 3e-3, 'AdamW learning rate at the start and again after the '
+              'data changed (see shift_factor)', min_value=1e-7, max_value=1.0),
+            p('learning_rate_final', 3e-3, 'The rate decays to this (>= learning_rate, the '
+              'default: no decay)', min_value=1e-8, max_value=1.0),
+            p('learning_rate_halflife', 3000, 'Optimiser steps over which the rate halves '
+              '(0: no decay)', min_value=0, max_value=10_000_000))
+        self.lr = self.lr_schedule.start       # the rate of the last round
         self.width = p('width', 64, 'Hidden units per layer', min_value=4, max_value=1024,
                        read_only=True)
         self.depth = p('depth', 2, 'Hidden layers', min_value=1, max_value=8, read_only=True)
@@ -281,7 +289,11 @@ class LearnerNode(Node):
                 self._effort_lim = self.robot.effort_limits * prm.value
                 self._vel_lim = self.robot.velocity_limits * prm.value
             elif prm.name == 'learning_rate':
-                self.lr = prm.value
+                self.lr_schedule.start = prm.value
+            elif prm.name == 'learning_rate_final':
+                self.lr_schedule.final = prm.value
+            elif prm.name == 'learning_rate_halflife':
+                self.lr_schedule.halflife_steps = prm.value
             elif prm.name == 'estimate_publish_rate':
                 self._estimate_rate.rate_hz = prm.value
             elif hasattr(self, prm.name):
@@ -365,8 +377,8 @@ class LearnerNode(Node):
         if model is None:
             model = build_model(self.model_kind, self.robot.joint_types, width=self.width,
                                 depth=self.depth, friction=self.friction)
-        cfg = TrainConfig(batch_size=self.batch_size, lr=self.lr, seed=self.seed,
-                          loss_metric=self.loss_metric)
+        cfg = TrainConfig(batch_size=self.batch_size, lr=self.lr_schedule.at(self.training_steps),
+                          seed=self.seed, loss_metric=self.loss_metric)
         return Trainer(model, cfg, normalizer, device='cpu', dtype=torch.float32)
 
     def _train_loop(self) -> None:
@@ -423,6 +435,7 @@ class LearnerNode(Node):
         if self.trainer is None:
             self.trainer = self._new_trainer(
                 normalizer=TorqueNormalizer.from_torques(data['tau'], data.get('metric')))
+        self.lr = self.lr_schedule.at(self.training_steps)
         for g in self.trainer.optimizer.param_groups:
             g['lr'] = self.lr
         loss = self.trainer.train_steps(fit_targets(data), self.steps_per_round,
@@ -515,6 +528,7 @@ class LearnerNode(Node):
             newest = max(self.train_buf.newest_t, self.val_buf.newest_t)
             if self._shift_t is None or newest < self._shift_t:  # (a clock restart: from now)
                 self._shift_t, seen = newest, True
+                self.lr_schedule.restart(self.training_steps)     # learn the change fast
             else:
                 seen = False
             settled = self._shift_t + self.publish_hold_s
@@ -823,8 +837,9 @@ class LearnerNode(Node):
             'state': STATE_NAMES.get(self.state, self.state), 'model_id': self.model_id,
             'model_version': self.version,
             'steps_per_s': f'{max(0, steps - before) / max(now - then, 1e-9):.1f}',
-            'training_steps': steps, 'samples_seen': self.samples_seen,
-            'samples_in_buffer': buffered, 'samples_rejected': self.rejected.total,
+            'training_steps': steps, 'learning_rate': f'{self.lr:.3g}',
+            'samples_seen': self.samples_seen, 'samples_in_buffer': buffered,
+            'samples_rejected': self.rejected.total,
             'validation_nmse': ' '.join(f'{x:.4g}' for x in nmse),
             'validation_nmse_max': f'{max(nmse):.4g}' if nmse else '',
             'rollbacks': self.divergences, 'checkpoint': self.checkpoint_path,
