@@ -25,6 +25,8 @@ class Probe(Node):
         print('up', flush=True)
 
     def close(self):
+        if sys.argv[1] == 'close_fails':
+            raise RuntimeError('bag writer failed')
         print('closed', flush=True)
 
     def destroy_node(self):
@@ -66,3 +68,10 @@ def test_stuck_teardown_dumps_stacks_and_exits_nonzero():
     assert 'closed' in out and 'destroyed' not in out
     assert 'in destroy_node' in err            # the stuck frame is named
     assert took == pytest.approx(TEARDOWN_TIMEOUT_S, abs=3.0)
+
+
+def test_a_failing_close_still_tears_down_and_exits_nonzero():
+    rc, out, err, _ = _run_until_sigint('close_fails')
+    assert rc == 1
+    assert 'RuntimeError: bag writer failed' in err
+    assert out.split() == ['up', 'destroyed']

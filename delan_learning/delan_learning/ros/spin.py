@@ -116,13 +116,14 @@ def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
         # a second signal must not interrupt the flush/close of the node
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if node is not None:
+        try:
             close = getattr(node, 'close', None)
             if close is not None:
                 close()
-        # armed until the process ends: a hang in teardown or at interpreter exit leaves stacks
-        faulthandler.dump_traceback_later(TEARDOWN_TIMEOUT_S, exit=True)
-        _teardown(executor, node)
+        finally:
+            # armed until the process ends: a hang in teardown or at exit leaves the stacks
+            faulthandler.dump_traceback_later(TEARDOWN_TIMEOUT_S, exit=True)
+            _teardown(executor, node)
 
 
 def _teardown(executor: Optional[Executor], node: Optional[Node]) -> None:
