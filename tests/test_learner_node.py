@@ -477,10 +477,11 @@ def test_learning_rate_decays_per_step_restarts_and_follows_its_parameters(tmp_p
             Parameter('urdf_path', value=URDF), Parameter('checkpoint_dir', value=str(tmp_path)),
             Parameter('resume', value=False), Parameter('training_enabled', value=False),
             Parameter('min_samples', value=500), Parameter('publish_period', value=0.1),
+            Parameter('steps_per_round', value=20),
             Parameter('publish_max_nmse', value=1e9)])
         try:
             assert node.set_parameters([Parameter('learning_rate_final', value=1e-3),
-                                        Parameter('learning_rate_halflife', value=200)])[1] \
+                                        Parameter('learning_rate_halflife', value=40)])[1] \
                 .successful
             traj = random_fourier_trajectory(ROBOT.lower, ROBOT.upper, ROBOT.velocity_limits,
                                              seed=3)
@@ -503,9 +504,10 @@ def test_learning_rate_decays_per_step_restarts_and_follows_its_parameters(tmp_p
                 node.train_once(rng, now=100.0 + r)
                 rates.append(node.trainer.optimizer.param_groups[0]['lr'])
             assert node.version >= 1                                  # a version is out
-            # the rate of each round: 3e-3 halving every 200 steps, floored at 1e-3
-            assert rates == pytest.approx([3e-3 * 0.5 ** (s / 200) if s < 317 else 1e-3
-                                           for s in range(0, 600, 100)], rel=1e-6)
+            # the rate of each round: 3e-3 halving every 40 steps, floored at 1e-3
+            assert rates == pytest.approx([max(3e-3 * 0.5 ** (s / 40), 1e-3)
+                                           for s in range(0, 120, 20)], rel=1e-6)
+            assert rates[-1] == pytest.approx(1e-3)
             # a payload tripled every torque: the published version is far off on the new data
             feed(3.0, 200.0)
             node.train_once(rng, now=200.0)

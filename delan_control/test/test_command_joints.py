@@ -17,9 +17,7 @@ import numpy as np
 import pytest
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from rcl_interfaces.msg import Log
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
@@ -39,8 +37,6 @@ Q = [0.1, -0.2, 0.3, -0.4, 0.5, -0.6, 0.7]
 QD = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]
 TAU = dict(zip(MODEL, -np.array(QD)))           # the holding command, kd = 1: -qd per joint
 WAIT = 60.0   # generous: a shared, loaded machine
-ROSOUT = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
-                    durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 def expected(order: Sequence[str]) -> List[float]:
@@ -59,11 +55,11 @@ def _wait(pred, timeout: float = WAIT) -> bool:
 class Setup:
     """A torque_controller in ``namespace``, stand-in receivers (node name -> the ``joints``
     they declare), and a probe there that publishes joint states and records the commands, the
-    controller's diagnostics and its /rosout log. One executor, spun by a background thread."""
+    controller's diagnostics and its console log. One executor, spun by a background thread."""
 
-    def __init__(self, ctx, receivers: Dict[str, Sequence[str]], ctl: Optional[Dict] = None,
-                 namespace: str = ''):
-        self.ctx, self.namespace = ctx, namespace
+    def __init__(self, ctx, capfd, receivers: Dict[str, Sequence[str]],
+                 ctl: Optional[Dict] = None, namespace: str = ''):
+        self.ctx, self.capfd, self.namespace = ctx, capfd, namespace
         self.nodes = []
         self.ex = make_executor(ctx, [])
         spin_in_thread(self.ex)
@@ -76,11 +72,10 @@ class Setup:
         self.probe = rclpy.create_node('order_probe', namespace=namespace, context=ctx)
         self.commands: List[List[float]] = []
         self.diags: List[tuple] = []          # (level, message, values)
-        self.logs: List[Log] = []
+        self.console = ''                     # the controller's log lines (stderr)
         self.probe.create_subscription(Float64MultiArray, 'effort_controller/commands',
                                        lambda m: self.commands.append(list(m.data)), 1000)
         self.probe.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 100)
-        self.probe.create_subscription(Log, '/rosout', self._on_log, ROSOUT)
         self.pub = self.probe.create_publisher(JointState, 'joint_states', 100)
         self.t = 100.0
         for node in (self.ctl, self.probe):
@@ -102,10 +97,6 @@ class Setup:
         for st in msg.status:
             if st.name == f'{self.namespace}/torque_controller':
                 self.diags.append((st.level, st.message, {kv.key: kv.value for kv in st.values}))
-
-    def _on_log(self, msg: Log) -> None:
-        if msg.name.endswith('torque_controller'):
-            self.logs.append(msg)
 
     def close(self) -> None:
         self.ctl.close()
@@ -140,16 +131,26 @@ class Setup:
         self.stream_until(lambda: any(pred(d) for d in self.diags[seen:]), 'diagnostics')
         return next(d for d in self.diags[seen:] if pred(d))
 
-    def logged(self, level: int, text: str) -> List[str]:
-        return [m.msg for m in self.logs if m.level == level and text in m.msg]
+    def logged(self, level: str, text: str) -> List[str]:
+        """The controller's console log lines of ``level`` ('INFO', 'WARN', 'ERROR') that hold
+        ``text``, waiting up to WAIT for the first. (Its /rosout, read by a probe node, lost a
+        message now and then where several controllers of one name had lived in this one test
+        process.)"""
+        def found() -> List[str]:
+            self.console += self.capfd.readouterr().err
+            return [line for line in self.console.splitlines()
+                    if line.startswith(f'[{level}]') and 'torque_controller]: ' in line
+                    and text in line]
+        _wait(lambda: bool(found()))
+        return found()
 
 
 @pytest.fixture
-def setup():
+def setup(capfd):
     made = []
     with ros_context() as ctx:
         def make(*args, **kwargs) -> Setup:
-            made.append(Setup(ctx, *args, **kwargs))
+            made.append(Setup(ctx, capfd, *args, **kwargs))
             return made[-1]
         yield make
         for s in made:
@@ -169,7 +170,7 @@ def test_commands_arrive_in_the_receivers_joint_order(setup, namespace):
     assert level == DiagnosticStatus.OK
     assert values['command_order'] == f'{namespace}/effort_controller'
     assert values['command_joints'].split() == SCRAMBLED
-    assert s.logged(Log.INFO, f'joint order of {namespace}/effort_controller')
+    assert s.logged('INFO', f'joint order of {namespace}/effort_controller')
 
 
 @pytest.mark.parametrize('joints, reason', [
@@ -185,14 +186,14 @@ def test_receiver_joints_that_differ_are_refused(setup, joints, reason):
     s.stream_states(50)
     assert s.commands == [] and s.ctl.commands_sent == 0
     assert s.ctl.watchdog_trips == 0
-    assert s.logged(Log.ERROR, reason)
+    assert s.logged('ERROR', reason)
 
 
 def test_without_a_receiver_the_model_order_with_a_warning(setup):
     s = setup({}, ctl={'effort_controller_timeout': 1.0})
     s.stream_until(lambda: len(s.commands) >= 20, '20 commands')
     assert all(c == pytest.approx(expected(MODEL)) for c in s.commands), s.commands[:3]
-    warnings = s.logged(Log.WARN, 'commanding in the model joint order')
+    warnings = s.logged('WARN', 'commanding in the model joint order')
     assert warnings and 'no joints from /effort_controller within 1 s' in warnings[0]
     level, message, values = s.diag_where(lambda d: d[2]['commands_sent'] != '0')
     assert level == DiagnosticStatus.WARN and 'model joint order' in message
