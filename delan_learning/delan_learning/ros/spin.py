@@ -82,7 +82,6 @@ def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
               'can then compute wrong results', file=sys.stderr)
     rclpy.init(args=args)
     node = None
-    executor = None
     try:
         try:
             node = factory()
@@ -123,17 +122,13 @@ def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
         finally:
             # armed until the process ends: a hang in teardown or at exit leaves the stacks
             faulthandler.dump_traceback_later(TEARDOWN_TIMEOUT_S, exit=True)
-            _teardown(executor, node)
+            _teardown(node)
 
 
-def _teardown(executor: Optional[Executor], node: Optional[Node]) -> None:
-    """Executor first, then the node, then the context: destroying a node's subscriptions while
-    an executor still holds them (the EventsExecutor registers callbacks in the middleware)
-    races the middleware's listener threads."""
-    if executor is not None:
-        if node is not None:
-            executor.remove_node(node)
-        executor.shutdown(timeout_sec=1.0)
+def _teardown(node: Optional[Node]) -> None:
+    """The node, then the context. The executor is left to the process exit: an explicit
+    ``shutdown()`` of the EventsExecutor was seen to abort the process (std::terminate) after a
+    signal during start-up."""
     if node is not None:
         node.destroy_node()
     if rclpy.ok():
