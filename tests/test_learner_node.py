@@ -493,8 +493,8 @@ def test_learning_rate_decays_per_step_restarts_and_follows_its_parameters(tmp_p
                 for k in range(len(t)):
                     js = JointState(name=NAMES, position=list(q[k]), velocity=list(qd[k]),
                                     effort=list(scale * tau[k]))
-                    js.header.stamp.sec = int(t0 + t[k])
-                    js.header.stamp.nanosec = int(round((t0 + t[k]) % 1.0 * 1e9))
+                    js.header.stamp.sec, js.header.stamp.nanosec = divmod(
+                        int(round((t0 + t[k]) * 1e9)), 1_000_000_000)
                     node._on_joint_state(js)
 
             rng = np.random.default_rng(0)
