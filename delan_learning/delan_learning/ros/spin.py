@@ -27,7 +27,7 @@ from rclpy.node import Node
 from rclpy.timer import Timer
 
 EXECUTORS = ('events', 'single', 'multi')
-# after a node's close(): the executor's and the node's teardown in DDS takes milliseconds; past
+# after a node's close(): destroying the node and the context takes milliseconds; past
 # this a thread is stuck (in the middleware), and the process dumps every thread's stack and
 # exits 1 rather than wait for launch's SIGKILL without a trace
 TEARDOWN_TIMEOUT_S = 4.0
