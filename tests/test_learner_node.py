@@ -465,12 +465,12 @@ def test_a_fresh_start_numbers_on_from_an_earlier_runs_versions(tmp_path):
             node.destroy_node()
 
 
-
 def test_learning_rate_decays_per_step_restarts_and_follows_its_parameters(tmp_path):
     """The training rounds apply the schedule of learning_rate / learning_rate_final /
     learning_rate_halflife (set at runtime here), and the rate starts over once the learner
     sees the data change (the published version far worse on the validation data)."""
     from delan_learning.nodes.learner import LearnerNode
+    from delan_learning.ros.stamps import set_seconds
     truth = _truth()
     with ros_context() as ctx:
         node = LearnerNode(context=ctx, parameter_overrides=[
@@ -493,8 +493,7 @@ def test_learning_rate_decays_per_step_restarts_and_follows_its_parameters(tmp_p
                 for k in range(len(t)):
                     js = JointState(name=NAMES, position=list(q[k]), velocity=list(qd[k]),
                                     effort=list(scale * tau[k]))
-                    js.header.stamp.sec, js.header.stamp.nanosec = divmod(
-                        int(round((t0 + t[k]) * 1e9)), 1_000_000_000)
+                    set_seconds(js.header.stamp, t0 + t[k])
                     node._on_joint_state(js)
 
             rng = np.random.default_rng(0)

@@ -54,8 +54,9 @@ def _wait(pred, timeout: float = WAIT) -> bool:
 
 class Setup:
     """A torque_controller in ``namespace``, stand-in receivers (node name -> the ``joints``
-    they declare), and a probe there that publishes joint states and records the commands, the
-    controller's diagnostics and its console log. One executor, spun by a background thread."""
+    they declare), and a probe there that publishes joint states and records the commands and
+    the controller's diagnostics; its log is read from the captured console. One executor, spun
+    by a background thread."""
 
     def __init__(self, ctx, capfd, receivers: Dict[str, Sequence[str]],
                  ctl: Optional[Dict] = None, namespace: str = ''):
