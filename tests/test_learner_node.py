@@ -473,12 +473,15 @@ def test_learning_rate_decays_per_step_restarts_and_follows_its_parameters(tmp_p
     from delan_learning.ros.stamps import set_seconds
     truth = _truth()
     with ros_context() as ctx:
-        node = LearnerNode(context=ctx, parameter_overrides=[
+        # a namespace of its own: the module's learner fixture streams joint states and runs a
+        # controller that follows learner/model_update beside this test
+        params = [
             Parameter('urdf_path', value=URDF), Parameter('checkpoint_dir', value=str(tmp_path)),
             Parameter('resume', value=False), Parameter('training_enabled', value=False),
             Parameter('min_samples', value=500), Parameter('publish_period', value=0.1),
-            Parameter('steps_per_round', value=20),
-            Parameter('publish_max_nmse', value=1e9)])
+            Parameter('steps_per_round', value=20), Parameter('publish_max_nmse', value=1e9)]
+        node = LearnerNode(context=ctx, cli_args=['--ros-args', '-r', '__ns:=/lr_test'],
+                           parameter_overrides=params)
         try:
             assert node.set_parameters([Parameter('learning_rate_final', value=1e-3),
                                         Parameter('learning_rate_halflife', value=40)])[1] \

@@ -75,3 +75,35 @@ def test_a_failing_close_still_tears_down_and_exits_nonzero():
     assert rc == 1
     assert 'RuntimeError: bag writer failed' in err
     assert out.split() == ['up', 'destroyed']
+
+
+TORCH_IN_CONSTRUCTOR = '''
+import os, signal, threading, time
+import torch
+from delan_learning.ros.spin import run_node
+
+def work():
+    x = torch.randn(32, 32, dtype=torch.float64, requires_grad=True)
+    while True:
+        (x @ x).sin().sum().backward()
+
+def factory():      # a node whose trainer thread is up when a signal ends its constructor
+    threading.Thread(target=work, daemon=True).start()
+    time.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+    raise AssertionError('no KeyboardInterrupt')
+
+raise SystemExit(run_node(factory, []))
+'''
+
+
+def test_a_signal_during_start_up_with_torch_busy_in_a_daemon_thread_exits_zero():
+    """Python's finalisation beside a daemon thread inside torch's autograd aborts the process
+    (std::terminate, exit -6); ``run_node`` ends the process without it."""
+    pytest.importorskip('torch')
+    for _ in range(2):
+        out = subprocess.run([sys.executable, '-c', TORCH_IN_CONSTRUCTOR], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert 'terminate called' not in out.stderr

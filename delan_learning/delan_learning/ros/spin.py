@@ -16,7 +16,8 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, Optional, Sequence
+import traceback
+from typing import Callable, NoReturn, Optional, Sequence
 
 import rclpy
 from rclpy._rclpy_pybind11 import RCLError
@@ -73,9 +74,31 @@ def single_threaded_blas() -> Optional[str]:
 
 
 def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
-             executor_kind: Optional[str] = None) -> int:
-    """Exit codes: 0 after a clean shutdown (also one signalled while starting), 2 when the node
-    cannot start (bad parameter, unusable URDF, ...), with the reason on stderr."""
+             executor_kind: Optional[str] = None) -> NoReturn:
+    """Run the node until SIGINT/SIGTERM, then end the process. Exit codes: 0 after a clean
+    shutdown (also one signalled while starting), 2 when the node cannot start (bad parameter,
+    unusable URDF, ...), with the reason on stderr, 1 on an unexpected error (its traceback).
+
+    The process ends with ``os._exit`` once the node is closed and destroyed and the context is
+    shut down: Python's finalisation would run while daemon threads may still be inside C++ (a
+    learner's trainer in torch's autograd when a signal interrupted its constructor, a model
+    loader), and torch aborts the process then (``terminate called without an active
+    exception``, exit -6). Nothing is left to finalise by then; stdout and stderr are flushed."""
+    try:
+        code = _run(factory, args, executor_kind)
+    except BaseException:  # reported; the process then ends with 1
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _run(factory: Callable[[], Node], args: Optional[Sequence[str]],
+         executor_kind: Optional[str]) -> int:
     blas = single_threaded_blas()
     if blas is not None:
         print(f'[WARN] numpy BLAS keeps its threads: {blas}; numpy called from several threads '
@@ -131,5 +154,5 @@ def _teardown(node: Optional[Node]) -> None:
     signal during start-up."""
     if node is not None:
         node.destroy_node()
-    if rclpy.ok():
-        rclpy.try_shutdown()
+    # also when a signal already shut the context down: this uninstalls rclpy's signal handlers
+    rclpy.try_shutdown()
