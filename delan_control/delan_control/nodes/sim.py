@@ -117,6 +117,7 @@ from delan_learning.ros.spin import run_node
 from delan_learning.ros.stamps import set_seconds
 from delan_common.urdf_joints import middle_of_limits
 from ..command_order import CommandOrder
+from ..pacing import RealTimePacer
 from ..plant import INTEGRATORS, Plant
 from delan_common.robot_model import PRESETS, Mismatch, RobotModel
 
@@ -546,14 +547,14 @@ class SimNode(Node):
         command acts for exactly one publish period, however slow the CPU. ``/clock`` ticks
         with every state."""
         plant = self.plant
-        wall0, sim0 = time.monotonic(), plant.t
+        pacer = self._pacer()
         while not self._stop.is_set() and self.context.ok():
             if self._reset_requested.is_set():
                 self._reset_requested.clear()
                 plant.reset(self.q0, self.qd0, t=plant.t)
             if self._rebase.is_set():
                 self._rebase.clear()
-                wall0, sim0 = time.monotonic(), plant.t
+                pacer.rebase(time.monotonic(), plant.t)
             seq = self._cmd_seq
             self._cmd_event.clear()
             if self.clock_pub is not None:
@@ -568,25 +569,28 @@ class SimNode(Node):
                 self._cmd_event.wait(min(remaining, 0.01))
             if self.hold_until_commanded and self._cmd_seq == 0:
                 continue                               # nobody commands the arm yet
-            rtf = self.real_time_factor
-            if rtf > 0:
-                ahead = (plant.t - sim0) / rtf - (time.monotonic() - wall0)
-                if ahead > 0:
-                    self._stop.wait(ahead)
+            ahead = pacer.ahead_s(time.monotonic(), plant.t, self.real_time_factor)
+            if ahead > 0:
+                self._stop.wait(ahead)
             k = max(1, int(round(1.0 / (self.publish_rate * plant.dt))))
             plant.advance(self._torque(), k)
             self.stats['steps'] += k
+
+    def _pacer(self) -> RealTimePacer:
+        check_steps = max(1, int(round(COMMAND_CHECK_S / self.plant.dt)))
+        return RealTimePacer(self.plant.dt, MAX_LAG_S, check_steps, time.monotonic(),
+                             self.plant.t)
 
     def _physics_loop_inner(self) -> None:
         if self.lockstep:
             return self._lockstep_loop()
         plant = self.plant
         dt = plant.dt
-        check_steps = max(1, int(round(COMMAND_CHECK_S / dt)))
         eps = 1e-9
         next_pub = plant.t
         next_clock = plant.t
-        wall0, sim0 = time.monotonic(), plant.t
+        pacer = self._pacer()
+        check_steps = pacer.resume_steps      # steps between looks at the latest command
 
         def publish_due():
             nonlocal next_pub, next_clock
@@ -609,26 +613,18 @@ class SimNode(Node):
             rtf = self.real_time_factor
             if self._rebase.is_set():
                 self._rebase.clear()
-                wall0, sim0 = time.monotonic(), plant.t
-            if rtf > 0:
-                now = time.monotonic()
-                due = int(math.floor((sim0 + (now - wall0) * rtf - plant.t) / dt + eps))
-                if due <= 0:
-                    wake = wall0 + (plant.t + dt - sim0) / rtf
-                    self._stop.wait(min(max(wake - now, 0.0), 0.01))
-                    continue
-                lag_steps = int(MAX_LAG_S * rtf / dt)
-                if due > lag_steps + check_steps:
-                    dropped = (due - check_steps) * dt
-                    self.stats['dropped_backlog_s'] += dropped
-                    self.stats['lag_events'] += 1
-                    wall0, sim0 = now - check_steps * dt / rtf, plant.t
-                    due = check_steps
-                    self.get_logger().warning(
-                        f'physics fell {dropped:.3f} s (sim) behind real time x{rtf:g}; '
-                        f'dropped the backlog', throttle_duration_sec=5.0)
-            else:
-                due = max(1, int(round(0.01 / dt)))   # 10 ms of sim time per chunk
+                pacer.rebase(time.monotonic(), plant.t)
+            pace = pacer.pace(time.monotonic(), plant.t, rtf)
+            if pace.steps == 0:
+                self._stop.wait(pace.wait_s)
+                continue
+            if pace.dropped_s > 0:
+                self.stats['dropped_backlog_s'] += pace.dropped_s
+                self.stats['lag_events'] += 1
+                self.get_logger().warning(
+                    f'physics fell {pace.dropped_s:.3f} s (sim) behind real time x{rtf:g}; '
+                    f'dropped the backlog', throttle_duration_sec=5.0)
+            due = pace.steps
             # commands are looked at every ms of sim time when paced; flat out, once per
             # publish period (a controller cannot keep up with rtf = 0 anyway)
             chunk = check_steps if rtf > 0 else due
