@@ -178,7 +178,7 @@ class Rig:
         """At least ``count`` joint states, and the controller on its reference itself (not
         rejoining it from where the arm was when states started or came back)."""
         deadline = time.monotonic() + timeout
-        while len(self.states) < count or self.ctl._rejoin is not None:
+        while len(self.states) < count or self.ctl.tracker.rejoining:
             assert time.monotonic() < deadline, f'{len(self.states)} joint states only'
             time.sleep(0.01)
 
@@ -552,10 +552,10 @@ def test_states_restart_rejoin_the_reference_smoothly_or_drop_a_far_one(rig_fact
             assert time.monotonic() < deadline, f'{len(cmds)} commands only'
 
     def set_reference(offset) -> None:
-        before = rig.ctl._reference
+        before = rig.ctl.tracker.reference
         rig.ref_pub.publish(hold_msg(np.add(Q0, offset)))
         deadline = time.monotonic() + 30.0
-        while rig.ctl._reference is before:
+        while rig.ctl.tracker.reference is before:
             assert time.monotonic() < deadline, 'the reference never arrived'
             time.sleep(0.01)
 
@@ -571,7 +571,7 @@ def test_states_restart_rejoin_the_reference_smoothly_or_drop_a_far_one(rig_fact
     set_reference([0.5, -0.5])
     cmds = commands(0.5)
     assert cmds and all(d == pytest.approx(hold) for d in cmds), cmds[:3]
-    assert rig.ctl.references_dropped == 1 and rig.ctl._reference is None
+    assert rig.ctl.tracker.dropped == 1 and rig.ctl.tracker.reference is None
     # a reference published while states flow is tracked: kp * 0.05 on joint 1
     tracking = [60.0 * 0.05 - 0.6, 0.6]
     set_reference([0.05, 0.0])
@@ -580,7 +580,7 @@ def test_states_restart_rejoin_the_reference_smoothly_or_drop_a_far_one(rig_fact
     stale()
     cmds = commands(0.3)
     assert all(d == pytest.approx(tracking) for d in cmds), cmds[:3]
-    assert rig.ctl.references_rejoined == 0
+    assert rig.ctl.tracker.rejoined == 0
     # ... with the arm moved 0.03 rad towards the reference: the first command is the one before
     # the stall, after resume_time the feedback sees the smaller error
     stale()
@@ -589,13 +589,13 @@ def test_states_restart_rejoin_the_reference_smoothly_or_drop_a_far_one(rig_fact
     assert cmds[-1] == pytest.approx([60.0 * 0.02 - 0.6, 0.6])
     steps = np.abs(np.diff(np.array(cmds), axis=0)).max()
     assert steps < 0.2 * 60.0 * 0.03, steps            # a ramp, not a step
-    assert rig.ctl.references_dropped == 1 and rig.ctl.references_rejoined == 1
+    assert rig.ctl.tracker.dropped == 1 and rig.ctl.tracker.rejoined == 1
     # a reference 0.5 rad away that arrived during the stall: dropped on the restart
     stale()
     set_reference([0.5, 0.0])
     cmds = commands(0.3)
     assert cmds and all(d == pytest.approx(hold) for d in cmds), cmds[:3]
-    assert rig.ctl.references_dropped == 2
+    assert rig.ctl.tracker.dropped == 2
     time.sleep(1.2)                        # one more diagnostics period
     assert rig.diags[-1][3]['references_dropped'] == '2'
     assert rig.diags[-1][3]['references_rejoined'] == '1'
@@ -610,14 +610,14 @@ def test_a_jump_of_the_arm_is_taken_as_a_restart(rig_factory):
     t_sim = _stream(rig, pub, None, 100.0, 0.5)
     rig.ref_pub.publish(hold_msg(np.add(Q0, [0.05, 0.0])))
     deadline = time.monotonic() + 30.0
-    while rig.ctl._reference is None:
+    while rig.ctl.tracker.reference is None:
         assert time.monotonic() < deadline, 'the reference never arrived'
         t_sim = _stream(rig, pub, None, t_sim, 0.05)
     t_sim = _stream(rig, pub, None, t_sim, 0.3, position=np.add(Q0, [0.01, 0.0]))
-    assert rig.ctl.references_dropped == 0 and rig.ctl._reference is not None
+    assert rig.ctl.tracker.dropped == 0 and rig.ctl.tracker.reference is not None
     assert rig.commands[-1][1] == pytest.approx([60.0 * 0.04 - 0.6, 0.6])
     _stream(rig, pub, None, t_sim, 0.3, position=np.add(Q0, [0.5, 0.0]))
-    assert rig.ctl.references_dropped == 1 and rig.ctl._reference is None
+    assert rig.ctl.tracker.dropped == 1 and rig.ctl.tracker.reference is None
     assert rig.commands[-1][1] == pytest.approx([-0.6, 0.6])      # held where it is
 
 

@@ -45,7 +45,8 @@ from delan_control.evaluation import joint_errors
 from delan_control.loop_stats import LoopStats, histogram_text
 from delan_control.model_loader import LatestLoader, ModelLoadError, load_dynamics_model
 from delan_learning.ros.robot_param import declare_array, declare_robot
-from delan_control.trajectories import PiecewiseQuintic, rejoin_offset
+from delan_control.reference_tracking import ReferenceTracker, Resumed
+from delan_control.trajectories import PiecewiseQuintic
 from delan_common.joint_state import JointStateError, JointStateMapper, StampGate
 from delan_common.model_kinds import CONTROLLER_KINDS, LEARNED_KINDS
 from delan_learning.decimation import Decimator
@@ -81,9 +82,6 @@ GIL_SWITCH_INTERVAL_S = 2e-4
 
 # joint states the loop's subscription keeps; each wake-up takes them all, answers the newest
 STATE_QUEUE_DEPTH = 10
-
-# (position [rad or m], velocity [/s]) offsets too small to rejoin: encoder and velocity noise
-REJOIN_NEGLIGIBLE = np.array([1e-3, 0.05])
 
 #: gains for an arm whose URDF gives no inertias to derive them from
 FALLBACK_GAINS = {'ct_kp': 400.0, 'ct_kd': 40.0, 'kp': 60.0, 'kd': 6.0}
@@ -169,14 +167,14 @@ class TorqueControllerNode(Node):
         self.effort_scale = declare(self, 'effort_limit_scale', 1.0, 'Fraction of the URDF effort '
                                     'limits to clamp to', min_value=0.01, max_value=1.0,
                                     registry=reg)
-        self.resume_tolerance = declare(
+        resume_tolerance = declare(
             self, 'resume_tolerance', 1.0, 'When joint states (re)start, or the arm jumps '
             '(a sim reset: a step beyond twice the velocity limits), a reference farther '
             'than this from the measured position [rad or m, any joint] is dropped and the arm '
             'held where it is (the arm is elsewhere: a restarted driver, a moved arm); a nearer '
             'one is rejoined smoothly over resume_time', min_value=0.0, max_value=1e3,
             registry=reg)
-        self.resume_time = declare(
+        resume_time = declare(
             self, 'resume_time', 1.0, 'After joint states (re)start, the command goes from the '
             'arm\'s state back onto the reference over at least this time [s] (longer for a '
             'larger offset: catching up adds at most 25 % of the velocity limits); a stall '
@@ -204,9 +202,6 @@ class TorqueControllerNode(Node):
         self.rejected_refs = RejectionCounter(self.get_logger(), 'reference')
         self.fallbacks = 0
         self.watchdog_trips = 0
-        self.references_received = 0
-        self.references_dropped = 0
-        self.references_rejoined = 0
         self.commands_sent = 0
         self.loop_stats = LoopStats()
         self._reader = JointStateReader()
@@ -216,13 +211,8 @@ class TorqueControllerNode(Node):
         self._old_model = None      # model being faded out
         self._blend = BumplessBlend(self.blend_time)
         self._latest_update: Optional[ModelUpdate] = None
-        self._reference: Optional[PiecewiseQuintic] = None
-        self._rejoin: Optional[PiecewiseQuintic] = None   # offset arm - reference, decaying
-        # arm minus reference (q, qd) at the last command: what the feedback was working on
-        # before a stall (None: no command on the current reference yet)
-        self._deviation: Optional[np.ndarray] = None
-        self._ref_index: Optional[np.ndarray] = None
-        self._hold: Optional[np.ndarray] = None
+        self.tracker = ReferenceTracker(self.robot.velocity_limits, resume_tolerance,
+                                        resume_time)
         self._last_state_time: Optional[float] = None
         self._stale = True
         # a position the arm cannot have moved to (a sim reset, a re-homed driver) is handled
@@ -460,9 +450,10 @@ class TorqueControllerNode(Node):
                 self.limits = self.urdf_limits * p.value
             elif p.name == 'state_publish_rate':
                 self._state_rate.rate_hz = p.value
-            elif p.name in ('delan_checkpoint', 'identified_params', 'resume_tolerance',
-                            'resume_time'):
+            elif p.name in ('delan_checkpoint', 'identified_params'):
                 setattr(self, p.name, p.value)
+            elif p.name in ('resume_tolerance', 'resume_time'):
+                setattr(self.tracker, p.name, p.value)
         pending, self._pending = self._pending, None
         if pending is not None:
             previous = self.model_kind
@@ -529,9 +520,7 @@ class TorqueControllerNode(Node):
         except ValueError as err:
             self.rejected_refs.reject('bad_reference', str(err))
             return
-        with self._lock:
-            self._reference, self._rejoin, self._deviation = ref, None, None
-            self.references_received += 1
+        self.tracker.set_reference(ref)
 
     # ---------------------------------------------------------------- control
     def _start_control_loop(self) -> None:
@@ -588,32 +577,15 @@ class TorqueControllerNode(Node):
             self._jumps.reset()
         jump = self._jumps.check(t, js.position)
         if resumed or jump is not None:
-            self._hold = js.position.copy()
-            self._check_reference_on_resume(t, js.position, js.velocity,
-                                            'the stall' if resumed else 'a jump of the arm')
+            self._log_resume(self.tracker.resume(t, js.position, js.velocity),
+                             'the stall' if resumed else 'a jump of the arm', t)
             self.get_logger().info('joint states fresh: commanding' if resumed else
                                    f'the arm jumped {jump:.3f} between two joint states (a '
                                    'reset, a re-homed driver): taken as a restart')
         with self._lock:
-            ref, rejoin, model, old = self._reference, self._rejoin, self._model, self._old_model
+            model, old = self._model, self._old_model
             w = self._blend.weight(now)
-        if ref is not None:
-            q_ref, qd_ref, qdd_ref = (a[0] for a in ref.sample(t))
-            if rejoin is not None:
-                dq, dqd, dqdd = (a[0] for a in rejoin.sample(t))
-                q_ref, qd_ref, qdd_ref = q_ref + dq, qd_ref + dqd, qdd_ref + dqdd
-                if t >= rejoin.end_time:
-                    with self._lock:
-                        if self._rejoin is rejoin:
-                            self._rejoin = None
-        else:
-            q_ref, qd_ref, qdd_ref = (self._hold, np.zeros_like(self._hold),
-                                      np.zeros_like(self._hold))
-        if ref is not None:
-            deviation = np.stack([js.position - q_ref, js.velocity - qd_ref])
-            with self._lock:
-                if self._reference is ref:
-                    self._deviation = deviation
+        q_ref, qd_ref, qdd_ref, holding = self.tracker.target(t, js.position, js.velocity)
         tau, ff, failed = self._torque(model, js, q_ref, qd_ref, qdd_ref)
         if w is not None:
             tau_old, ff_old, _ = self._torque(old, js, q_ref, qd_ref, qdd_ref)
@@ -627,7 +599,7 @@ class TorqueControllerNode(Node):
             self._state_worker.submit(CycleState(
                 t, q_ref, qd_ref, qdd_ref, js.position, js.velocity, js.effort,
                 None if ff is None else ff.copy(), command, self.model_kind,
-                self._model_version, self.law, self._fallback(model, failed), ref is None))
+                self._model_version, self.law, self._fallback(model, failed), holding))
         return True
 
     def _fallback(self, model, failed: bool) -> str:
@@ -662,43 +634,16 @@ class TorqueControllerNode(Node):
             self.get_logger().error(f'publishing the controller state failed: {err!r}',
                                     throttle_duration_sec=10.0)
 
-    def _check_reference_on_resume(self, t: float, q: np.ndarray, qd: np.ndarray,
-                                   cause: str = 'the stall') -> None:
-        """Rejoin the reference smoothly, or drop it when the arm is too far from it.
-
-        What the stall added to the deviation "arm minus reference" is taken out of the command
-        and brought back in over ``resume_time``: the feedback goes on from where it was before
-        the stall (no torque step), and a frozen driver that resumes where it stopped changes
-        nothing. Without a command on this reference yet (start-up, a reference that came during
-        the stall) the whole deviation counts."""
-        with self._lock:
-            ref = self._reference
-            if ref is None:
-                return
-            q_ref, qd_ref, _ = (a[0] for a in ref.sample(t))
-            grown = np.stack([q - q_ref, qd - qd_ref])
-            if self._deviation is not None:
-                grown = grown - self._deviation
-            error = float(np.max(np.abs(grown[0])))
-            rejoin = None
-            if np.all(np.abs(grown) <= REJOIN_NEGLIGIBLE[:, None]):
-                return      # a frozen driver resumed where it stopped: nothing to catch up
-            if error <= self.resume_tolerance:
-                rejoin = rejoin_offset(t, grown[0], grown[1], self.robot.velocity_limits,
-                                       self.resume_time)
-                self.references_rejoined += 1
-            else:
-                self._reference = None
-            self._rejoin = rejoin
-        if rejoin is not None:
-            self.get_logger().info(f'rejoining the reference ({cause} left it {error:.3f} '
-                                   f'farther from the arm) over {rejoin.end_time - t:.2f} s')
-            return
-        self.references_dropped += 1
-        self.get_logger().warning(
-            f'reference dropped: {error:.3f} farther from the arm after {cause} '
-            f'(resume_tolerance {self.resume_tolerance}); holding the current position until a '
-            'new reference arrives')
+    def _log_resume(self, resumed: Resumed, cause: str, t: float) -> None:
+        if resumed.action == 'rejoining':
+            self.get_logger().info(
+                f'rejoining the reference ({cause} left it {resumed.error:.3f} farther from the '
+                f'arm) over {resumed.until - t:.2f} s')
+        elif resumed.action == 'dropped':
+            self.get_logger().warning(
+                f'reference dropped: {resumed.error:.3f} farther from the arm after {cause} '
+                f'(resume_tolerance {self.tracker.resume_tolerance}); holding the current '
+                'position until a new reference arrives')
 
     def _gains(self, given: Dict[str, List[float]], n: int) -> Dict[str, np.ndarray]:
         """The gains given, and the others derived from the URDF at the middle of the joint
@@ -788,9 +733,9 @@ class TorqueControllerNode(Node):
             'model': self.model_kind, 'model_version': self._model_version, 'law': self.law,
             'commands_sent': self.commands_sent, 'fallbacks': self.fallbacks,
             'watchdog_trips': self.watchdog_trips,
-            'references_received': self.references_received,
-            'references_dropped': self.references_dropped,
-            'references_rejoined': self.references_rejoined,
+            'references_received': self.tracker.received,
+            'references_dropped': self.tracker.dropped,
+            'references_rejoined': self.tracker.rejoined,
             'rejected_joint_states': self.rejected.total,
             'rejected_references': self.rejected_refs.total,
             'command_order': self._order_source,

@@ -1,0 +1,119 @@
+"""What the torque controller tracks: the latest reference trajectory, a smooth way back onto it
+after joint states stalled or the arm jumped, or the position it holds without a reference.
+
+When joint states (re)start, or the arm jumps (a sim reset, a re-homed driver), what the gap
+added to the deviation "arm minus reference" is taken out of the target and brought back in
+over ``resume_time`` (:func:`~delan_control.trajectories.rejoin_offset`): the feedback goes on
+from where it was before, with no torque step, and a frozen driver that resumes where it stopped
+changes nothing. A reference farther than ``resume_tolerance`` from the arm is dropped and the
+arm held where it is until a new reference arrives. ROS-free and thread-safe: the control loop
+calls :meth:`ReferenceTracker.resume` and :meth:`ReferenceTracker.target`, the executor
+:meth:`ReferenceTracker.set_reference` and the parameter setters.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import numpy as np
+
+from delan_control.trajectories import PiecewiseQuintic, rejoin_offset
+
+#: a growth of the deviation below this (position [rad or m], velocity [/s]) is nothing to
+#: catch up on
+REJOIN_NEGLIGIBLE = np.array([1e-3, 0.05])
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What :meth:`ReferenceTracker.resume` did, for the caller to log."""
+
+    action: str             # 'holding' (no reference), 'unchanged', 'rejoining' or 'dropped'
+    error: float = 0.0      # how much farther the reference got from the arm [rad or m]
+    until: float = 0.0      # 'rejoining': when the target is back on the reference [s]
+
+
+class ReferenceTracker:
+    """The controller's target per cycle. ``velocity_limits`` ``(n,)`` bound the rejoin's
+    speed; ``resume_tolerance`` [rad or m] and ``resume_time`` [s] as the node's parameters
+    (assignable at runtime)."""
+
+    def __init__(self, velocity_limits: np.ndarray, resume_tolerance: float,
+                 resume_time: float):
+        self.velocity_limits = np.asarray(velocity_limits, dtype=np.float64)
+        self.resume_tolerance = float(resume_tolerance)
+        self.resume_time = float(resume_time)
+        self.received = self.rejoined = self.dropped = 0
+        self._lock = threading.Lock()
+        self._reference: Optional[PiecewiseQuintic] = None
+        self._rejoin: Optional[PiecewiseQuintic] = None     # offset arm - reference, decaying
+        # arm minus reference (q, qd) at the last target: what the feedback was working on
+        # before a gap (None: no target on the current reference yet)
+        self._deviation: Optional[np.ndarray] = None
+        self._hold: Optional[np.ndarray] = None
+
+    @property
+    def reference(self) -> Optional[PiecewiseQuintic]:
+        """The reference being tracked; None while holding."""
+        return self._reference
+
+    @property
+    def rejoining(self) -> bool:
+        """True while the target is still on its way back onto the reference."""
+        return self._rejoin is not None
+
+    def set_reference(self, reference: PiecewiseQuintic) -> None:
+        """Track ``reference`` from now on (replacing any other, and any rejoin)."""
+        with self._lock:
+            self._reference, self._rejoin, self._deviation = reference, None, None
+            self.received += 1
+
+    def resume(self, t: float, q: np.ndarray, qd: np.ndarray) -> Resumed:
+        """Joint states (re)started, or the arm jumped, with the arm at ``q``, ``qd`` ``(n,)``
+        at time ``t``: the hold position becomes ``q``; the reference is rejoined smoothly or
+        dropped (module docstring)."""
+        with self._lock:
+            self._hold = np.array(q, dtype=np.float64)
+            ref = self._reference
+            if ref is None:
+                return Resumed('holding')
+            q_ref, qd_ref, _ = (a[0] for a in ref.sample(t))
+            grown = np.stack([q - q_ref, qd - qd_ref])
+            if self._deviation is not None:
+                grown = grown - self._deviation
+            error = float(np.max(np.abs(grown[0])))
+            if np.all(np.abs(grown) <= REJOIN_NEGLIGIBLE[:, None]):
+                return Resumed('unchanged', error)
+            if error > self.resume_tolerance:
+                self._reference = self._rejoin = None
+                self.dropped += 1
+                return Resumed('dropped', error)
+            self._rejoin = rejoin_offset(t, grown[0], grown[1], self.velocity_limits,
+                                         self.resume_time)
+            self.rejoined += 1
+            return Resumed('rejoining', error, self._rejoin.end_time)
+
+    def target(self, t: float, q: np.ndarray, qd: np.ndarray
+               ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """``(q_ref, qd_ref, qdd_ref, holding)`` at time ``t`` for the arm at ``q``, ``qd``:
+        the reference (plus what is left of a rejoin), or the hold position at rest."""
+        with self._lock:
+            ref, rejoin = self._reference, self._rejoin
+            if self._hold is None:
+                self._hold = np.array(q, dtype=np.float64)
+            hold = self._hold
+        if ref is None:
+            zero = np.zeros_like(hold)
+            return hold, zero, zero, True
+        q_ref, qd_ref, qdd_ref = (a[0] for a in ref.sample(t))
+        if rejoin is not None:
+            dq, dqd, dqdd = (a[0] for a in rejoin.sample(t))
+            q_ref, qd_ref, qdd_ref = q_ref + dq, qd_ref + dqd, qdd_ref + dqdd
+        deviation = np.stack([q - q_ref, qd - qd_ref])
+        with self._lock:
+            if rejoin is not None and t >= rejoin.end_time and self._rejoin is rejoin:
+                self._rejoin = None
+            if self._reference is ref:
+                self._deviation = deviation
+        return q_ref, qd_ref, qdd_ref, False
