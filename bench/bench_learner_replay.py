@@ -100,7 +100,7 @@ def replay_learner(msgs, urdf: str, overrides: dict, rate: float, until: float, 
                     node.train_once(rng, now=t)
             log(f'seed {seed}: learner says {node.message!r}; v{node.version} published; '
                 f'validation nMSE {np.round(node.val_nmse, 4).tolist()}, last good '
-                f'{np.round(node._good_nmse, 4).tolist()}')
+                f'{np.round(node.policy.good_nmse, 4).tolist()}')
             return node.training_steps, node.checkpoint_path or '', time.perf_counter() - wall
         finally:
             node.close()

@@ -513,7 +513,7 @@ def test_learning_rate_decays_per_step_restarts_and_follows_its_parameters(tmp_p
             # a payload tripled every torque: the published version is far off on the new data
             feed(3.0, 200.0)
             node.train_once(rng, now=200.0)
-            assert node._shift_t is not None                          # the change was seen
+            assert node.policy.shift_t is not None                          # the change was seen
             node.train_once(rng, now=201.0)
             assert node.trainer.optimizer.param_groups[0]['lr'] == pytest.approx(3e-3, rel=1e-6)
         finally:

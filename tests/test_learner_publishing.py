@@ -75,7 +75,7 @@ class Stream:
         node = self.node
         self._rounds += 1
         if self._rounds % self.decide_every == 0:
-            node._last_publish = node._last_recheck = -math.inf
+            node.policy.last_publish = node.policy.last_recheck = -math.inf
         v = node.version
         node._train_round(self.rng)
         if node.version > v:
@@ -121,20 +121,20 @@ def test_publishing_goes_on_after_a_lasting_change_raises_the_error_floor(tmp_pa
         try:
             stream = Stream(node, np.random.default_rng(0))
             _train_first_version(stream, before)
-            v_before, published_loss = node.version, node._published_val
+            v_before, published_loss = node.version, node.policy.published_val
             path_before = node.checkpoint_path
             # the robot picks up a payload, its sensors get noisier: a higher error floor
             stream.play(after, seconds_per_round=0.5)
             stream.rounds(lambda: node.version > v_before, 60)
             print(f'\nbefore: v{v_before} (validation loss {published_loss:.3g}); after the '
-                  f'change: validation loss {node.best_val:.3g}, nMSE '
+                  f'change: validation loss {node.policy.best_val:.3g}, nMSE '
                   f'{np.round(node.val_nmse, 4).tolist()}, versions '
                   f'{[(round(t, 1), v) for t, v, _ in stream.published]}, held: '
-                  f'{node._shift_t is not None}')
+                  f'{node.policy.shift_t is not None}')
             assert node.version > v_before, 'no version published after the change'
             # what went out is better than the old version on the new data, and a good model
-            assert max(node._good_nmse) < 0.05, node._good_nmse
-            assert node.best_val > published_loss     # the floor did rise: the case under test
+            assert max(node.policy.good_nmse) < 0.05, node.policy.good_nmse
+            assert node.policy.best_val > published_loss   # the floor rose: the case under test
             assert _torque_nmse(node.checkpoint_path, after) < _torque_nmse(path_before, after)
         finally:
             node.close()
@@ -167,7 +167,7 @@ def test_no_version_fitted_to_a_burst_of_bad_data_goes_out(tmp_path):
             print(f'\nv{v_before} before the burst (stamps {t_burst:.1f}-{t_clean:.1f}), torque '
                   f'nMSE {reference:.4f}; versions after: '
                   f'{[(round(t, 1), v, round(x, 4)) for t, v, x in after]}; '
-                  f'rollbacks {node.divergences}; {node.message}')
+                  f'rollbacks {node.policy.rollbacks}; {node.message}')
             for t, v, x in after:
                 assert x < 3.0 * reference, (t, v, x, reference)
             # and publishing goes on once the burst is out of the buffers

@@ -4,13 +4,10 @@ An intake thread (``ros/state_taker.py``, batches every 20 ms) only validates jo
 estimates accelerations (delayed Savitzky-Golay) and appends to a fixed-size replay buffer; a
 worker thread trains in rounds, so a slow training step never delays the intake. After each
 round the model is checked on a held-out buffer (one in ``validation_every`` one-second chunks
-of data): a non-finite loss or a validation loss ``divergence_factor`` times the best (and above
-``divergence_floor``) rolls back to the last good weights (or to the published ones, when those
-are ``divergence_factor`` times better on the same data).
-Every ``publish_period`` an improved model is written atomically as a new checkpoint version and
-announced on the latched ``~/model_update`` topic, where controllers pick it up without restart,
-unless the data changed under the published version: then a new one must also beat it on data
-from ``publish_hold_s`` after the change, so a short burst of bad data never goes out.
+of data), and :class:`~delan_learning.publication.PublicationPolicy` decides: roll back after a
+divergence, keep training, hold the publication after the data changed, or publish. A published
+version is written atomically as a new checkpoint and announced on the latched
+``~/model_update`` topic, where controllers pick it up without restart.
 
 ``~/dynamics_estimate`` carries what the published version predicts for the incoming samples
 next to the measured torque, at most ``estimate_publish_rate`` samples per second of their
@@ -51,8 +48,10 @@ from delan_common.residual_dynamics import NominalPlusResidual
 from delan_common.robot_model import RobotModel
 from delan_learning.models import build_model
 from delan_learning.online_lr import OnlineLearningRate
+from delan_learning.publication import (PublicationParams, PublicationPolicy, TrainerWeights,
+                                        Verdict)
 from delan_learning.online import (ACCELERATION_SOURCES, DelayedDifferentiator,
-                                   ReplayBuffer, Sample, diverged, evaluate_total, fit_targets,
+                                   ReplayBuffer, Sample, evaluate_total, fit_targets,
                                    held_out)
 from delan_learning.ros.cdr import JointStateReader
 from delan_learning.ros.diagnostics import OK, WARN, ERROR, DiagnosticsReporter, hardware_id
@@ -92,8 +91,6 @@ def lower_thread_priority(niceness: int, logger=None) -> None:
 # joint states queued for the intake thread (1 s at 1 kHz), taken every INTAKE_PERIOD_S
 STATE_QUEUE_DEPTH = 1000
 INTAKE_PERIOD_S = 0.02
-# validation samples after the hold that a new version is judged on (at least)
-MIN_SETTLED_SAMPLES = 100
 
 
 class LearnerNode(Node):
@@ -142,8 +139,8 @@ class LearnerNode(Node):
         self.seed = p('seed', 0, 'Seed of weights and minibatches', min_value=0,
                       max_value=2**31 - 1, read_only=True)
         self.training_enabled = p('training_enabled', True, 'Pause/resume training at runtime')
-        self.publish_period = p('publish_period', 5.0, 'Publish an improved model at most this '
-                                'often [s wall time]', min_value=0.1, max_value=3600.0)
+        publish_period = p('publish_period', 5.0, 'Publish an improved model at most this '
+                           'often [s wall time]', min_value=0.1, max_value=3600.0)
         self.checkpoint_dir = os.path.abspath(os.path.expanduser(p(
             'checkpoint_dir', 'delan_checkpoints', 'Where model versions are written',
             read_only=True)))
@@ -151,26 +148,26 @@ class LearnerNode(Node):
                                min_value=1, max_value=1000)
         self.resume = p('resume', True, 'Continue from the newest loadable checkpoint in '
                         'checkpoint_dir at start-up', read_only=True)
-        self.publish_max_nmse = p('publish_max_nmse', 0.25, 'Quality gate: a version is '
-                                  'published only when its validation nMSE is at most this on '
-                                  'every joint (a controller following the learner must not get '
-                                  'a barely trained model)', min_value=1e-9, max_value=1e9)
-        self.divergence_factor = p('divergence_factor', 20.0, 'Validation loss this many times '
-                                   'the best counts as divergence', min_value=1.5,
-                                   max_value=1e6)
-        self.divergence_floor = p('divergence_floor', 1e-3, 'Validation loss (torque MSE over '
-                                  'its variance, mean of the joints) below which no loss counts '
-                                  'as divergence', min_value=0.0, max_value=1e3)
-        self.shift_factor = p('shift_factor', 5.0, 'The published version\'s validation loss '
-                              'this many times its loss when it was published means the data '
-                              'changed (a burst of bad data, or a lasting change of the robot): '
-                              'publication is then held, see publish_hold_s', min_value=1.1,
+        publish_max_nmse = p('publish_max_nmse', 0.25, 'Quality gate: a version is '
+                             'published only when its validation nMSE is at most this on '
+                             'every joint (a controller following the learner must not get '
+                             'a barely trained model)', min_value=1e-9, max_value=1e9)
+        divergence_factor = p('divergence_factor', 20.0, 'Validation loss this many times '
+                              'the best counts as divergence', min_value=1.5,
                               max_value=1e6)
-        self.publish_hold_s = p('publish_hold_s', 10.0, 'After the data changed, a new version '
-                                'goes out only once it beats the published one on validation '
-                                'data stamped more than this long after the change was seen: a '
-                                'burst of bad data shorter than this never reaches a controller '
-                                '[s of joint-state stamps]', min_value=0.0, max_value=3600.0)
+        divergence_floor = p('divergence_floor', 1e-3, 'Validation loss (torque MSE over '
+                             'its variance, mean of the joints) below which no loss counts '
+                             'as divergence', min_value=0.0, max_value=1e3)
+        shift_factor = p('shift_factor', 5.0, 'The published version\'s validation loss '
+                         'this many times its loss when it was published means the data '
+                         'changed (a burst of bad data, or a lasting change of the robot): '
+                         'publication is then held, see publish_hold_s', min_value=1.1,
+                         max_value=1e6)
+        publish_hold_s = p('publish_hold_s', 10.0, 'After the data changed, a new version '
+                           'goes out only once it beats the published one on validation '
+                           'data stamped more than this long after the change was seen: a '
+                           'burst of bad data shorter than this never reaches a controller '
+                           '[s of joint-state stamps]', min_value=0.0, max_value=3600.0)
         status_rate = p('status_rate', 1.0, 'ModelStatus rate [Hz]', min_value=0.01,
                         max_value=100.0, read_only=True)
         estimate_rate = p('estimate_publish_rate', 50.0, 'Rate of ~/dynamics_estimate [Hz of '
@@ -237,14 +234,10 @@ class LearnerNode(Node):
         self.training_steps = 0
         self.train_loss = math.nan
         self.val_nmse: List[float] = []
-        self.best_val = math.inf
-        self._good_state = None
-        self._good_nmse: List[float] = []   # validation nMSE per joint of _good_state
-        self._published_val = math.inf
-        self._last_publish = 0.0
-        self._last_recheck = 0.0
-        self._shift_t: Optional[float] = None   # stamp at which changed data were seen
-        self.divergences = 0
+        self.policy = PublicationPolicy(PublicationParams(
+            publish_period=publish_period, publish_max_nmse=publish_max_nmse,
+            divergence_factor=divergence_factor, divergence_floor=divergence_floor,
+            shift_factor=shift_factor, publish_hold_s=publish_hold_s))
         self.state = ModelStatus.STATE_IDLE
         self.message = 'waiting for joint states'
         self.checkpoint_path = ''
@@ -296,6 +289,8 @@ class LearnerNode(Node):
                 self.lr_schedule.halflife_steps = prm.value
             elif prm.name == 'estimate_publish_rate':
                 self._estimate_rate.rate_hz = prm.value
+            elif hasattr(self.policy.params, prm.name):
+                setattr(self.policy.params, prm.name, prm.value)
             elif hasattr(self, prm.name):
                 setattr(self, prm.name, prm.value)
 
@@ -447,154 +442,40 @@ class LearnerNode(Node):
         ev = evaluate_total(self.trainer, val)
         self.last_round_s = time.perf_counter() - t0
         self.train_loss = loss
-        if not (math.isfinite(loss) and math.isfinite(ev['loss'])):
-            self._roll_back(f'non-finite loss {loss:.3g} / validation {ev["loss"]:.3g}')
-            return
-        factor, floor = self.divergence_factor, self.divergence_floor
-        if diverged(ev['loss'], self._published_val, factor, floor):
-            # far worse than the published version was: if that version is still far better on
-            # *these* data, training went astray (on a burst of bad but plausible data, since
-            # flushed out of the validation buffer) -- and the last good weights may have
-            # followed it there, judged on that bad data: back to the published weights
-            with self._model_lock:
-                published = self._snapshot
-            if published is not None:
-                pub_loss = self._good_loss(val, published.state_dict())
-                if diverged(ev['loss'], pub_loss, factor, floor):
-                    self.trainer.model.load_state_dict(published.state_dict())
-                    self._good_state = copy.deepcopy(self.trainer.model.state_dict())
-                    self.best_val = pub_loss
-                    self._roll_back(f'validation {ev["loss"]:.3g} vs {pub_loss:.3g} of the '
-                                    f'published v{self.version}')
-                    return
-        if math.isfinite(self.best_val) and diverged(ev['loss'], self.best_val, factor, floor):
-            # the validation set grows with new motions, so compare against the last good
-            # weights on the *same* data before calling it divergence
-            good = self._good_loss(val)
-            if diverged(ev['loss'], good, factor, floor):
-                self._roll_back(f'validation {ev["loss"]:.3g} vs {good:.3g} of the last good '
-                                'weights')
-                return
-            self.best_val = good
-        self.state, self.message = ModelStatus.STATE_TRAINING, 'training'
-        self.val_nmse = [float(x) for x in ev['nmse']]
-        if ev['loss'] < self.best_val:
-            self.best_val = ev['loss']
-            self._good_state = copy.deepcopy(self.trainer.model.state_dict())
-            self._good_nmse = list(self.val_nmse)
+        with self._model_lock:
+            published = (None if self._snapshot is None
+                         else (self.version, self._snapshot.state_dict()))
         now = time.monotonic() if now is None else now
-        if now - self._last_publish < self.publish_period:
+        verdict = self.policy.judge(loss, ev, val, TrainerWeights(self.trainer), published, now,
+                                    _Buffers(self))
+        for level, text in verdict.notes:     # one call site per severity (rclpy's rule)
+            if level == 'warning':
+                self.get_logger().warning(text)
+            else:
+                self.get_logger().info(text)
+        if verdict.restart_lr:
+            self.lr_schedule.restart(self.training_steps)     # learn the change fast
+        if verdict.action == 'rolled_back':
+            self._roll_back(verdict)
             return
-        better = self.best_val < self._published_val
-        gated = max(self._good_nmse, default=math.inf) > self.publish_max_nmse
-        if (not better or gated) and self._good_state is not None and \
-                now - self._last_recheck >= self.publish_period:
-            self._last_recheck = now
-            better = self._recheck_published(val)
-        if better:
-            worst = max(self._good_nmse, default=math.inf)
-            if worst > self.publish_max_nmse:
-                self.message = (f'training; not published yet: validation nMSE {worst:.3g} > '
-                                f'publish_max_nmse {self.publish_max_nmse:.3g}')
-                return
-            held = self._publication_held(val)
-            if held:
-                self.message = f'training; not published yet: {held}'
-                return
+        self.state, self.message = ModelStatus.STATE_TRAINING, verdict.message
+        self.val_nmse = [float(x) for x in ev['nmse']]
+        if verdict.action == 'publish':
             self._publish_version(now)
 
-    def _publication_held(self, val) -> Optional[str]:
-        """Why better weights must not go out yet after the data changed (None: they may).
-
-        A burst of bad but plausible data (a push against the arm, a glitching sensor) and a
-        lasting change (a payload) look the same while they are in the buffers: the published
-        version's loss rises, and weights trained on the new data beat it on them. Only later
-        data tell them apart, so once the published version's loss exceeds ``shift_factor`` times
-        its loss at publication, a new version must also beat it on the validation data stamped
-        more than ``publish_hold_s`` after the change was seen: after a burst those are good data
-        again, on which the published version is the better one until training has recovered."""
-        with self._model_lock:
-            published = self._snapshot
-        if published is None:
-            return None
-        pub_loss = self._good_loss(val, published.state_dict())
-        if pub_loss <= self.shift_factor * self._published_val:
-            if self._shift_t is not None:
-                self.get_logger().info(f'validation data back in line with v{self.version}: '
-                                       'publication no longer held')
-            self._shift_t = None
-            return None
-        with self._lock:
-            newest = max(self.train_buf.newest_t, self.val_buf.newest_t)
-            if self._shift_t is None or newest < self._shift_t:  # (a clock restart: from now)
-                self._shift_t, seen = newest, True
-                self.lr_schedule.restart(self.training_steps)     # learn the change fast
-            else:
-                seen = False
-            settled = self._shift_t + self.publish_hold_s
-            recent = self.val_buf.since(settled, limit=20000)
-        if seen:
-            self.get_logger().warning(
-                f'validation data changed: v{self.version} has loss {pub_loss:.3g} on them, '
-                f'{self._published_val:.3g} when published; a new version must beat it on '
-                f'data stamped after {settled:.2f}')
-        if len(recent['tau']) < MIN_SETTLED_SAMPLES:
-            return (f'the data changed at stamp {self._shift_t:.2f}: waiting for validation '
-                    f'data after {settled:.2f}')
-        mine, theirs = self._good_loss(recent), self._good_loss(recent, published.state_dict())
-        if not mine < theirs:
-            return (f'v{self.version} is better on the data since the change (loss '
-                    f'{theirs:.3g} vs {mine:.3g})')
-        return None
-
-    def _recheck_published(self, val) -> bool:
-        """Whether the last good weights beat the published ones on the *same* (current)
-        validation data (True while nothing is published: the quality gate decides).
-
-        ``best_val`` and the published loss were measured on the validation data of their time.
-        After a lasting change (a payload, a new region of the workspace) the error floor rises:
-        no new weights beat the old ``best_val`` (the last good weights froze) and no version
-        beat the old published loss (publishing stopped for good). So the last good weights are
-        re-measured here (``best_val`` follows the floor). The published loss is *not*
-        overwritten: it stays the reference that tells a burst of bad data (see _train_round).
-        Before the first version the same holds for the quality gate: a best loss measured on
-        the small early validation set froze the last good weights with an nMSE above the gate,
-        and nothing was ever published."""
-        with self._model_lock:
-            published = self._snapshot
-        good = self._evaluate_state(val, self._good_state)
-        self.best_val, self._good_nmse = good['loss'], [float(x) for x in good['nmse']]
-        if published is None:
-            return True
-        return good['loss'] < self._good_loss(val, published.state_dict())
-
-    def _evaluate_state(self, val, state) -> Dict:
-        current = copy.deepcopy(self.trainer.model.state_dict())
-        self.trainer.model.load_state_dict(state)
-        try:
-            return evaluate_total(self.trainer, val)
-        finally:
-            self.trainer.model.load_state_dict(current)
-
-    def _good_loss(self, val, state=None) -> float:
-        """Validation loss of the last good weights (or of ``state``)."""
-        return self._evaluate_state(val, self._good_state if state is None else state)['loss']
-
-    def _roll_back(self, why: str) -> None:
-        self.divergences += 1
-        self.state = ModelStatus.STATE_DIVERGED
-        self.message = f'diverged ({why}); rolled back to the last good weights'
+    def _roll_back(self, verdict: Verdict) -> None:
+        self.state, self.message = ModelStatus.STATE_DIVERGED, verdict.message
         self.get_logger().error(self.message)
         model = self.trainer.model
-        if self._good_state is not None:
-            model.load_state_dict(self._good_state)
+        if verdict.restore is not None:
+            model.load_state_dict(verdict.restore)
             self.trainer = self._new_trainer(model, self.trainer.normalizer)
         else:
             self.trainer = None  # nothing good yet: start afresh
 
-    def _publish_version(self, now: Optional[float] = None) -> None:
+    def _publish_version(self, now: float) -> None:
         model = copy.deepcopy(self.trainer.model)
-        model.load_state_dict(self._good_state)
+        model.load_state_dict(self.policy.good_state)
         model = model.double().eval()
         # the status announces a version only once its file is complete (a kill mid-save must
         # not leave a status that names a version no file holds)
@@ -610,12 +491,10 @@ class LearnerNode(Node):
             self.checkpoint_path = path
             self.last_update_stamp = stamp
         self._prune()
-        self._published_val = self.best_val
-        self._shift_t = None     # the new version is the yardstick of changed data from now on
-        self._last_publish = time.monotonic() if now is None else now
+        self.policy.published(now)
         msg = ModelUpdate(model_id=self.model_id, model_version=version,
                           checkpoint_path=path, joint_names=self.robot.joint_names,
-                          validation_nmse=self._good_nmse)
+                          validation_nmse=self.policy.good_nmse)
         msg.header.stamp = stamp
         self.update_pub.publish(msg)
         self.get_logger().info(f'model v{version}: validation nMSE '
@@ -685,9 +564,7 @@ class LearnerNode(Node):
         norm = meta.get('torque_normalisation')
         self.trainer = self._new_trainer(copy.deepcopy(model).float(),
                                          TorqueNormalizer.from_dict(norm) if norm else None)
-        self._good_state = copy.deepcopy(self.trainer.model.state_dict())
-        self._good_nmse = []
-        self.best_val, self._published_val = math.inf, math.inf
+        self.policy.restart(copy.deepcopy(self.trainer.model.state_dict()))
         with self._model_lock:
             self._snapshot = model.double().eval()
             self.checkpoint_path = path
@@ -715,9 +592,8 @@ class LearnerNode(Node):
             self.train_buf.clear()
             self.val_buf.clear()
         self.diff, self._first_stamps = None, []
-        self.trainer, self._good_state, self._good_nmse = None, None, []
-        self.best_val = self._published_val = math.inf
-        self._shift_t = None
+        self.trainer = None
+        self.policy.restart(None)
         self.training_steps, self.train_loss, self.val_nmse = 0, math.nan, []
         with self._model_lock:
             self._snapshot, self.checkpoint_path = None, ''
@@ -780,7 +656,7 @@ class LearnerNode(Node):
             msg.samples_in_buffer = self.train_buf.size + self.val_buf.size
         msg.samples_rejected = self.rejected.total
         msg.training_steps = self.training_steps
-        msg.rollbacks = self.divergences
+        msg.rollbacks = self.policy.rollbacks
         msg.train_loss = float(self.train_loss)
         msg.validation_nmse = list(self.val_nmse)
         msg.last_update_duration = float(self.last_round_s)
@@ -842,13 +718,28 @@ class LearnerNode(Node):
             'samples_rejected': self.rejected.total,
             'validation_nmse': ' '.join(f'{x:.4g}' for x in nmse),
             'validation_nmse_max': f'{max(nmse):.4g}' if nmse else '',
-            'rollbacks': self.divergences, 'checkpoint': self.checkpoint_path,
+            'rollbacks': self.policy.rollbacks, 'checkpoint': self.checkpoint_path,
             'estimate_publish_rate': self._estimate_rate.rate_hz}
 
     def close(self) -> None:
         self._taker.close()
         self._stop.set()
         self._worker.join(timeout=10.0)
+
+
+class _Buffers:
+    """The learner's replay buffers as the publication policy's :class:`DataWindow`."""
+
+    def __init__(self, node: LearnerNode):
+        self.node = node
+
+    def newest_t(self) -> float:
+        with self.node._lock:
+            return max(self.node.train_buf.newest_t, self.node.val_buf.newest_t)
+
+    def validation_since(self, t: float) -> Dict[str, np.ndarray]:
+        with self.node._lock:
+            return self.node.val_buf.since(t, limit=20000)
 
 
 def main(args=None) -> int:
