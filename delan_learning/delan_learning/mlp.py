@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from delan_learning.features import JointFeatures
-from delan_learning.lagrangian import ACTIVATIONS, activation
+from delan_learning.activations import ACTIVATIONS, activation
 from delan_learning.models import DynamicsModule, data_scales
 
 

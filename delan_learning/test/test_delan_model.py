@@ -208,7 +208,7 @@ def test_mlp_baseline_interface():
 def test_training_gradients_equal_finite_differences():
     """The hand-written softplus/sigmoid backward and the analytic derivative passes give the
     right parameter gradients (what training relies on)."""
-    from delan_learning.lagrangian import _SoftplusAndSlope
+    from delan_learning.activations import _SoftplusAndSlope
 
     a = torch.randn(3, 5, dtype=torch.float64, requires_grad=True) * 3
     assert torch.autograd.gradcheck(lambda x: _SoftplusAndSlope.apply(x), (a.detach()
