@@ -1,7 +1,8 @@
 """Parameter declarations with descriptors and validation, shared by every node of the suite."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 SetParametersResult)
@@ -9,6 +10,29 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 Validator = Callable[[Any], Optional[str]]  # returns an error message, or None when valid
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One declared parameter as written in the code: the source of docs/parameters.md."""
+
+    name: str
+    default: Any
+    description: str
+    constraints: str = ''       # range or choices, as ``ros2 param describe`` shows them
+    read_only: bool = False
+
+
+def declared_parameters(node: Node) -> List[ParamSpec]:
+    """The parameters ``node`` declared through :func:`declare` / :func:`record`, in order."""
+    return list(getattr(node, '_delan_param_specs', []))
+
+
+def record(node: Node, spec: ParamSpec) -> None:
+    """Note a declared parameter for :func:`declared_parameters`."""
+    if not hasattr(node, '_delan_param_specs'):
+        node._delan_param_specs = []
+    node._delan_param_specs.append(spec)
 
 
 def declare(node: Node, name: str, default: Any, description: str, *,
@@ -48,12 +72,25 @@ def declare(node: Node, name: str, default: Any, description: str, *,
         return None
 
     value = node.declare_parameter(name, default, desc).value
+    record(node, ParamSpec(name, default, description, _constraints(min_value, max_value, choices),
+                           read_only))
     error = check(value)
     if error:
         raise ValueError(f'invalid parameter: {error}')
     if registry is not None:
         registry[name] = check
     return value
+
+
+def _constraints(min_value: Optional[float], max_value: Optional[float],
+                 choices: Optional[Sequence[str]]) -> str:
+    if choices:
+        return 'one of: ' + ', '.join(choices)
+    if min_value is None and max_value is None:
+        return ''
+    def num(v: Optional[float]) -> str:
+        return '' if v is None else str(v) if isinstance(v, int) else f'{v:g}'
+    return f'[{num(min_value)}, {num(max_value)}]'
 
 
 def validating_callback(registry: Dict[str, Validator],

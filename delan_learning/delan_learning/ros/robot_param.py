@@ -16,7 +16,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from std_msgs.msg import String
 
-from delan_learning.ros.params import declare
+from delan_learning.ros.params import ParamSpec, declare, record
 from delan_learning.ros.qos import LATCHED
 from delan_common.urdf_joints import RobotDescription, UrdfError
 
@@ -55,6 +55,7 @@ def declare_array(node: Node, name: str, kind: type, description: str) -> List:
     desc = ParameterDescriptor(description=description, read_only=True, dynamic_typing=True,
                                additional_constraints=f'array of {kind.__name__}; [] = none')
     value = node.declare_parameter(name, [], desc).value
+    record(node, ParamSpec(name, [], description, desc.additional_constraints, True))
     value = [] if value is None or isinstance(value, (bytes, bytearray)) else value
     ok = isinstance(value, (list, tuple)) and all(
         isinstance(v, kind) or (kind is float and isinstance(v, int) and not isinstance(v, bool))
