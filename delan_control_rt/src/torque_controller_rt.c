@@ -3,8 +3,9 @@
  * One command per newest joint state: map by name, gate the stamp, the reference at the state's
  * stamp (reference_trajectory; the first position held without one), the law with the model
  * (pd | delan), the PD fall-back when the model's torque is not finite, the effort limits, the
- * command in command_joints order. When joint states (re)start a reference that the stall left
- * behind is rejoined smoothly, or dropped when it is farther than resume_tolerance. A
+ * command in command_joints order. When joint states (re)start, or the arm jumps between two
+ * states (a sim reset), a reference left behind is rejoined smoothly, or dropped when it is
+ * farther than resume_tolerance. A
  * watchdog sends zero torque once when joint states stop for watchdog_timeout. The loop times
  * itself as delan_control.loop_stats does (DDS source stamps) and reports on /diagnostics.
  *
@@ -49,6 +50,12 @@
  * needs no rejoin (torque_controller.REJOIN_NEGLIGIBLE) */
 #define REJOIN_NEGLIGIBLE_Q 1e-3
 #define REJOIN_NEGLIGIBLE_QD 0.05
+/* a position step beyond JUMP_FACTOR x the velocity limit x the time step + JUMP_MARGIN is a
+ * jump of the arm (a sim reset, a re-homed driver), handled as a restart of the joint states;
+ * joints without a velocity limit count UNLIMITED_VELOCITY (continuity.JumpDetector) */
+#define JUMP_FACTOR 2.0
+#define JUMP_MARGIN 0.1
+#define UNLIMITED_VELOCITY 10.0
 
 static volatile sig_atomic_t g_stop = 0;
 static void on_signal(int sig) {(void)sig; g_stop = 1;}
@@ -227,6 +234,9 @@ typedef struct
   int msg_index[MAX_JOINTS];
   int stale, have_stamp, have_candidate;
   double last_stamp, candidate, last_state_time;
+  /* the previous state's position and stamp, for jump detection (have_last_q 0: none) */
+  double last_q[MAX_JOINTS], last_q_t;
+  int have_last_q;
   /* counters (diagnostics) */
   int64_t commands_sent, fallbacks, watchdog_trips, rejected, model_loads;
   int64_t references, references_rejected, references_rejoined, references_dropped;
@@ -312,7 +322,7 @@ static int map_state(controller_t * c, const sensor_msgs__msg__JointState * m)
 /* torque_controller._check_reference_on_resume: what the stall added to the deviation "arm
  * minus reference" is brought back in over resume_time (no torque step), or the reference is
  * dropped when the arm is more than resume_tolerance from it (the arm is elsewhere). */
-static void reference_on_resume(controller_t * c, double t)
+static void reference_on_resume(controller_t * c, double t, const char * cause)
 {
   if (!c->ref) {return;}
   const int n = c->n;
@@ -338,8 +348,8 @@ static void reference_on_resume(controller_t * c, double t)
         0.25);
     if (c->rejoin) {
       c->references_rejoined++;
-      fprintf(stderr, "[torque_controller_rt] rejoining the reference (the stall left it %.3f "
-        "farther from the arm) over %.2f s\n", error, reference_end_time(c->rejoin) - t);
+      fprintf(stderr, "[torque_controller_rt] rejoining the reference (%s left it %.3f "
+        "farther from the arm) over %.2f s\n", cause, error, reference_end_time(c->rejoin) - t);
       return;
     }
   }
@@ -347,8 +357,8 @@ static void reference_on_resume(controller_t * c, double t)
   c->ref = NULL;
   c->references_dropped++;
   fprintf(stderr, "[torque_controller_rt] reference dropped: %.3f farther from the arm after "
-    "the stall (resume_tolerance %g); holding the current position until a new reference "
-    "arrives\n", error, c->resume_tolerance);
+    "%s (resume_tolerance %g); holding the current position until a new reference "
+    "arrives\n", error, cause, c->resume_tolerance);
 }
 
 /* q_ref, qd_ref, qdd_ref of this cycle: the reference (and the rejoin offset) at t, or the
@@ -382,6 +392,26 @@ static void reference_now(controller_t * c, double t)
   c->have_deviation = 1;
 }
 
+/* continuity.JumpDetector.check: the largest joint step when the state at t is a jump of the
+ * arm from the previous one, else -1; remembers this state. */
+static double jump_check(controller_t * c, double t)
+{
+  const int had = c->have_last_q;
+  const double dt = had && t > c->last_q_t ? t - c->last_q_t : 0.0;
+  double largest = -1.0, step_max = 0.0;
+  for (int i = 0; i < c->n; i++) {
+    double step = fabs(c->q[i] - c->last_q[i]);
+    double v = c->velocity_limits[i];
+    if (!(isfinite(v) && v > 0)) {v = UNLIMITED_VELOCITY;}
+    if (had && step > JUMP_FACTOR * v * dt + JUMP_MARGIN) {largest = 0.0;}
+    if (step > step_max) {step_max = step;}
+    c->last_q[i] = c->q[i];
+  }
+  c->last_q_t = t;
+  c->have_last_q = 1;
+  return largest < 0.0 ? -1.0 : step_max;
+}
+
 /* One cycle (torque_controller._control): 1 when tau holds a command. */
 static int control(controller_t * c, const sensor_msgs__msg__JointState * m, double now)
 {
@@ -391,11 +421,21 @@ static int control(controller_t * c, const sensor_msgs__msg__JointState * m, dou
   const char * bad = stamp_check(c, t);
   if (bad) {return reject(c, bad, "header stamp");}
   c->last_state_time = now;
-  if (c->stale) {
+  const int resumed = c->stale;
+  if (resumed) {
     c->stale = 0;
+    c->have_last_q = 0;          /* after a stall the next state is judged as a restart */
+  }
+  const double jump = jump_check(c, t);
+  if (resumed || jump >= 0.0) {
     memcpy(c->hold, c->q, sizeof(double) * c->n);
-    reference_on_resume(c, t);
-    fprintf(stderr, "[torque_controller_rt] joint states fresh: commanding\n");
+    reference_on_resume(c, t, resumed ? "the stall" : "a jump of the arm");
+    if (resumed) {
+      fprintf(stderr, "[torque_controller_rt] joint states fresh: commanding\n");
+    } else {
+      fprintf(stderr, "[torque_controller_rt] the arm jumped %.3f between two joint states (a "
+        "reset, a re-homed driver): taken as a restart\n", jump);
+    }
   }
   reference_now(c, t);
   if (control_torque(c->model, c->law, &c->gains, c->q, c->qd, c->q_ref, c->qd_ref,
