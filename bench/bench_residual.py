@@ -10,6 +10,7 @@ the URDF's inverse inertia (the acceleration it causes), or both.
 
     python bench/bench_residual.py --demo out/demo_panda
     python bench/bench_residual.py --demo out/demo_panda --fractions 0.1,0.25,0.5,1 --steps 6000
+    python bench/bench_residual.py --demo out/demo_panda --variants delan:torque,delan:both
 """
 from __future__ import annotations
 
@@ -76,7 +77,10 @@ def main() -> int:
                     help='parts of the excitation (by time) to train on')
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--threads', type=int, default=1)
+    ap.add_argument('--variants', default=','.join(f'{k}:{m}' for k, m in VARIANTS),
+                    help='model:loss pairs to train, e.g. delan:torque,delan:both')
     args = ap.parse_args()
+    variants = [tuple(v.split(':')) for v in args.variants.split(',')]
     torch.set_num_threads(args.threads)
     with open(os.path.join(args.demo, 'results.json')) as f:
         res = json.load(f)
@@ -104,7 +108,7 @@ def main() -> int:
     n_train = int((~is_val).sum())
     for fraction in (float(x) for x in args.fractions.split(',')):
         first = ~is_val & (train_rank < fraction * n_train)   # the first part, in time
-        for kind, metric in VARIANTS:
+        for kind, metric in variants:
             full = arrays(columns, kind, metric)
             tr = subset(full, first)
             va = subset(full, is_val)
