@@ -18,8 +18,9 @@ import subprocess
 import sys
 import time
 
-from delan_common.model_kinds import LEARNED_KINDS
 from node_set import load_text, log, provenance
+
+from delan_common.model_kinds import LEARNED_KINDS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -55,8 +55,20 @@ import time
 from typing import Dict, List, Optional
 
 from loop_probe import TARGET, Probe, analyse, target_met
-from node_set import (ROOT, TWO_LINK, NodeSet, cpu_s, identified_params, load_text, log,
-                      pd_gains, private_domain, provenance, realtime_sim, rss_mb)
+from node_set import (
+    ROOT,
+    TWO_LINK,
+    NodeSet,
+    cpu_s,
+    identified_params,
+    load_text,
+    log,
+    pd_gains,
+    private_domain,
+    provenance,
+    realtime_sim,
+    rss_mb,
+)
 
 MODELS = ('pd', 'pinocchio', 'identified', 'delan')
 #: the models the compiled controller evaluates
@@ -81,8 +93,9 @@ def rt_controller_params(urdf: str, rate: float, model: str, checkpoint: str, tm
     file's law / watchdog / control rate (its section is keyed ``torque_controller``, which the
     node named ``torque_controller_rt`` does not match), the demo's PD gains, the sim's joint
     order; for ``delan`` the weights exported from ``checkpoint``."""
-    from delan_control.rt_params import controller_node
     from node_set import PARAMS_FILE, node_params
+
+    from delan_control.rt_params import controller_node
     ctl = node_params('torque_controller')
     _, _, params = controller_node('rt', urdf, PARAMS_FILE)
     gains = {k: [float(x) for x in v.strip('[]').split(',')]
@@ -111,10 +124,10 @@ def callback_cost(urdf: str, models: List[str], ident: str, checkpoint: str,
     from rclpy.parameter import Parameter
     from sensor_msgs.msg import JointState
 
+    from delan_common.urdf_joints import RobotDescription
     from delan_control.nodes.reference import to_msg
     from delan_control.nodes.torque_controller import TorqueControllerNode
     from delan_control.trajectories import make_reference
-    from delan_common.urdf_joints import RobotDescription
     rclpy.logging.set_logger_level('torque_controller', rclpy.logging.LoggingSeverity.WARN)
     robot = RobotDescription.load(urdf)
     t, q, qd, qdd = make_reference('excitation', robot.lower, robot.upper,

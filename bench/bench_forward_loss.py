@@ -32,7 +32,7 @@ from delan_control.datagen import generate_dataset
 from delan_learning import rollout as ro
 from delan_learning.data import Dataset
 from delan_learning.models import build_model
-from delan_learning.training import TorqueNormalizer, Trainer, TrainConfig
+from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 
 URDF = os.path.join(os.path.dirname(__file__), '..', 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 MISMATCH = Mismatch(payload_mass=0.6, viscous_scale=2.0, coulomb_scale=2.0)

@@ -34,9 +34,16 @@ import time
 from typing import Dict, List, Optional
 
 import numpy as np
-
-from node_set import (TWO_LINK, load_text, log, node_params, private_domain, proc_memory,
-                      provenance, sim_mismatch)
+from node_set import (
+    TWO_LINK,
+    load_text,
+    log,
+    node_params,
+    private_domain,
+    proc_memory,
+    provenance,
+    sim_mismatch,
+)
 
 GAP_S = 0.2      # between replayed trajectories: above the learner's max_gap (0.1 s)
 

@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
-
 from node_set import log, provenance
 
 SPEEDS = (1.0, 2.0)

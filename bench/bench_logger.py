@@ -15,8 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
-from delan_learning.bag_io import (JOINT_STATE_TYPE, SplitBagWriter, TopicSpec, qos_profile,
-                                   ros2_typestore)
+from delan_learning.bag_io import (
+    JOINT_STATE_TYPE,
+    SplitBagWriter,
+    TopicSpec,
+    qos_profile,
+    ros2_typestore,
+)
 
 JOINTS = [f'joint_{i}' for i in range(1, 8)]
 

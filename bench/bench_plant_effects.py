@@ -22,9 +22,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from delan_common.robot_model import Mismatch, RobotModel
 from delan_control.datagen import generate_dataset
 from delan_control.plant import Plant
-from delan_common.robot_model import Mismatch, RobotModel
 from delan_control.sysid import identify_dataset
 
 ROBOTS = ('two_link_arm.urdf', 'seven_dof_arm.urdf')

@@ -19,12 +19,11 @@ import sys
 import time
 
 import numpy as np
-
 from node_set import PARAMS_FILE, log, provenance
 
+from delan_common.robot_model import find_urdf
 from delan_control.model_loader import load_dynamics_model
 from delan_control.replay import EvaluationSetup, replay_tracking, true_model
-from delan_common.robot_model import find_urdf
 
 SPEEDS = (1.0, 2.0)
 

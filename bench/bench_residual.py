@@ -22,7 +22,6 @@ import time
 
 import numpy as np
 import torch
-
 from node_set import log, provenance
 
 from delan_common.residual_dynamics import NominalPlusResidual

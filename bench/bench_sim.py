@@ -24,8 +24,8 @@ import time
 import numpy as np
 import pinocchio as pin
 
-from delan_control.plant import Plant
 from delan_common.robot_model import RobotModel
+from delan_control.plant import Plant
 from delan_control.sysid import IdentifiedModel, nominal_parameters, regressor
 
 ROBOTS = ('two_link_arm.urdf', 'seven_dof_arm.urdf')
@@ -74,6 +74,7 @@ def bench_plant(quick):
 def bench_node(quick):
     import rclpy
     from rclpy.parameter import Parameter
+
     from delan_control.nodes.sim import SimNode
     from delan_learning.ros import spin
 

@@ -44,10 +44,20 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
-
 from loop_probe import TARGET, Probe, analyse, target_met
-from node_set import (ROOT, TWO_LINK, NodeSet, dir_bytes, load_text, log, pd_gains,
-                      private_domain, proc_memory, provenance, realtime_sim)
+from node_set import (
+    ROOT,
+    TWO_LINK,
+    NodeSet,
+    dir_bytes,
+    load_text,
+    log,
+    pd_gains,
+    private_domain,
+    proc_memory,
+    provenance,
+    realtime_sim,
+)
 
 SHORT = {'sim': 'sim', 'reference': 'ref', 'learner': 'learner', 'data_logger': 'logger',
          'torque_controller': 'ctl', 'bench': 'bench'}

@@ -33,11 +33,10 @@ import time
 
 import numpy as np
 
+from delan_common.robot_model import Mismatch, RobotDescriptionError, RobotModel, find_urdf
 from delan_control.datagen import generate_dataset
 from delan_control.evaluation import simulated_tracking_rms
-from delan_common.robot_model import Mismatch, RobotDescriptionError, RobotModel, find_urdf
 from delan_control.sysid import identify, nmse
-
 
 UR5 = find_urdf('ur5_joint_limited_robot.urdf')
 ROBOTS = {

@@ -19,8 +19,8 @@ import torch
 
 
 def main() -> int:
-    from delan_control.datagen import generate_dataset
     from delan_common.robot_model import Mismatch
+    from delan_control.datagen import generate_dataset
     from delan_learning.data import Dataset
     from delan_learning.train_config import TrainConfig
     from delan_learning.training import train_model

@@ -27,7 +27,6 @@ class Probe:
         """``stamps``: also subscribe to the 1 kHz joint states and commands (the external
         measurement; it costs this process ~half a core)."""
         import rclpy
-        from delan_msgs.msg import ModelStatus, ModelUpdate
         from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.parameter_client import AsyncParameterClient
@@ -36,6 +35,7 @@ class Probe:
         from std_msgs.msg import Float64MultiArray
 
         from delan_learning.ros.qos import LATCHED
+        from delan_msgs.msg import ModelStatus, ModelUpdate
         self.node = rclpy.create_node('bench_probe')
         self._lock = threading.Lock()
         self.states = array('q')       # source stamps [ns, system clock] of the joint states

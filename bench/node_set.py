@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, IO, List, Optional
+from typing import IO, Callable, Dict, List, Optional
 
 import numpy as np
 import yaml
@@ -122,8 +122,8 @@ def sim_mismatch():
 def pd_gains(urdf: str, rate: float = 500.0) -> Dict[str, str]:
     """``kp`` / ``kd`` parameters (critically damped per joint, from the nominal inertia at mid
     range, stable at ``rate`` Hz) of ``make demo``'s PD controller, by the same function."""
-    from delan_control.control_laws import pd_gains as gains_of
     from delan_common.robot_model import RobotModel
+    from delan_control.control_laws import pd_gains as gains_of
     model = RobotModel(urdf)
     lo, hi = model.sample_bounds()
     gains = gains_of(model.mass_matrix(0.5 * (lo + hi)), 1.0 / rate)

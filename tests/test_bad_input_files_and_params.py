@@ -15,15 +15,15 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
+from delan_common.robot_model import RobotModel
+from delan_common.urdf_joints import RobotDescription, actuated_joints
 from delan_control.model_loader import ModelLoadError
 from delan_control.nodes.reference import ReferenceNode
 from delan_control.nodes.torque_controller import TorqueControllerNode
-from delan_common.robot_model import RobotModel
 from delan_learning.checkpoint import FORMAT_VERSION, save_model
 from delan_learning.models import build_model
 from delan_learning.nodes.learner import LearnerNode
 from delan_learning.ros.testing import ros_context, spin_in_thread
-from delan_common.urdf_joints import RobotDescription, actuated_joints
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

@@ -8,7 +8,6 @@ import time
 import numpy as np
 import pytest
 import rclpy
-from delan_msgs.msg import ModelStatus
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
@@ -16,11 +15,12 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from delan_control.nodes.torque_controller import TorqueControllerNode
 from delan_common.joint_state import JointStateError, StampGate
+from delan_control.nodes.torque_controller import TorqueControllerNode
 from delan_learning.nodes.learner import LearnerNode
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.testing import ros_context, spin_in_thread
+from delan_msgs.msg import ModelStatus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

@@ -49,9 +49,10 @@ def _replay_matches_the_demo(out, r, robot: str, test_duration: float) -> None:
     measures what the demo measured over DDS: the sim runs in lockstep, so the same models
     give the same tracking errors, per joint."""
     import numpy as np
+
+    from delan_common.robot_model import find_urdf
     from delan_control.model_loader import load_dynamics_model
     from delan_control.replay import EvaluationSetup, replay_tracking
-    from delan_common.robot_model import find_urdf
     setup = EvaluationSetup.from_params(find_urdf(robot), os.path.join(
         ROOT, 'delan_bringup', 'config', 'sim_params.yaml'))
     models = {'pinocchio': setup.nominal,

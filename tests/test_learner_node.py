@@ -20,8 +20,6 @@ from typing import List, Optional
 import numpy as np
 import pytest
 import rclpy
-from delan_msgs.msg import ModelStatus, ModelUpdate
-from delan_msgs.srv import LoadModel, SaveModel
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -29,11 +27,18 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
+from delan_common.urdf_joints import RobotDescription
 from delan_learning.excitation import random_fourier_trajectory
 from delan_learning.ros.qos import LATCHED
-from delan_learning.ros.testing import (malformed_joint_state, node_process, ros_context,
-                                         spin_in_thread, stop_process)
-from delan_common.urdf_joints import RobotDescription
+from delan_learning.ros.testing import (
+    malformed_joint_state,
+    node_process,
+    ros_context,
+    spin_in_thread,
+    stop_process,
+)
+from delan_msgs.msg import ModelStatus, ModelUpdate
+from delan_msgs.srv import LoadModel, SaveModel
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

@@ -17,7 +17,6 @@ from typing import Dict, List
 import numpy as np
 import pytest
 import rclpy
-from delan_msgs.msg import ControllerState, DynamicsEstimate
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
@@ -25,9 +24,10 @@ from rclpy.serialization import deserialize_message
 from rosidl_runtime_py.utilities import get_message
 from sensor_msgs.msg import JointState
 
+from delan_common.urdf_joints import RobotDescription
 from delan_learning.bag_io import iter_bag_messages
 from delan_learning.ros.testing import make_executor, ros_context, spin_in_thread
-from delan_common.urdf_joints import RobotDescription
+from delan_msgs.msg import ControllerState, DynamicsEstimate
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

@@ -20,8 +20,14 @@ from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from delan_learning.bag_io import (COMMAND_TYPE, JOINT_STATE_TYPE, SplitBagWriter, TopicSpec,
-                                   qos_profile, read_bag_arrays)
+from delan_learning.bag_io import (
+    COMMAND_TYPE,
+    JOINT_STATE_TYPE,
+    SplitBagWriter,
+    TopicSpec,
+    qos_profile,
+    read_bag_arrays,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
@@ -82,8 +88,8 @@ def write_bag(bag_dir: str, data, command_joints: Optional[Sequence[str]] = None
 @pytest.fixture(scope='module')
 def bag(tmp_path_factory):
     pytest.importorskip('pinocchio')
-    from delan_control.datagen import generate_dataset
     from delan_common.robot_model import Mismatch
+    from delan_control.datagen import generate_dataset
     tmp = tmp_path_factory.mktemp('bag')
     data = generate_dataset(URDF, trajectories=4, duration=6.0, rate=RATE, seed=11,
                             mismatch=Mismatch(payload_mass=0.6, viscous_scale=2.0,
@@ -149,8 +155,8 @@ def test_training_on_a_ros2_control_bag_matches_the_logger_bag(bag):
     controllers = tmp / 'controllers.yaml'
     controllers.write_text('effort_controller:\n  ros__parameters:\n'
                            '    joints: [elbow, shoulder]\n')
-    from delan_control.datagen import generate_dataset
     from delan_common.robot_model import Mismatch
+    from delan_control.datagen import generate_dataset
     heldout = str(tmp / 'heldout')
     write_bag(heldout, generate_dataset(
         URDF, trajectories=2, duration=6.0, rate=RATE, seed=12,

@@ -23,8 +23,12 @@ from launch_ros.actions import Node, PushRosNamespace
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
-from delan_bringup.launch_args import (declare_node_arguments, declare_suite_arguments,
-                                       resolved, rt_controller_parameters)
+from delan_bringup.launch_args import (
+    declare_node_arguments,
+    declare_suite_arguments,
+    resolved,
+    rt_controller_parameters,
+)
 
 PARAMS = PathJoinSubstitution([FindPackageShare('delan_bringup'), 'config', 'robot_params.yaml'])
 

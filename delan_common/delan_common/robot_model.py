@@ -45,9 +45,16 @@ import pinocchio as pin
 
 from delan_common.joint_effects import JointEffects
 from delan_common.joint_state import JointStateError, JointStateMapper, MappedJointState
-from delan_common.urdf_joints import (ACTUATED_TYPES, DEFAULT_VELOCITY, JointSelectionError,
-                                      RobotDescription, UrdfError, is_xml, read_description,
-                                      select_joints)
+from delan_common.urdf_joints import (
+    ACTUATED_TYPES,
+    DEFAULT_VELOCITY,
+    JointSelectionError,
+    RobotDescription,
+    UrdfError,
+    is_xml,
+    read_description,
+    select_joints,
+)
 
 ArrayLike = Union[float, Sequence[float], np.ndarray]
 

@@ -5,9 +5,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from delan_common.robot_model import (Mismatch, RobotDescriptionError, RobotModel, find_urdf)
 from delan_common.dynamics import COULOMB_SMOOTHING, DynamicsModel
 from delan_common.joint_state import JointStateError
+from delan_common.robot_model import Mismatch, RobotDescriptionError, RobotModel, find_urdf
 
 ROBOTS = ['two_link_arm.urdf', 'seven_dof_arm.urdf']
 

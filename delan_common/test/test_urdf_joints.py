@@ -5,8 +5,13 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from delan_common.urdf_joints import (JointSelectionError, RobotDescription, UrdfError,
-                                      actuated_joints, select_joints)
+from delan_common.urdf_joints import (
+    JointSelectionError,
+    RobotDescription,
+    UrdfError,
+    actuated_joints,
+    select_joints,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHIPPED = os.path.join(ROOT, 'delan_bringup', 'urdf')

@@ -38,9 +38,10 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from delan_learning.excitation import random_fourier_trajectory
-from .plant import Plant
 from delan_common.robot_model import PRESETS, Mismatch, RobotModel
+from delan_learning.excitation import random_fourier_trajectory
+
+from .plant import Plant
 
 QDD_SOURCES = ('model', 'finite_difference')
 

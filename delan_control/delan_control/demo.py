@@ -35,31 +35,30 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import rclpy
 import yaml
-from delan_msgs.msg import ModelStatus, ModelUpdate
 from rclpy.executors import SingleThreadedExecutor
-from rclpy.signals import SignalHandlerOptions
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
-from std_srvs.srv import Trigger
+from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from delan_control.control_laws import LAWS, Gains, arm_gains
-from delan_control.evaluation import (DivergenceCheck, broken_joints, delan_verdict,
-                                      joint_errors)
-from delan_control.launched import LaunchedSuite
-from delan_control.training_stop import TrainingStop
-from delan_common.robot_model import PRESETS, Mismatch, RobotModel, bringup_path, find_urdf
-from delan_control.trajectories import PiecewiseQuintic
 from delan_common.joint_state import JointStateError, JointStateMapper
 from delan_common.model_kinds import LEARNED_KINDS
+from delan_common.robot_model import PRESETS, Mismatch, RobotModel, bringup_path, find_urdf
+from delan_common.urdf_joints import RobotDescription
+from delan_control.control_laws import LAWS, Gains, arm_gains
+from delan_control.evaluation import DivergenceCheck, broken_joints, delan_verdict, joint_errors
+from delan_control.launched import LaunchedSuite
+from delan_control.training_stop import TrainingStop
+from delan_control.trajectories import PiecewiseQuintic
 from delan_learning.ros.cdr import JointStateReader
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.rejections import RejectionCounter
-from delan_learning.ros.state_taker import JointStateTaker, decode_joint_state
 from delan_learning.ros.stamps import seconds
-from delan_common.urdf_joints import RobotDescription
+from delan_learning.ros.state_taker import JointStateTaker, decode_joint_state
+from delan_msgs.msg import ModelStatus, ModelUpdate
 
 #: the controllers compared; the learned one (delan or delan_residual) is added per run
 CONTROLLERS = ('pd', 'pinocchio', 'identified')

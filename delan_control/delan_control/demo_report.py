@@ -11,8 +11,8 @@ import numpy as np
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 
-from delan_control.model_loader import load_dynamics_model  # noqa: E402
 from delan_common.robot_model import JOINT_EFFECT_FIELDS, Mismatch, RobotModel  # noqa: E402
+from delan_control.model_loader import load_dynamics_model  # noqa: E402
 from delan_learning.data import complete_derivatives, split_at_gaps  # noqa: E402
 
 MODEL_LABELS = {'true': 'true plant', 'pinocchio': 'Pinocchio (nominal URDF)',

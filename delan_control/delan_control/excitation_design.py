@@ -15,10 +15,11 @@ from typing import Optional
 
 import numpy as np
 
-from delan_learning.excitation import FourierTrajectory, random_fourier_trajectory
 from delan_common.robot_model import RobotModel
-from .trajectories import effort_share
+from delan_learning.excitation import FourierTrajectory, random_fourier_trajectory
+
 from .sysid import parameter_scales, regressor
+from .trajectories import effort_share
 
 
 @dataclass(frozen=True)

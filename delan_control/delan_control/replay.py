@@ -16,13 +16,13 @@ from typing import Optional
 import numpy as np
 import yaml
 
+from delan_common.dynamics import DynamicsModel
+from delan_common.robot_model import Mismatch, RobotModel
+from delan_common.urdf_joints import RobotDescription
 from delan_control.control_laws import Gains, arm_gains, clamp_torque, control_torque
 from delan_control.evaluation import joint_errors
 from delan_control.plant import Plant
-from delan_common.robot_model import Mismatch, RobotModel
 from delan_control.trajectories import PiecewiseQuintic, fit_figure_eight, make_reference
-from delan_common.dynamics import DynamicsModel
-from delan_common.urdf_joints import RobotDescription
 
 
 def node_parameters(params_file: str, node: str) -> dict:

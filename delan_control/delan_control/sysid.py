@@ -94,9 +94,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import pinocchio as pin
 
-from delan_learning.cli_args import add_data_arguments, arrays_from_args
 from delan_common.dynamics import COULOMB_SMOOTHING, friction_torque
 from delan_common.robot_model import RobotModel
+from delan_learning.cli_args import add_data_arguments, arrays_from_args
 
 FORMAT = 'delan_sysid/1'
 DEFAULT_REG = 1e-7

@@ -4,8 +4,13 @@ between the receiver's answer, the model order after the timeout, and a refusal.
 import numpy as np
 import pytest
 
-from delan_control.command_order import (REQUEST_RETRY_S, CommandOrder, CommandOrderError,
-                                         ReceiverOrderQuery, order_mismatch)
+from delan_control.command_order import (
+    REQUEST_RETRY_S,
+    CommandOrder,
+    CommandOrderError,
+    ReceiverOrderQuery,
+    order_mismatch,
+)
 
 MODEL = ['a', 'b', 'c', 'd']
 

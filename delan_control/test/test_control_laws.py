@@ -1,9 +1,18 @@
 import numpy as np
 import pytest
 
-from delan_control.control_laws import (CT_OMEGA, GRAVITY_MARGIN, BumplessBlend, Gains,
-                                        clamp_torque, control_torque, ct_gains,
-                                        gravity_stiffness, pd_gains, position_error)
+from delan_control.control_laws import (
+    CT_OMEGA,
+    GRAVITY_MARGIN,
+    BumplessBlend,
+    Gains,
+    clamp_torque,
+    control_torque,
+    ct_gains,
+    gravity_stiffness,
+    pd_gains,
+    position_error,
+)
 
 
 class Pendulum:

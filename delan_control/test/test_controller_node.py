@@ -20,24 +20,24 @@ import numpy as np
 import pytest
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from rclpy.parameter import Parameter, parameter_value_to_python
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter, parameter_value_to_python
 from rclpy.parameter_client import AsyncParameterClient
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from delan_common.robot_model import RobotModel
+from delan_common.urdf_joints import RobotDescription
 from delan_control.control_laws import Gains, clamp_torque, control_torque
 from delan_control.nodes.reference import to_msg
 from delan_control.nodes.sim import SimNode
 from delan_control.nodes.torque_controller import TorqueControllerNode
 from delan_control.plant import Plant
-from delan_common.robot_model import RobotModel
 from delan_control.trajectories import PiecewiseQuintic, make_reference
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.testing import ros_context, spin_in_thread, stop_process
-from delan_common.urdf_joints import RobotDescription
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
@@ -311,8 +311,8 @@ def mismatch_models(tmp_path_factory):
     plant under nominal computed-torque control at 500 Hz, as the sim would log it)."""
     import torch
 
-    from delan_control.datagen import generate_dataset
     from delan_common.robot_model import Mismatch
+    from delan_control.datagen import generate_dataset
     from delan_control.sysid import identify_dataset
     from delan_learning.checkpoint import save_model
     from delan_learning.data import Dataset

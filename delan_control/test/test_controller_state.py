@@ -13,7 +13,6 @@ from typing import Dict, List
 import numpy as np
 import pytest
 import rclpy
-from delan_msgs.msg import ControllerState
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import Log
 from rclpy.parameter import Parameter
@@ -22,11 +21,12 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from delan_common.urdf_joints import RobotDescription
 from delan_control.nodes.sim import SimNode
 from delan_control.nodes.torque_controller import TorqueControllerNode
 from delan_learning.ros.qos import LATCHED
 from delan_learning.ros.testing import make_executor, ros_context, spin_in_thread
-from delan_common.urdf_joints import RobotDescription
+from delan_msgs.msg import ControllerState
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

@@ -1,8 +1,8 @@
 """Excitation designed for the identification regressor, and references joined without stops."""
 import numpy as np
 
-from delan_control.excitation_design import RegressorConditioning, designed_excitation
 from delan_common.robot_model import RobotModel
+from delan_control.excitation_design import RegressorConditioning, designed_excitation
 from delan_control.trajectories import make_reference
 from delan_learning.excitation import random_fourier_trajectory
 
@@ -88,8 +88,12 @@ def test_figure_eight_is_sized_to_the_effort_limits_at_the_fastest_speed():
 def test_figure_eight_stays_inside_the_velocities_the_excitation_covers():
     """At 2x the 7-DoF arm's figure eight (ramp-in included) would move faster than its
     velocity limits; fitted, no joint passes the excitation's share of them."""
-    from delan_control.trajectories import (EXCITATION_VELOCITY_FRACTION, figure_eight,
-                                            fit_figure_eight, sample_points)
+    from delan_control.trajectories import (
+        EXCITATION_VELOCITY_FRACTION,
+        figure_eight,
+        fit_figure_eight,
+        sample_points,
+    )
     robot = RobotModel('seven_dof_arm.urdf')
     s = robot.spec
     fig = figure_eight(s.lower, s.upper, s.velocity_limit, period=6.0)

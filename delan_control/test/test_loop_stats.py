@@ -1,8 +1,14 @@
 """The control loop's self-timing: percentiles from the histogram, missed cycles, windows."""
 import numpy as np
 
-from delan_control.loop_stats import (BIN_US, N_BINS, LoopStats, histogram_text,
-                                      parse_histogram, percentile_us)
+from delan_control.loop_stats import (
+    BIN_US,
+    N_BINS,
+    LoopStats,
+    histogram_text,
+    parse_histogram,
+    percentile_us,
+)
 
 MS = 1_000_000
 

@@ -58,11 +58,12 @@ def test_pinocchio_and_identified_models_keep_the_robots_joint_selection(tmp_pat
     """The controller's robot (urdf_joints) selects and locks joints: the models it loads use
     the same selection, an identified model's kinematics the robot's locked positions (an
     identified file holds the default selection of its robot_description)."""
-    from delan_control.model_loader import load_dynamics_model
-    from delan_common.robot_model import RobotModel
-    from delan_control.sysid import IdentifiedModel, nominal_parameters
-    from delan_common.urdf_joints import RobotDescription
     from test_robot_descriptions import PANDA, PANDA_ARM
+
+    from delan_common.robot_model import RobotModel
+    from delan_common.urdf_joints import RobotDescription
+    from delan_control.model_loader import load_dynamics_model
+    from delan_control.sysid import IdentifiedModel, nominal_parameters
     default = RobotModel(PANDA)
     path = str(tmp_path / 'identified.json')
     IdentifiedModel(default, nominal_parameters(default)).save(path)

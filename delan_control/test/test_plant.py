@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from delan_control.plant import Plant
 from delan_common.robot_model import Mismatch, RobotModel
+from delan_control.plant import Plant
 
 NO_FRICTION = Mismatch(viscous=[0.0], coulomb=[0.0])
 START = {'two_link_arm.urdf': [0.7, -0.4],

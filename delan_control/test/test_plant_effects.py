@@ -4,11 +4,12 @@ changed with them off, and a residual rigid-body identification cannot remove.""
 import numpy as np
 import pytest
 
-from delan_control.datagen import generate_dataset, main as datagen_main
-from delan_control.plant import Plant
-from delan_common.robot_model import JOINT_EFFECT_FIELDS, Mismatch, RobotModel
-from delan_control.sysid import identify_dataset
 from delan_common.dynamics import COULOMB_SMOOTHING, friction_torque
+from delan_common.robot_model import JOINT_EFFECT_FIELDS, Mismatch, RobotModel
+from delan_control.datagen import generate_dataset
+from delan_control.datagen import main as datagen_main
+from delan_control.plant import Plant
+from delan_control.sysid import identify_dataset
 
 ARMS = ('two_link_arm.urdf', 'seven_dof_arm.urdf')
 START = {'two_link_arm.urdf': [0.7, -0.4],

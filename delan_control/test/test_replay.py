@@ -6,10 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from delan_control.control_laws import Gains
-from delan_control.replay import EvaluationSetup, node_parameters, replay_tracking, true_model
 from delan_common.robot_model import Mismatch, find_urdf
 from delan_common.urdf_joints import RobotDescription
+from delan_control.control_laws import Gains
+from delan_control.replay import EvaluationSetup, node_parameters, replay_tracking, true_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PARAMS = os.path.join(ROOT, 'delan_bringup', 'config', 'sim_params.yaml')

@@ -10,10 +10,10 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from delan_control.model_loader import load_dynamics_model
-from delan_control.plant import Plant
 from delan_common.robot_model import Mismatch, RobotModel
 from delan_common.urdf_joints import JointSelectionError, RobotDescription
+from delan_control.model_loader import load_dynamics_model
+from delan_control.plant import Plant
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 XACRO = os.path.join(HERE, 'data', 'three_link_arm.urdf.xacro')

@@ -9,14 +9,29 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from delan_control.datagen import add_measurement_noise, generate_dataset, main as gen_main
-from delan_control.evaluation import simulated_tracking_rms
-from delan_common.robot_model import (Mismatch, RobotDescriptionError, RobotModel,
-                                      example_robot_data_files)
-from delan_control.sysid import (IdentifiedModel, dynamic_parameters, identify,
-                                 identify_dataset, load_data, log_cholesky, main as sysid_main,
-                                 nmse, nominal_parameters, pseudo_inertia, regressor)
 from delan_common.dynamics import DynamicsModel
+from delan_common.robot_model import (
+    Mismatch,
+    RobotDescriptionError,
+    RobotModel,
+    example_robot_data_files,
+)
+from delan_control.datagen import add_measurement_noise, generate_dataset
+from delan_control.datagen import main as gen_main
+from delan_control.evaluation import simulated_tracking_rms
+from delan_control.sysid import (
+    IdentifiedModel,
+    dynamic_parameters,
+    identify,
+    identify_dataset,
+    load_data,
+    log_cholesky,
+    nmse,
+    nominal_parameters,
+    pseudo_inertia,
+    regressor,
+)
+from delan_control.sysid import main as sysid_main
 
 MISMATCH_2 = Mismatch(mass_scale=[1.2, 0.9], payload_mass=0.5, coulomb_scale=1.5,
                       viscous_scale=0.6)

@@ -1,9 +1,15 @@
 import numpy as np
 import pytest
 
-from delan_control.trajectories import (PiecewiseQuintic, effort_share, figure_eight,
-                                        make_reference, random_fourier_trajectory,
-                                        rejoin_offset, splice)
+from delan_control.trajectories import (
+    PiecewiseQuintic,
+    effort_share,
+    figure_eight,
+    make_reference,
+    random_fourier_trajectory,
+    rejoin_offset,
+    splice,
+)
 
 LOWER, UPPER, VMAX = np.array([-3.1, -2.8]), np.array([3.1, 2.8]), np.array([6.0, 8.0])
 

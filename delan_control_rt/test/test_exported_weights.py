@@ -6,10 +6,10 @@ import struct
 import numpy as np
 import pytest
 import torch
+from rt_build import library
 
 from delan_learning.c_export import FORMAT_VERSION, export_bytes, export_delan, fnv1a64
 from delan_learning.lagrangian import DelanModel
-from rt_build import library
 
 CASES = [(['revolute'] * 7, False, 'softplus', 2), (['revolute', 'prismatic', 'continuous'],
                                                     True, 'tanh', 1),

@@ -5,9 +5,9 @@ import ctypes
 
 import numpy as np
 import pytest
+from rt_build import library
 
 from delan_control.trajectories import PiecewiseQuintic, rejoin_offset
-from rt_build import library
 
 P = ctypes.POINTER(ctypes.c_double)
 

@@ -12,6 +12,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from rclpy.time import Time
+from rt_build import NODE, ROOT, require
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
@@ -20,7 +21,6 @@ from delan_learning.c_export import export_delan, weights_path
 from delan_learning.checkpoint import load_model, save_model
 from delan_learning.lagrangian import DelanModel
 from delan_learning.ros.processes import node_process
-from rt_build import NODE, ROOT, require
 
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 GAINS = {'kp': [30.0, 10.0], 'kd': [3.0, 1.0], 'ct_kp': [400.0], 'ct_kd': [40.0]}
@@ -199,6 +199,7 @@ def reference_message(names, t0_msg, period=4.0, amplitude=(0.4, -0.3), dt=0.25,
     and the PiecewiseQuintic the controllers make of it, in model order."""
     from builtin_interfaces.msg import Duration
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
     from delan_control.trajectories import PiecewiseQuintic
     w = 2 * np.pi / period
     ts = np.arange(0.0, length, dt)

@@ -47,15 +47,23 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-from rosbags.interfaces import (MessageDefinition, MessageDefinitionFormat, Qos, QosDurability,
-                                QosHistory, QosLiveliness, QosReliability, QosTime)
+from rosbags.interfaces import (
+    MessageDefinition,
+    MessageDefinitionFormat,
+    Qos,
+    QosDurability,
+    QosHistory,
+    QosLiveliness,
+    QosReliability,
+    QosTime,
+)
 from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer
 from rosbags.rosbag2 import storage_mcap as _mcap
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
+from delan_common.joint_state import JointStateError, JointStateMapper
 from delan_learning.command_order import CommandOrder, CommandOrderError
 from delan_learning.data import complete_derivatives, split_at_gaps
-from delan_common.joint_state import JointStateError, JointStateMapper
 
 __all__ = [
     'BagError', 'BagWarning', 'TopicSpec', 'SplitBagWriter', 'read_bag_arrays', 'recover_bag',

@@ -89,7 +89,7 @@ def command_joints_from_controllers_yaml(path: Union[str, os.PathLike],
     ``/arm/<controller>`` counts too): the order in which that controller applies its commands.
 
     Raises ValueError (naming the file) when the controller or its joint list is not there."""
-    import yaml   # lazy: only this reader needs it
+    import yaml  # lazy: only this reader needs it
 
     try:
         with open(path, encoding='utf-8') as fh:

@@ -37,7 +37,6 @@ from delan_learning.features import ANGULAR_TYPES
 from delan_learning.lagrangian import DelanModel, tril_layout
 from delan_learning.models import DynamicsModule
 
-
 #: C source of the compiled batch-1 inverse dynamics (same arithmetic as NumpyDelan._terms).
 _C_SOURCE = r"""
 #include <math.h>

@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from delan_learning.features import JointFeatures
 from delan_learning.activations import ACTIVATIONS, activation
+from delan_learning.features import JointFeatures
 from delan_learning.models import DynamicsModule, data_scales
 
 

@@ -30,8 +30,8 @@ import torch
 
 from delan_learning import rollout as ro
 from delan_learning.data import Dataset, split_by_trajectory
-from delan_learning.train_config import LOSS_METRICS, LOSSES, TrainConfig
 from delan_learning.models import DynamicsModule, build_model
+from delan_learning.train_config import LOSS_METRICS, LOSSES, TrainConfig
 
 
 class TorqueNormalizer:

@@ -13,9 +13,20 @@ import numpy as np
 import pytest
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 
-from delan_learning.bag_io import (COMMAND_TYPE, JOINT_STATE_TYPE, BagError, BagWarning,
-                                   SplitBagWriter, TopicSpec, iter_bag_messages, list_bags,
-                                   qos_profile, read_bag_arrays, recover_bag, ros2_typestore)
+from delan_learning.bag_io import (
+    COMMAND_TYPE,
+    JOINT_STATE_TYPE,
+    BagError,
+    BagWarning,
+    SplitBagWriter,
+    TopicSpec,
+    iter_bag_messages,
+    list_bags,
+    qos_profile,
+    read_bag_arrays,
+    recover_bag,
+    ros2_typestore,
+)
 from delan_learning.command_order import command_joints_from_controllers_yaml
 
 STORE = ros2_typestore()
@@ -505,7 +516,7 @@ def test_bag2npz_cli(tmp_path):
     ds = load_npz(str(out))
     assert ds.n_dof == 2 and len(ds) == len(t_true)
 
-    from delan_learning.bag_cli import main          # same entry point, in-process
+    from delan_learning.bag_cli import main  # same entry point, in-process
     out2 = tmp_path / 'typed.npz'
     assert main(['--bag', str(bag), '--out', str(out2), '--joints', 'j1,j2',
                  '--joint-types', 'revolute,prismatic']) == 0

@@ -1,13 +1,20 @@
 """Extra topics in the logger's bags: ``topics`` entries, message types the rosbags typestore does
 not ship (this suite's, read from their installed .msg files), topics added to an open bag."""
 import pytest
-from delan_msgs.msg import ControllerState
 from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import JointState
 
-from delan_learning.bag_io import (BagError, SplitBagWriter, TopicSpec, iter_bag_messages,
-                                   normalize_msgtype, parse_topic_entry, qos_profile,
-                                   type_definition)
+from delan_learning.bag_io import (
+    BagError,
+    SplitBagWriter,
+    TopicSpec,
+    iter_bag_messages,
+    normalize_msgtype,
+    parse_topic_entry,
+    qos_profile,
+    type_definition,
+)
+from delan_msgs.msg import ControllerState
 
 
 @pytest.mark.parametrize('entry,expected', [

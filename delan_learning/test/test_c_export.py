@@ -5,8 +5,7 @@ import struct
 
 import torch
 
-from delan_learning.c_export import (FORMAT_VERSION, MAGIC, export_delan, fnv1a64,
-                                     weights_path)
+from delan_learning.c_export import FORMAT_VERSION, MAGIC, export_delan, fnv1a64, weights_path
 from delan_learning.lagrangian import DelanModel
 
 

@@ -4,10 +4,9 @@ import json
 import os
 
 import pytest
+from test_delan_cli import run
 
 from delan_learning.data import save_npz
-
-from test_delan_cli import run
 
 DEPRECATED = '--model is deprecated, use --checkpoint'
 TRAIN = ('--epochs', 1, '--max-steps', 5, '--width', 8, '--batch', 64, '--patience', 0,

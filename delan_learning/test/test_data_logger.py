@@ -18,8 +18,13 @@ from rosbags.rosbag2 import Reader
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from delan_learning.bag_io import (BagWarning, iter_bag_messages, read_bag_arrays, recover_bag,
-                                   ros2_typestore)
+from delan_learning.bag_io import (
+    BagWarning,
+    iter_bag_messages,
+    read_bag_arrays,
+    recover_bag,
+    ros2_typestore,
+)
 from delan_learning.ros.testing import make_executor, node_process, ros_context, spin_until
 
 N = 200

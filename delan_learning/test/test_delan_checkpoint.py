@@ -7,8 +7,7 @@ import pytest
 import torch
 
 import delan_learning
-from delan_learning.checkpoint import (FORMAT_VERSION, CheckpointError, load_model,
-                                       save_model)
+from delan_learning.checkpoint import FORMAT_VERSION, CheckpointError, load_model, save_model
 from delan_learning.lagrangian import DelanModel
 from delan_learning.mlp import MlpInverseModel
 

@@ -2,8 +2,16 @@
 import numpy as np
 import pytest
 
-from delan_learning.data import (DataError, Dataset, complete_derivatives, load_npz,
-                                 save_npz, savgol_window, split_by_trajectory, validate_arrays)
+from delan_learning.data import (
+    DataError,
+    Dataset,
+    complete_derivatives,
+    load_npz,
+    save_npz,
+    savgol_window,
+    split_by_trajectory,
+    validate_arrays,
+)
 
 
 def sine(fs, freq=1.0, duration=4.0, amp=0.8, offset=0.0, t0=0.0):

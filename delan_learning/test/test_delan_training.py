@@ -7,8 +7,7 @@ from delan_learning.data import JOINT_TYPES as DATA_JOINT_TYPES
 from delan_learning.data import Dataset, split_by_trajectory
 from delan_learning.features import JOINT_TYPES
 from delan_learning.lagrangian import DelanModel
-from delan_learning.training import (Batch, TorqueNormalizer, TrainConfig, Trainer,
-                                     train_model)
+from delan_learning.training import Batch, TorqueNormalizer, TrainConfig, Trainer, train_model
 
 EPOCH_KEYS = {'round', 'epoch', 'steps', 'train_loss', 'val_loss', 'val_nmse', 'lr', 'elapsed_s',
               'samples_per_s', 'best'}

@@ -14,7 +14,7 @@ from delan_learning import rollout as ro
 from delan_learning.cli import eval_main, train_main
 from delan_learning.data import Dataset, save_npz
 from delan_learning.models import build_model
-from delan_learning.training import Trainer, TrainConfig
+from delan_learning.training import TrainConfig, Trainer
 
 
 class PinocchioArm(torch.nn.Module):

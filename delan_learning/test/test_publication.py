@@ -3,8 +3,7 @@ import math
 
 import pytest
 
-from delan_learning.publication import (MIN_SETTLED_SAMPLES, PublicationParams,
-                                        PublicationPolicy)
+from delan_learning.publication import MIN_SETTLED_SAMPLES, PublicationParams, PublicationPolicy
 
 
 class Weights:

@@ -7,11 +7,11 @@ import textwrap
 
 import pytest
 import rclpy
-from delan_msgs.msg import ControllerState, DynamicsEstimate, ModelStatus, ModelUpdate
-from delan_msgs.srv import LoadModel, SaveModel
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from delan_learning.ros.testing import make_executor, python_process, ros_context, spin_until
+from delan_msgs.msg import ControllerState, DynamicsEstimate, ModelStatus, ModelUpdate
+from delan_msgs.srv import LoadModel, SaveModel
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
                       durability=DurabilityPolicy.TRANSIENT_LOCAL)

@@ -18,15 +18,13 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from delan_control.trajectories import REFERENCE_KINDS, make_reference, splice
 from delan_common.joint_state import JointStateError, JointStateMapper
-from delan_learning.ros.qos import (LATCHED, create_publisher, create_subscription,
-                                    joint_states_qos)
+from delan_control.trajectories import REFERENCE_KINDS, make_reference, splice
 from delan_learning.ros.params import declare, validating_callback
+from delan_learning.ros.qos import LATCHED, create_publisher, create_subscription, joint_states_qos
 from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot
 from delan_learning.ros.spin import run_node, steady_timer
-
 
 #: A continued excitation is sent this long [s] before the current one ends (at most half
 #: of a trajectory): time enough for a node starved of CPU by the learner and the sim.
@@ -149,8 +147,8 @@ class ReferenceNode(Node):
         if self._design is None:
             r = self.robot
             try:
-                from delan_control.excitation_design import RegressorConditioning
                 from delan_common.robot_model import RobotModel
+                from delan_control.excitation_design import RegressorConditioning
                 model = RobotModel(r.xml, **r.selection_kwargs())
                 self._design = (model, RegressorConditioning.of(model))
             except (ValueError, RuntimeError) as err:

@@ -106,6 +106,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
+from delan_common.robot_model import PRESETS, Mismatch, RobotModel
+from delan_common.urdf_joints import middle_of_limits
 from delan_learning.ros.cdr import STAMP, joint_state_layout
 from delan_learning.ros.diagnostics import OK, WARN, DiagnosticsReporter, hardware_id
 from delan_learning.ros.params import declare, validating_callback
@@ -115,11 +117,10 @@ from delan_learning.ros.rejections import RejectionCounter
 from delan_learning.ros.robot_param import declare_robot_params
 from delan_learning.ros.spin import run_node
 from delan_learning.ros.stamps import set_seconds
-from delan_common.urdf_joints import middle_of_limits
+
 from ..command_order import CommandOrder
 from ..pacing import RealTimePacer
 from ..plant import INTEGRATORS, Plant
-from delan_common.robot_model import PRESETS, Mismatch, RobotModel
 
 # Load the type supports now, before the node exists: rclpy otherwise imports them inside the
 # constructor, widening the window in which the node is visible on the graph but not yet
@@ -127,8 +128,14 @@ from delan_common.robot_model import PRESETS, Mismatch, RobotModel
 for _t in (JointState, Float64MultiArray, Clock, Trigger, DiagnosticArray):
     check_for_type_support(_t)
 try:
-    from rcl_interfaces.srv import (DescribeParameters, GetParameters, GetParameterTypes,
-                                    ListParameters, SetParameters, SetParametersAtomically)
+    from rcl_interfaces.srv import (
+        DescribeParameters,
+        GetParameters,
+        GetParameterTypes,
+        ListParameters,
+        SetParameters,
+        SetParametersAtomically,
+    )
     for _t in (DescribeParameters, GetParameters, GetParameterTypes, ListParameters,
                SetParameters, SetParametersAtomically):
         check_for_type_support(_t)

@@ -27,7 +27,6 @@ import time
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
-from delan_msgs.msg import ControllerState, ModelUpdate
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.node import Node
 from rclpy.parameter import parameter_value_to_python
@@ -36,30 +35,42 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from delan_control.command_order import (CommandOrder, CommandOrderError, OrderDecision,
-                                         ReceiverOrderQuery)
-from delan_control.control_laws import (LAWS, URDF_FEEDBACK_LAWS, BumplessBlend, Gains,
-                                        arm_gains, clamp_torque, control_terms)
+from delan_common.joint_state import JointStateError, JointStateMapper, StampGate
+from delan_common.model_kinds import CONTROLLER_KINDS, LEARNED_KINDS
+from delan_common.urdf_joints import RobotDescription, UrdfError
+from delan_control.command_order import (
+    CommandOrder,
+    CommandOrderError,
+    OrderDecision,
+    ReceiverOrderQuery,
+)
 from delan_control.continuity import JumpDetector
+from delan_control.control_laws import (
+    LAWS,
+    URDF_FEEDBACK_LAWS,
+    BumplessBlend,
+    Gains,
+    arm_gains,
+    clamp_torque,
+    control_terms,
+)
 from delan_control.evaluation import joint_errors
 from delan_control.loop_stats import LoopStats, histogram_text
 from delan_control.model_loader import LatestLoader, ModelLoadError, load_dynamics_model
-from delan_learning.ros.robot_param import declare_array, declare_robot
 from delan_control.reference_tracking import ReferenceTracker, Resumed
 from delan_control.trajectories import PiecewiseQuintic
-from delan_common.joint_state import JointStateError, JointStateMapper, StampGate
-from delan_common.model_kinds import CONTROLLER_KINDS, LEARNED_KINDS
 from delan_learning.decimation import Decimator
-from delan_common.urdf_joints import RobotDescription, UrdfError
 from delan_learning.ros.cdr import CommandBytes, JointStateReader
-from delan_learning.ros.diagnostics import OK, WARN, ERROR, DiagnosticsReporter, hardware_id
-from delan_learning.ros.qos import LATCHED, create_publisher, create_subscription
+from delan_learning.ros.diagnostics import ERROR, OK, WARN, DiagnosticsReporter, hardware_id
 from delan_learning.ros.params import declare, validating_callback
+from delan_learning.ros.qos import LATCHED, create_publisher, create_subscription
 from delan_learning.ros.realtime import python_thread_ids, set_realtime_priority
 from delan_learning.ros.rejections import RejectionCounter
+from delan_learning.ros.robot_param import declare_array, declare_robot
 from delan_learning.ros.spin import run_node, steady_timer
 from delan_learning.ros.stamps import seconds, set_seconds
 from delan_learning.ros.state_taker import JointStateTaker, Taken, decode_joint_state
+from delan_msgs.msg import ControllerState, ModelUpdate
 
 
 def _preload_model_libraries() -> None:

@@ -69,12 +69,19 @@ from rclpy.type_support import check_for_type_support
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from delan_learning.bag_io import (COMMAND_TYPE, JOINT_STATE_TYPE, STORAGES, BagError,
-                                   SplitBagWriter, TopicSpec, parse_topic_entry, qos_profile,
-                                   type_definition)
 from delan_common.joint_state import JointStateError, JointStateMapper
-from delan_learning.ros.diagnostics import (OK, WARN, ERROR, DiagnosticsReporter,
-                                            hardware_id)
+from delan_learning.bag_io import (
+    COMMAND_TYPE,
+    JOINT_STATE_TYPE,
+    STORAGES,
+    BagError,
+    SplitBagWriter,
+    TopicSpec,
+    parse_topic_entry,
+    qos_profile,
+    type_definition,
+)
+from delan_learning.ros.diagnostics import ERROR, OK, WARN, DiagnosticsReporter, hardware_id
 from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.qos import joint_states_qos, subscription_events
 from delan_learning.ros.robot_param import declare_array

@@ -30,31 +30,38 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import torch
-from delan_msgs.msg import DynamicsEstimate, ModelStatus, ModelUpdate
-from delan_msgs.srv import LoadModel, SaveModel
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
+from delan_common.joint_state import JointStateError, JointStateMapper, MappedJointState, StampGate
+from delan_common.model_kinds import LEARNED_KINDS
+from delan_common.residual_dynamics import NominalPlusResidual
+from delan_common.robot_model import RobotModel
 from delan_learning.c_export import export_delan, weights_path
 from delan_learning.checkpoint import CheckpointError, load_model, save_model
 from delan_learning.decimation import Decimator
 from delan_learning.fastpath import NumpyDelan
-from delan_common.joint_state import (JointStateError, JointStateMapper, MappedJointState,
-                                      StampGate)
-from delan_common.model_kinds import LEARNED_KINDS
-from delan_common.residual_dynamics import NominalPlusResidual
-from delan_common.robot_model import RobotModel
 from delan_learning.models import build_model
+from delan_learning.online import (
+    ACCELERATION_SOURCES,
+    DelayedDifferentiator,
+    ReplayBuffer,
+    Sample,
+    evaluate_total,
+    fit_targets,
+    held_out,
+)
 from delan_learning.online_lr import OnlineLearningRate
-from delan_learning.publication import (PublicationParams, PublicationPolicy, TrainerWeights,
-                                        Verdict)
-from delan_learning.online import (ACCELERATION_SOURCES, DelayedDifferentiator,
-                                   ReplayBuffer, Sample, evaluate_total, fit_targets,
-                                   held_out)
+from delan_learning.publication import (
+    PublicationParams,
+    PublicationPolicy,
+    TrainerWeights,
+    Verdict,
+)
 from delan_learning.ros.cdr import JointStateReader
-from delan_learning.ros.diagnostics import OK, WARN, ERROR, DiagnosticsReporter, hardware_id
+from delan_learning.ros.diagnostics import ERROR, OK, WARN, DiagnosticsReporter, hardware_id
 from delan_learning.ros.params import declare, validating_callback
 from delan_learning.ros.qos import LATCHED, create_publisher
 from delan_learning.ros.rejections import RejectionCounter
@@ -64,6 +71,8 @@ from delan_learning.ros.stamps import seconds, set_seconds
 from delan_learning.ros.state_taker import JointStateTaker, Taken, decode_joint_state
 from delan_learning.train_config import LOSS_METRICS
 from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
+from delan_msgs.msg import DynamicsEstimate, ModelStatus, ModelUpdate
+from delan_msgs.srv import LoadModel, SaveModel
 
 VERSION_RE = re.compile(r'model_v(\d+)\.pt$')
 #: ModelStatus.state -> its name (diagnostics)

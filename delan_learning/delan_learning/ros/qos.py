@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Callable, List
 
-from rclpy.event_handler import (EventHandler, PublisherEventCallbacks,
-                                 SubscriptionEventCallbacks)
+from rclpy.event_handler import EventHandler, PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.node import Node
-from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
-                       qos_policy_name_from_kind)
+from rclpy.qos import (
+    DurabilityPolicy,
+    HistoryPolicy,
+    QoSProfile,
+    ReliabilityPolicy,
+    qos_policy_name_from_kind,
+)
 
 #: Latched: the last message is kept for late joiners (model versions, the reference in force).
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,

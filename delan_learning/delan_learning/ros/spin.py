@@ -22,8 +22,12 @@ from typing import Callable, NoReturn, Optional, Sequence
 import rclpy
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import (Executor, ExternalShutdownException, MultiThreadedExecutor,
-                             SingleThreadedExecutor)
+from rclpy.executors import (
+    Executor,
+    ExternalShutdownException,
+    MultiThreadedExecutor,
+    SingleThreadedExecutor,
+)
 from rclpy.node import Node
 from rclpy.timer import Timer
 

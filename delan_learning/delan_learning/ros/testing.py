@@ -10,13 +10,12 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional, Sequence
 
-from sensor_msgs.msg import JointState
-
 import rclpy
-from rclpy.context import Context
 from rclpy._rclpy_pybind11 import InvalidHandle, RCLError
+from rclpy.context import Context
 from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
+from sensor_msgs.msg import JointState
 
 from delan_learning.ros.processes import node_process  # noqa: F401 (re-exported)
 
