@@ -8,8 +8,8 @@
 The torque controller sends its commands in the joint order of that controller, read from its
 ``joints`` parameter (``effort_controller``, relative to ``namespace``).
 
-``controller_impl:=rt`` starts the compiled controller (delan_control_rt) instead: it cannot
-ask the effort controller for its joints and commands in the URDF's joint order.
+``controller_impl:=rt`` starts the compiled controller (delan_control_rt) instead; it asks the
+effort controller for its joints the same way.
 
 Start it in the safe configuration (model:=pd, conservative gains in config/robot_params.yaml)
 and switch at runtime with `ros2 param set /torque_controller model delan`.
@@ -17,7 +17,6 @@ and switch at runtime with `ros2 param set /torque_controller model delan`.
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, GroupAction, OpaqueFunction
 from launch.conditions import IfCondition
-from launch.logging import get_logger
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node, PushRosNamespace
 from launch_ros.parameter_descriptions import ParameterValue
@@ -40,17 +39,14 @@ def _nodes(context):
     remaps = [('joint_states', LaunchConfiguration('joint_states')),
               ('effort_controller/commands', LaunchConfiguration('commands'))]
     if LaunchConfiguration('controller_impl').perform(context) == 'rt':
-        # it reads no parameter of another node: it commands in the URDF's joint order
-        get_logger('launch').warning(
-            'controller_impl:=rt commands in the URDF joint order; the effort controller '
-            f"{LaunchConfiguration('effort_controller').perform(context)} must list its "
-            'joints in that order')
         derived = rt_controller_parameters(context, args, PARAMS)
         controller = Node(package='delan_control_rt', executable='torque_controller_rt',
                           name='torque_controller', output='screen', remappings=remaps,
                           parameters=[PARAMS, derived, {
                               'model': args.model,
-                              'delan_checkpoint': args.delan_checkpoint}])
+                              'delan_checkpoint': args.delan_checkpoint,
+                              'effort_controller_name': LaunchConfiguration('effort_controller')
+                          }])
     else:
         controller = Node(package='delan_control', executable='torque_controller',
                           name='torque_controller', output='screen', remappings=remaps,

@@ -3,10 +3,11 @@
  * One command per newest joint state: map by name, gate the stamp, the reference at the state's
  * stamp (reference_trajectory; the first position held without one), the law with the model
  * (pd | delan), the PD fall-back when the model's torque is not finite, the effort limits, the
- * command in command_joints order. When joint states (re)start, or the arm jumps between two
- * states (a sim reset), a reference left behind is rejoined smoothly, or dropped when it is
- * farther than resume_tolerance. A
- * watchdog sends zero torque once when joint states stop for watchdog_timeout. The loop times
+ * command in the receiver's joint order (command_joints, or the joints parameter of
+ * effort_controller_name, asked for once; no commands until known). When joint states
+ * (re)start, or the arm jumps between two states (a sim reset), a reference left behind is
+ * rejoined smoothly, or dropped when it is farther than resume_tolerance. A watchdog sends
+ * zero torque once when joint states stop for watchdog_timeout. The loop times
  * itself as delan_control.loop_stats does (DDS source stamps) and reports on /diagnostics.
  *
  * rclc sets up support, node and entities; the loop is a plain rcl wait set, so that it takes
@@ -37,6 +38,8 @@
 #include <diagnostic_msgs/msg/diagnostic_status.h>
 #include <diagnostic_msgs/msg/key_value.h>
 #include <delan_msgs/msg/model_update.h>
+#include <rcl_interfaces/msg/parameter_type.h>
+#include <rcl_interfaces/srv/get_parameters.h>
 
 #include "control_law.h"
 #include "delan_model.h"
@@ -56,6 +59,11 @@
 #define JUMP_FACTOR 2.0
 #define JUMP_MARGIN 0.1
 #define UNLIMITED_VELOCITY 10.0
+/* command order (command_order.ReceiverOrderQuery): asked of the receiving controller's
+ * joints parameter when command_joints is not given; no commands until it is known */
+#define ORDER_POLL_S 0.1
+#define ORDER_RETRY_S 1.0
+enum {ORDER_KNOWN = 0, ORDER_PENDING, ORDER_REFUSED};
 
 static volatile sig_atomic_t g_stop = 0;
 static void on_signal(int sig) {(void)sig; g_stop = 1;}
@@ -211,6 +219,10 @@ typedef struct
   int n;
   char * joints[MAX_JOINTS];
   int cmd_index[MAX_JOINTS];        /* command slot i takes model joint cmd_index[i] */
+  int order_state;                  /* ORDER_*: commands go out only when known */
+  int order_warn;                   /* known, but the model order as a fall-back */
+  double order_deadline, order_sent, order_timeout;
+  char receiver[256], order_message[512];
   double limits[MAX_JOINTS], kp[MAX_JOINTS], kd[MAX_JOINTS], ct_kp[MAX_JOINTS],
     ct_kd[MAX_JOINTS];
   unsigned char continuous[MAX_JOINTS];
@@ -600,13 +612,27 @@ static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const c
   int64_t now = wall_ns();
   arr.header.stamp.sec = (int32_t)(now / 1000000000LL);
   arr.header.stamp.nanosec = (uint32_t)(now % 1000000000LL);
-  st->level = c->stale && c->commands_sent ? diagnostic_msgs__msg__DiagnosticStatus__WARN :
-    diagnostic_msgs__msg__DiagnosticStatus__OK;
+  /* the command order first (ERROR refused, WARN waiting or fallen back), then staleness */
+  char message[600] = "ok";
+  st->level = diagnostic_msgs__msg__DiagnosticStatus__OK;
+  if (c->order_state == ORDER_REFUSED) {
+    st->level = diagnostic_msgs__msg__DiagnosticStatus__ERROR;
+    snprintf(message, sizeof(message), "%s", c->order_message);
+  } else if (c->order_state == ORDER_PENDING) {
+    st->level = diagnostic_msgs__msg__DiagnosticStatus__WARN;
+    snprintf(message, sizeof(message), "waiting for the joint order of %s", c->receiver);
+  } else if (c->order_warn) {
+    st->level = diagnostic_msgs__msg__DiagnosticStatus__WARN;
+    snprintf(message, sizeof(message), "%s", c->order_message);
+  }
+  if (c->order_state == ORDER_KNOWN && c->stale && c->commands_sent) {
+    st->level = diagnostic_msgs__msg__DiagnosticStatus__WARN;
+    snprintf(message, sizeof(message), "joint states stale: not commanding");
+  }
   rosidl_runtime_c__String__assign(&st->name, fqn);
   rosidl_runtime_c__String__assign(&st->hardware_id, hw);
-  rosidl_runtime_c__String__assign(&st->message, c->stale && c->commands_sent ?
-    "joint states stale: not commanding" : "ok");
-  diagnostic_msgs__msg__KeyValue__Sequence__init(&st->values, 25);
+  rosidl_runtime_c__String__assign(&st->message, message);
+  diagnostic_msgs__msg__KeyValue__Sequence__init(&st->values, 32);
   loop_stats_t * s = &c->stats;
   int64_t w[N_BINS + 1];
   for (int i = 0; i <= N_BINS; i++) {w[i] = s->hist[i] - s->window[i];}
@@ -636,6 +662,10 @@ static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const c
   kv(&st->values, &k, "rejected_references", "%lld", (long long)c->references_rejected);
   kv(&st->values, &k, "references_rejoined", "%lld", (long long)c->references_rejoined);
   kv(&st->values, &k, "references_dropped", "%lld", (long long)c->references_dropped);
+  kv(&st->values, &k, "command_order", "%s%s", c->order_state == ORDER_PENDING ? "pending" :
+    c->order_state == ORDER_REFUSED ? "refused: " : c->order_warn ? "model order (fallback)" :
+    "", c->order_state == ORDER_KNOWN && !c->order_warn ? c->receiver :
+    c->order_state == ORDER_REFUSED ? c->receiver : "");
   kv(&st->values, &k, "loop_latency_p50_us", "%.0f", percentile_us(w, 50));
   kv(&st->values, &k, "loop_latency_p99_us", "%.0f", percentile_us(w, 99));
   kv(&st->values, &k, "loop_latency_max_us", "%.0f", s->window_max_us);
@@ -665,6 +695,97 @@ static int die(const char * msg)
 #define CHECK(x) do {if ((x) != RCL_RET_OK) {fprintf(stderr, \
         "[torque_controller_rt] %s failed: %s\n", #x, rcl_get_error_string().str); \
         return 1;}} while (0)
+
+/* cmd_index from a joint order (CommandOrder): 0 with the reason when the names are not the
+ * model's joints, each once. */
+static int order_from_names(controller_t * c, char * const * order, size_t n_order, char * err,
+  size_t err_len)
+{
+  if (n_order != (size_t)c->n) {
+    snprintf(err, err_len, "%zu joints, the model has %d", n_order, c->n);
+    return 0;
+  }
+  int index[MAX_JOINTS];
+  for (size_t i = 0; i < n_order; i++) {
+    index[i] = -1;
+    for (int j = 0; j < c->n; j++) {
+      if (strcmp(order[i], c->joints[j]) == 0) {index[i] = j;}
+    }
+    for (size_t k = 0; k < i; k++) {
+      if (strcmp(order[i], order[k]) == 0) {index[i] = -1;}
+    }
+    if (index[i] < 0) {
+      snprintf(err, err_len, "%s, which is not a model joint, or repeated", order[i]);
+      return 0;
+    }
+  }
+  memcpy(c->cmd_index, index, sizeof(int) * c->n);
+  return 1;
+}
+
+static void order_decided(controller_t * c, int state, int warn, const char * message)
+{
+  c->order_state = state;
+  c->order_warn = warn;
+  snprintf(c->order_message, sizeof(c->order_message), "%s", message);
+  fprintf(stderr, "[torque_controller_rt] %s%s\n", state == ORDER_REFUSED ? "ERROR: " :
+    warn ? "WARNING: " : "", message);
+}
+
+/* the model order as the fall-back, with the warning of ReceiverOrderQuery._fallback */
+static void order_fallback(controller_t * c, const char * why)
+{
+  for (int i = 0; i < c->n; i++) {c->cmd_index[i] = i;}
+  char msg[512];
+  snprintf(msg, sizeof(msg), "%s: commanding in the model joint order, which drives the wrong "
+    "motors if the receiving controller orders its joints otherwise; set command_joints or "
+    "effort_controller_name", why);
+  order_decided(c, ORDER_KNOWN, 1, msg);
+}
+
+/* The receiver's answer to GetParameters(['joints']). */
+static void order_answer(controller_t * c, const rcl_interfaces__srv__GetParameters_Response * r)
+{
+  char msg[512], err[256];
+  const rcl_interfaces__msg__ParameterValue * v = r->values.size ? &r->values.data[0] : NULL;
+  if (!v || v->type != rcl_interfaces__msg__ParameterType__PARAMETER_STRING_ARRAY) {
+    snprintf(msg, sizeof(msg), "%s has no joints parameter naming joints", c->receiver);
+    order_fallback(c, msg);
+    return;
+  }
+  size_t n = v->string_array_value.size;
+  if (n == 0) {
+    /* the suite's sim reads [] as the URDF's main chain, in model order */
+    for (int i = 0; i < c->n; i++) {c->cmd_index[i] = i;}
+    snprintf(msg, sizeof(msg), "commanding in the joint order of %s (its empty joints: the "
+      "main chain): the model order", c->receiver);
+    order_decided(c, ORDER_KNOWN, 0, msg);
+    return;
+  }
+  char * names[MAX_JOINTS];
+  if (n > MAX_JOINTS) {n = MAX_JOINTS + 1;}
+  for (size_t i = 0; i < n && i < MAX_JOINTS; i++) {
+    names[i] = v->string_array_value.data[i].data;
+  }
+  if (n > MAX_JOINTS || !order_from_names(c, names, n, err, sizeof(err))) {
+    snprintf(msg, sizeof(msg), "refusing to command: %s takes commands for %s", c->receiver,
+      n > MAX_JOINTS ? "too many joints" : err);
+    order_decided(c, ORDER_REFUSED, 0, msg);
+    return;
+  }
+  int model_order = 1;
+  for (int i = 0; i < c->n; i++) {model_order &= c->cmd_index[i] == i;}
+  size_t len = (size_t)snprintf(msg, sizeof(msg), "commanding in the joint order of %s: [",
+    c->receiver);
+  for (size_t i = 0; i < n && len < sizeof(msg); i++) {
+    len += (size_t)snprintf(msg + len, sizeof(msg) - len, "%s%s", i ? ", " : "", names[i]);
+  }
+  if (len < sizeof(msg)) {
+    snprintf(msg + len, sizeof(msg) - len, "] (%s)", model_order ? "the model order" :
+      "reordered from the model order");
+  }
+  order_decided(c, ORDER_KNOWN, 0, msg);
+}
 
 static int configure(controller_t * c, const params_t * P, char * err, size_t err_len)
 {
@@ -737,27 +858,28 @@ static int configure(controller_t * c, const params_t * P, char * err, size_t er
   char ** order = NULL;
   size_t n_order = param_strings(P, "command_joints", &order);
   for (int i = 0; i < c->n; i++) {c->cmd_index[i] = i;}
+  const char * receiver = param_string(P, "effort_controller_name", "effort_controller");
   if (n_order) {
-    if (n_order != n) {
-      snprintf(err, err_len, "command_joints names %zu joints, the model has %d", n_order, c->n);
+    char why[256];
+    if (!order_from_names(c, order, n_order, why, sizeof(why))) {
+      snprintf(err, err_len, "command_joints: %s", why);
       return 0;
     }
-    for (size_t i = 0; i < n_order; i++) {
-      c->cmd_index[i] = -1;
-      for (int j = 0; j < c->n; j++) {
-        if (strcmp(order[i], c->joints[j]) == 0) {c->cmd_index[i] = j;}
-      }
-      for (size_t k = 0; k < i; k++) {
-        if (strcmp(order[i], order[k]) == 0) {c->cmd_index[i] = -1;}
-      }
-      if (c->cmd_index[i] < 0) {
-        snprintf(err, err_len, "command_joints: %s is not a model joint, or repeated", order[i]);
-        return 0;
-      }
-    }
+    c->order_state = ORDER_KNOWN;
+    snprintf(c->receiver, sizeof(c->receiver), "command_joints");
+  } else if (!*receiver) {
+    snprintf(c->receiver, sizeof(c->receiver), "(none)");
+    order_fallback(c, "neither command_joints nor effort_controller_name given");
   } else {
-    fprintf(stderr, "[torque_controller_rt] command_joints not given: commanding in the model's "
-      "joint order\n");
+    /* asked of the receiver in the loop (ReceiverOrderQuery); no commands until known */
+    snprintf(c->receiver, sizeof(c->receiver), "%s", receiver);
+    c->order_timeout = param_double(P, "effort_controller_timeout", 5.0);
+    if (!(c->order_timeout >= 0.1 && c->order_timeout <= 600.0)) {
+      snprintf(err, err_len, "effort_controller_timeout must be in [0.1, 600]");
+      return 0;
+    }
+    c->order_state = ORDER_PENDING;
+    c->order_deadline = mono_s() + c->order_timeout;
   }
   c->model_kind = param_string(P, "model", "pd");
   if (strcmp(c->model_kind, "delan") == 0) {
@@ -859,8 +981,34 @@ int main(int argc, char ** argv)
     sensor_msgs__msg__JointState__create()};
   delan_msgs__msg__ModelUpdate * up = delan_msgs__msg__ModelUpdate__create();
   trajectory_msgs__msg__JointTrajectory * traj = trajectory_msgs__msg__JointTrajectory__create();
+  /* the receiving controller's joints parameter, when the order is asked of it */
+  rcl_client_t order_client = rcl_get_zero_initialized_client();
+  rcl_interfaces__srv__GetParameters_Request order_req;
+  rcl_interfaces__srv__GetParameters_Response order_resp;
+  rcl_interfaces__srv__GetParameters_Request__init(&order_req);
+  rcl_interfaces__srv__GetParameters_Response__init(&order_resp);
+  if (c.order_state == ORDER_PENDING) {
+    char service[300];
+    snprintf(service, sizeof(service), "%s/get_parameters", c.receiver);
+    rcl_client_options_t copt = rcl_client_get_default_options();
+    if (rcl_client_init(&order_client, &node,
+      ROSIDL_GET_SRV_TYPE_SUPPORT(rcl_interfaces, srv, GetParameters), service, &copt) !=
+      RCL_RET_OK)
+    {
+      char why[400];
+      snprintf(why, sizeof(why), "effort_controller_name=%s is not a node name (%s)",
+        c.receiver, rcl_get_error_string().str);
+      rcl_reset_error();
+      return die(why);
+    }
+    const char * fq = rcl_client_get_service_name(&order_client);
+    snprintf(c.receiver, sizeof(c.receiver), "%.*s", (int)(strlen(fq) -
+      strlen("/get_parameters")), fq);
+    rosidl_runtime_c__String__Sequence__init(&order_req.names, 1);
+    rosidl_runtime_c__String__assign(&order_req.names.data[0], "joints");
+  }
   rcl_wait_set_t ws = rcl_get_zero_initialized_wait_set();
-  CHECK(rcl_wait_set_init(&ws, 3, 0, 0, 0, 0, 0, &support.context, alloc));
+  CHECK(rcl_wait_set_init(&ws, 3, 0, 0, 1, 0, 0, &support.context, alloc));
   fprintf(stderr, "[torque_controller_rt] controlling %d joints with model=%s law=%s\n", c.n,
     c.model_kind, c.law == LAW_COMPUTED_TORQUE ? "computed_torque" : "feedforward_pd");
 
@@ -869,12 +1017,45 @@ int main(int argc, char ** argv)
     double now = mono_s();
     double wait = next_diag - now;
     if (!c.stale && c.watchdog_timeout / 2.0 < wait) {wait = c.watchdog_timeout / 2.0;}
+    const int asking = c.order_state == ORDER_PENDING;
+    if (asking) {
+      /* ReceiverOrderQuery: a request once its services are there (again after
+       * ORDER_RETRY_S without an answer), the model order past the deadline */
+      bool available = false;
+      if (rcl_service_server_is_available(&node, &order_client, &available) != RCL_RET_OK) {
+        rcl_reset_error();
+      }
+      if (available && (c.order_sent == 0 || now - c.order_sent >= ORDER_RETRY_S)) {
+        int64_t seq;
+        if (rcl_send_request(&order_client, &order_req, &seq) == RCL_RET_OK) {
+          c.order_sent = now;
+        } else {
+          rcl_reset_error();
+        }
+      }
+      if (now >= c.order_deadline) {
+        char why[400];
+        snprintf(why, sizeof(why), "no joints from %s within %g s (%s)", c.receiver,
+          c.order_timeout, c.order_sent ? "it did not answer" :
+          "its parameter services never appeared");
+        order_fallback(&c, why);
+      }
+      if (ORDER_POLL_S < wait) {wait = ORDER_POLL_S;}
+    }
     SOFT(rcl_wait_set_clear(&ws));
     SOFT(rcl_wait_set_add_subscription(&ws, &sub_js, NULL));
     SOFT(rcl_wait_set_add_subscription(&ws, &sub_up, NULL));
     SOFT(rcl_wait_set_add_subscription(&ws, &sub_ref, NULL));
+    if (c.order_state == ORDER_PENDING) {SOFT(rcl_wait_set_add_client(&ws, &order_client, NULL));}
     rcl_ret_t rc = rcl_wait(&ws, wait > 0 ? RCL_S_TO_NS(wait) : 0);
     if (rc != RCL_RET_OK && rc != RCL_RET_TIMEOUT) {rcl_reset_error();}
+    if (c.order_state == ORDER_PENDING && ws.size_of_clients && ws.clients[0]) {
+      rmw_request_id_t header;
+      if (rcl_take_response(&order_client, &header, &order_resp) == RCL_RET_OK) {
+        order_answer(&c, &order_resp);
+      }
+      rcl_reset_error();
+    }
     if (ws.subscriptions[0]) {
       /* everything queued; only the newest is answered */
       int count = 0, newest = -1, slot = 0;
@@ -890,7 +1071,7 @@ int main(int argc, char ** argv)
       rcl_reset_error();
       if (count) {
         stats_received(&c.stats, first_ns, count);
-        if (control(&c, js[newest], mono_s())) {
+        if (control(&c, js[newest], mono_s()) && c.order_state == ORDER_KNOWN) {
           publish_command(&pub_cmd, &cmd, &c, c.tau);
           c.commands_sent++;
           stats_command(&c.stats, newest_info.source_timestamp, wall_ns());
@@ -917,7 +1098,7 @@ int main(int argc, char ** argv)
     if (!c.stale && c.last_state_time > 0 && now - c.last_state_time > c.watchdog_timeout) {
       c.stale = 1;
       c.watchdog_trips++;
-      publish_command(&pub_cmd, &cmd, &c, NULL);
+      if (c.order_state == ORDER_KNOWN) {publish_command(&pub_cmd, &cmd, &c, NULL);}
       fprintf(stderr, "[torque_controller_rt] joint states stale for > %.3f s: zero torque "
         "sent, commanding stopped\n", c.watchdog_timeout);
     }
@@ -928,6 +1109,9 @@ int main(int argc, char ** argv)
   }
   fprintf(stderr, "[torque_controller_rt] shutting down\n");
   SOFT(rcl_wait_set_fini(&ws));
+  if (rcl_client_is_valid(&order_client)) {SOFT(rcl_client_fini(&order_client, &node));}
+  rcl_interfaces__srv__GetParameters_Request__fini(&order_req);
+  rcl_interfaces__srv__GetParameters_Response__fini(&order_resp);
   sensor_msgs__msg__JointState__destroy(js[0]);
   sensor_msgs__msg__JointState__destroy(js[1]);
   delan_msgs__msg__ModelUpdate__destroy(up);

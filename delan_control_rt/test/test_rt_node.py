@@ -172,6 +172,7 @@ def test_same_commands_as_the_python_node(bench, tmp_path):
 def test_bad_input_is_counted_and_the_watchdog_zeroes_once(bench):
     params = rt_params(watchdog_timeout=0.3)
     names = params['joint_names']
+    params['command_joints'] = names
     topic = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_bad', params)
     answer(bench, [topic], names, [0.1, 0.2], [0.0, 0.0], timeout=20.0)
     bad = [(['elbow', 'nope'], [0.1, 0.2], [0.0, 0.0]),        # wrong names
@@ -334,3 +335,36 @@ def test_reference_tracked_rejoined_and_dropped_as_by_the_python_node(bench, tmp
         d = bench.diag[name]
         assert (d['references_rejoined'], d['rejected_references']) == ('2', '1'), (name, d)
     assert bench.diag['/rt_ref']['holding'] == 'true'
+
+
+def test_commands_in_the_joint_order_the_receiving_controller_declares(bench):
+    """Without command_joints the order is asked of effort_controller_name's joints parameter,
+    as the Python node asks it: reordered when its joints are the model's in another order,
+    no commands at all (diagnostics ERROR) when they are other joints, the model order with a
+    warning when it never answers; nothing is commanded before the order is known."""
+    params = rt_params()
+    names = params['joint_names']
+    receivers = {'recv_ok': list(reversed(names)), 'recv_bad': [names[0], 'gripper']}
+    for name, joints in receivers.items():
+        n = rclpy.create_node(name, context=bench.ctx)
+        n.declare_parameter('joints', joints)
+        bench.ex.add_node(n)
+    ok = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_ok',
+                     {**params, 'effort_controller_name': 'recv_ok'})
+    bad = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_refused',
+                      {**params, 'effort_controller_name': 'recv_bad'})
+    gone = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_fallback',
+                       {**params, 'effort_controller_name': 'nobody',
+                        'effort_controller_timeout': 1.0})
+    model_order, = answer(bench, [gone], names, [0.3, -0.5], [0.2, -0.1], timeout=40.0)
+    reordered, = answer(bench, [ok], names, [0.3, -0.5], [0.2, -0.1])
+    assert np.abs(model_order).max() > 0.1
+    np.testing.assert_array_equal(reordered, model_order[::-1])
+    bench.until(lambda: all(n in bench.diag for n in ('/rt_ok', '/rt_refused', '/rt_fallback')),
+                10.0, 'diagnostics')
+    assert bench.diag['/rt_ok']['command_order'] == '/recv_ok'
+    assert bench.diag['/rt_fallback']['command_order'] == 'model order (fallback)'
+    assert bench.diag['/rt_refused']['command_order'] == 'refused: /recv_bad'
+    assert bench.got[bad] == [] and int(bench.diag['/rt_refused']['commands_sent']) == 0
+    with open(os.path.join(bench.tmp, 'rt_refused.log')) as f:
+        assert 'refusing to command: /recv_bad takes commands for' in f.read()
