@@ -90,6 +90,8 @@ def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
     exception``, exit -6). Nothing is left to finalise by then; stdout and stderr are flushed."""
     try:
         code = _run(factory, args, executor_kind)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # reported; the process then ends with 1
         traceback.print_exc()
         code = 1
@@ -147,15 +149,14 @@ def _run(factory: Callable[[], Node], args: Optional[Sequence[str]],
             if close is not None:
                 close()
         finally:
-            # armed until the process ends: a hang in teardown or at exit leaves the stacks
+            # armed until the process ends: a hang in the teardown leaves the stacks
             faulthandler.dump_traceback_later(TEARDOWN_TIMEOUT_S, exit=True)
             _teardown(node)
 
 
 def _teardown(node: Optional[Node]) -> None:
-    """The node, then the context. The executor is left to the process exit: an explicit
-    ``shutdown()`` of the EventsExecutor was seen to abort the process (std::terminate) after a
-    signal during start-up."""
+    """The node, then the context. The executor is left to the end of the process
+    (``os._exit``, see :func:`run_node`)."""
     if node is not None:
         node.destroy_node()
     # also when a signal already shut the context down: this uninstalls rclpy's signal handlers
