@@ -360,8 +360,9 @@ def test_commands_in_the_joint_order_the_receiving_controller_declares(bench):
     reordered, = answer(bench, [ok], names, [0.3, -0.5], [0.2, -0.1])
     assert np.abs(model_order).max() > 0.1
     np.testing.assert_array_equal(reordered, model_order[::-1])
-    bench.until(lambda: all(n in bench.diag for n in ('/rt_ok', '/rt_refused', '/rt_fallback')),
-                10.0, 'diagnostics')
+    bench.until(lambda: all(bench.diag.get(n, {}).get('command_order', 'pending') != 'pending'
+                            for n in ('/rt_ok', '/rt_refused', '/rt_fallback')),
+                10.0, 'diagnostics of the decided orders')     # (1 Hz: may predate them)
     assert bench.diag['/rt_ok']['command_order'] == '/recv_ok'
     assert bench.diag['/rt_fallback']['command_order'] == 'model order (fallback)'
     assert bench.diag['/rt_refused']['command_order'] == 'refused: /recv_bad'
