@@ -50,7 +50,7 @@
 #define N_BINS 2000
 #define MAX_STAMP_JUMP_S 1.0
 /* a stall that moved the arm and the reference apart by less than this (position, velocity)
- * needs no rejoin (torque_controller.REJOIN_NEGLIGIBLE) */
+ * needs no rejoin (reference_tracking.REJOIN_NEGLIGIBLE) */
 #define REJOIN_NEGLIGIBLE_Q 1e-3
 #define REJOIN_NEGLIGIBLE_QD 0.05
 /* a position step beyond JUMP_FACTOR x the velocity limit x the time step + JUMP_MARGIN is a
@@ -331,7 +331,7 @@ static int map_state(controller_t * c, const sensor_msgs__msg__JointState * m)
   return 1;
 }
 
-/* torque_controller._check_reference_on_resume: what the stall added to the deviation "arm
+/* reference_tracking.ReferenceTracker.resume: what the stall added to the deviation "arm
  * minus reference" is brought back in over resume_time (no torque step), or the reference is
  * dropped when the arm is more than resume_tolerance from it (the arm is elsewhere). */
 static void reference_on_resume(controller_t * c, double t, const char * cause)
