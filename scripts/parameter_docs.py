@@ -24,7 +24,7 @@ URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 BUILTIN = {'use_sim_time', 'start_type_description_service'}
 
 
-def _nodes(tmp: str) -> List[Tuple[str, str, Callable[[list], Any]]]:
+def _nodes() -> List[Tuple[str, str, Callable[..., Any]]]:
     """(node name, package, factory taking parameter overrides) of every node of the suite."""
     from delan_control.nodes.reference import ReferenceNode
     from delan_control.nodes.sim import SimNode
@@ -66,7 +66,7 @@ def render() -> str:
         context = rclpy.Context()
         rclpy.init(context=context, args=[])
         try:
-            for name, package, factory in _nodes(tmp):
+            for name, package, factory in _nodes():
                 overrides = [Parameter('urdf_path', value=URDF)]
                 if name == 'learner':
                     overrides += [Parameter('checkpoint_dir', value=os.path.join(tmp, 'ck')),
