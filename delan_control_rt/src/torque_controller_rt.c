@@ -763,13 +763,14 @@ static void order_answer(controller_t * c, const rcl_interfaces__srv__GetParamet
     return;
   }
   char * names[MAX_JOINTS];
-  if (n > MAX_JOINTS) {n = MAX_JOINTS + 1;}
-  for (size_t i = 0; i < n && i < MAX_JOINTS; i++) {
-    names[i] = v->string_array_value.data[i].data;
+  if (n > MAX_JOINTS) {
+    snprintf(err, sizeof(err), "%zu joints, the model has %d", n, c->n);
+  } else {
+    for (size_t i = 0; i < n; i++) {names[i] = v->string_array_value.data[i].data;}
   }
   if (n > MAX_JOINTS || !order_from_names(c, names, n, err, sizeof(err))) {
     snprintf(msg, sizeof(msg), "refusing to command: %s takes commands for %s", c->receiver,
-      n > MAX_JOINTS ? "too many joints" : err);
+      err);
     order_decided(c, ORDER_REFUSED, 0, msg);
     return;
   }

@@ -100,6 +100,8 @@ def lower_thread_priority(niceness: int, logger=None) -> None:
 # joint states queued for the intake thread (1 s at 1 kHz), taken every INTAKE_PERIOD_S
 STATE_QUEUE_DEPTH = 1000
 INTAKE_PERIOD_S = 0.02
+# validation samples a round is judged on (at most; a random subset of a larger buffer)
+VALIDATION_SAMPLES = 20000
 
 
 class LearnerNode(Node):
@@ -434,8 +436,8 @@ class LearnerNode(Node):
         t0 = time.perf_counter()
         with self._lock:
             data = self.train_buf.sample(self.steps_per_round * self.batch_size, rng)
-            val = self.val_buf.all() if self.val_buf.size <= 20000 else \
-                self.val_buf.sample(20000, rng)
+            val = self.val_buf.all() if self.val_buf.size <= VALIDATION_SAMPLES else \
+                self.val_buf.sample(VALIDATION_SAMPLES, rng)
         if self.trainer is None:
             self.trainer = self._new_trainer(
                 normalizer=TorqueNormalizer.from_torques(data['tau'], data.get('metric')))
@@ -748,7 +750,7 @@ class _Buffers:
 
     def validation_since(self, t: float) -> Dict[str, np.ndarray]:
         with self.node._lock:
-            return self.node.val_buf.since(t, limit=20000)
+            return self.node.val_buf.since(t, limit=VALIDATION_SAMPLES)
 
 
 def main(args=None) -> int:
