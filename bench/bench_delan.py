@@ -24,8 +24,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, 'delan_learning'))
 
 from delan_common.dynamics import friction_torque  # noqa: E402
+from delan_common.excitation import random_fourier_trajectory  # noqa: E402
 from delan_learning.data import Dataset  # noqa: E402
-from delan_learning.excitation import random_fourier_trajectory  # noqa: E402
 from delan_learning.fastpath import NumpyDelan  # noqa: E402
 from delan_learning.lagrangian import DelanModel  # noqa: E402
 from delan_learning.mlp import MlpInverseModel  # noqa: E402

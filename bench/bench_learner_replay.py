@@ -64,7 +64,7 @@ def replay_learner(msgs, urdf: str, overrides: dict, rate: float, until: float, 
     from sensor_msgs.msg import JointState
 
     from delan_learning.nodes.learner import LearnerNode
-    from delan_learning.ros.testing import ros_context
+    from delan_testing.ros import ros_context
     values = {**overrides, 'urdf_path': urdf, 'checkpoint_dir': checkpoint_dir,
               'training_enabled': False, 'torch_threads': threads, 'seed': seed,
               'resume': False}

@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import node_set  # noqa: F401  (puts the test-only delan_testing on sys.path)
 import numpy as np
 
 from delan_learning.bag_io import (
@@ -63,7 +64,7 @@ def bench_callback(n: int = 20_000):
     from sensor_msgs.msg import JointState
 
     from delan_learning.nodes.data_logger import DataLoggerNode
-    from delan_learning.ros.testing import ros_context
+    from delan_testing.ros import ros_context
 
     with ros_context() as ctx, tempfile.TemporaryDirectory() as tmp:
         node = DataLoggerNode(context=ctx, parameter_overrides=[
@@ -90,7 +91,7 @@ def bench_end_to_end(n: int = 5000, rate: float = 2000.0):
     from rosbags.rosbag2 import Reader
     from sensor_msgs.msg import JointState
 
-    from delan_learning.ros.testing import node_process, ros_context
+    from delan_testing.ros import node_process, ros_context
 
     os.environ.setdefault('ROS_DOMAIN_ID', str(80 + os.getpid() % 20))  # not the default 0
     with tempfile.TemporaryDirectory() as tmp, ros_context() as ctx:

@@ -75,8 +75,8 @@ def bench_node(quick):
     import rclpy
     from rclpy.parameter import Parameter
 
+    from delan_common.ros import spin
     from delan_control.nodes.sim import SimNode
-    from delan_learning.ros import spin
 
     # a domain of its own: a demo or test on this machine must not hear (or be) this sim
     os.environ.setdefault('ROS_DOMAIN_ID', str(random.SystemRandom().randint(101, 200)))

@@ -34,7 +34,7 @@ class Probe:
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
 
-        from delan_learning.ros.qos import LATCHED
+        from delan_common.ros.qos import LATCHED
         from delan_msgs.msg import ModelStatus, ModelUpdate
         self.node = rclpy.create_node('bench_probe')
         self._lock = threading.Lock()

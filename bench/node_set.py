@@ -22,6 +22,8 @@ import numpy as np
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the test-only helpers (``delan_testing``), for the benchmarks that start nodes as the tests do
+sys.path.insert(0, os.path.join(ROOT, 'testing'))
 PARAMS_FILE = os.path.join(ROOT, 'delan_bringup', 'config', 'sim_params.yaml')
 TWO_LINK = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 
@@ -161,7 +163,7 @@ class NodeSet:
         self._logs: List[IO] = []
 
     def start(self, package: str, executable: str, params: Dict) -> subprocess.Popen:
-        from delan_learning.ros.processes import node_process
+        from delan_testing.processes import node_process
         ros_args = ['--params-file', PARAMS_FILE, '-p', f'urdf_path:={self.urdf}']
         for k, v in params.items():
             ros_args += ['-p', f'{k}:={v}']

@@ -23,7 +23,7 @@ from delan_control.nodes.torque_controller import TorqueControllerNode
 from delan_learning.checkpoint import FORMAT_VERSION, save_model
 from delan_learning.models import build_model
 from delan_learning.nodes.learner import LearnerNode
-from delan_learning.ros.testing import ros_context, spin_in_thread
+from delan_testing.ros import ros_context, spin_in_thread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

@@ -16,11 +16,11 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from delan_common.joint_state import JointStateError, StampGate
+from delan_common.ros.qos import LATCHED
 from delan_control.nodes.torque_controller import TorqueControllerNode
 from delan_learning.nodes.learner import LearnerNode
-from delan_learning.ros.qos import LATCHED
-from delan_learning.ros.testing import ros_context, spin_in_thread
 from delan_msgs.msg import ModelStatus
+from delan_testing.ros import ros_context, spin_in_thread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

@@ -9,7 +9,7 @@ import time
 import pytest
 import rclpy
 
-from delan_learning.ros.testing import node_process, ros_context
+from delan_testing.ros import node_process, ros_context
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

@@ -39,17 +39,17 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
+from delan_common.ros.qos import LATCHED
 from delan_common.urdf_joints import RobotDescription
 from delan_learning.online import held_out as held_out_chunk
-from delan_learning.ros.qos import LATCHED
-from delan_learning.ros.testing import (
+from delan_msgs.msg import ModelStatus, ModelUpdate
+from delan_testing.ros import (
     malformed_joint_state,
     node_process,
     ros_context,
     spin_in_thread,
     stop_process,
 )
-from delan_msgs.msg import ModelStatus, ModelUpdate
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

@@ -20,7 +20,7 @@ from launch.launch_description_sources import get_launch_description_from_python
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from delan_learning.ros.testing import ros_context
+from delan_testing.ros import ros_context
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BRINGUP = os.path.join(ROOT, 'delan_bringup')
@@ -214,7 +214,7 @@ def test_compiled_controller_and_its_parameters(fname, call, tmp_path):
     assert not set(section) - read - RT_NOT_READ, sorted(set(section) - read - RT_NOT_READ)
     assert section.get('model', 'pd') in RT_MODELS
     # the node's own validation of the file + the derived values
-    from delan_learning.ros.processes import node_process
+    from delan_testing.processes import node_process
     exe = os.path.join(ROOT, 'install', RT, 'lib', RT, executable)
     if not os.path.exists(exe):
         pytest.skip(f'{RT} is not built ({exe} missing; make setup builds it)')

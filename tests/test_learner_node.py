@@ -27,18 +27,18 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
+from delan_common.excitation import random_fourier_trajectory
+from delan_common.ros.qos import LATCHED
 from delan_common.urdf_joints import RobotDescription
-from delan_learning.excitation import random_fourier_trajectory
-from delan_learning.ros.qos import LATCHED
-from delan_learning.ros.testing import (
+from delan_msgs.msg import ModelStatus, ModelUpdate
+from delan_msgs.srv import LoadModel, SaveModel
+from delan_testing.ros import (
     malformed_joint_state,
     node_process,
     ros_context,
     spin_in_thread,
     stop_process,
 )
-from delan_msgs.msg import ModelStatus, ModelUpdate
-from delan_msgs.srv import LoadModel, SaveModel
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
@@ -474,8 +474,8 @@ def test_learning_rate_decays_per_step_restarts_and_follows_its_parameters(tmp_p
     """The training rounds apply the schedule of learning_rate / learning_rate_final /
     learning_rate_halflife (set at runtime here), and the rate starts over once the learner
     sees the data change (the published version far worse on the validation data)."""
+    from delan_common.ros.stamps import set_seconds
     from delan_learning.nodes.learner import LearnerNode
-    from delan_learning.ros.stamps import set_seconds
     truth = _truth()
     with ros_context() as ctx:
         # a namespace of its own: the module's learner fixture streams joint states and runs a

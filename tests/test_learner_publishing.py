@@ -22,7 +22,7 @@ import pytest
 from rclpy.parameter import Parameter
 
 from delan_learning.online import Sample, held_out
-from delan_learning.ros.testing import ros_context
+from delan_testing.ros import ros_context
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

@@ -26,8 +26,8 @@ from sensor_msgs.msg import JointState
 
 from delan_common.urdf_joints import RobotDescription
 from delan_learning.bag_io import iter_bag_messages
-from delan_learning.ros.testing import make_executor, ros_context, spin_in_thread
 from delan_msgs.msg import ControllerState, DynamicsEstimate
+from delan_testing.ros import make_executor, ros_context, spin_in_thread
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

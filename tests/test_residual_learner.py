@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from test_learner_node import Harness, _learner_process, _truth
 
-from delan_learning.ros.testing import ros_context, stop_process
+from delan_testing.ros import ros_context, stop_process
 
 
 def test_residual_learner_gives_a_controller_what_the_urdf_misses(tmp_path):

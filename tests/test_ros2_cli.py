@@ -19,7 +19,7 @@ import psutil
 import pytest
 import yaml
 
-from delan_learning.ros.testing import stop_process
+from delan_testing.ros import stop_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = open(os.path.join(ROOT, 'README.md')).read()
@@ -115,7 +115,7 @@ def commands_on(topic: str, out, count: int = 20) -> list:
     from rclpy.executors import SingleThreadedExecutor
     from std_msgs.msg import Float64MultiArray
 
-    from delan_learning.ros.testing import ros_context, spin_until
+    from delan_testing.ros import ros_context, spin_until
     commands = []
     with ros_context() as ctx:
         node = rclpy.create_node('command_listener', context=ctx)
@@ -232,7 +232,7 @@ def test_bad_launch_argument_is_a_clear_error(workdir, argument, message):
 def test_robot_launch_commands_the_effort_controller_and_stops_on_ctrl_c(workdir):
     """The README's real-arm launch: the torque controller reads the effort controller's joints,
     commands flow to it, and Ctrl-C stops every node cleanly."""
-    from delan_learning.ros.testing import node_process
+    from delan_testing.ros import node_process
     # ros2_control's part, played by the sim under the effort controller's name; all in a
     # namespace of their own, apart from the sim.launch.py suite of the tests above
     robot = node_process('delan_control', 'sim', [

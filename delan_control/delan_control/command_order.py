@@ -5,7 +5,7 @@ A ``std_msgs/Float64MultiArray`` command carries no joint names: ros2_control's
 order the model (depth first) or ``joint_states`` (any order) has. A torque vector sent in the
 model's order drives the wrong motors when that list is ordered differently, and a list naming
 other joints cannot be commanded at all. :class:`CommandOrder` (from
-:mod:`delan_learning.command_order`, which the bag reader shares) reorders;
+:mod:`delan_common.command_order`, which the bag reader shares) reorders;
 :class:`ReceiverOrderQuery` decides, once, which order the receiving controller wants.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from delan_learning.command_order import CommandOrder, CommandOrderError, order_mismatch
+from delan_common.command_order import CommandOrder, CommandOrderError, order_mismatch
 
 __all__ = ['REQUEST_RETRY_S', 'CommandOrder', 'CommandOrderError', 'OrderDecision',
            'ReceiverOrderQuery', 'order_mismatch']

@@ -1,7 +1,7 @@
 """Training data from the simulated plant: ``delan-gen-data`` and :func:`generate_dataset`.
 
 Method (tracking on the plant, the realistic way): for each of ``trajectories`` seeded Fourier
-excitation trajectories (:mod:`delan_learning.excitation`, inside the URDF's position limits and
+excitation trajectories (:mod:`delan_common.excitation`, inside the URDF's position limits and
 ``0.6 x`` its velocity limits, played at ``speed``), the plant -- the URDF with the given
 mismatch, integrated at ``physics_rate`` -- starts on the reference and is driven by a
 computed-torque law built on the *nominal* URDF, run at ``rate`` with the torque held between
@@ -38,8 +38,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from delan_common.excitation import random_fourier_trajectory
 from delan_common.robot_model import PRESETS, Mismatch, RobotModel
-from delan_learning.excitation import random_fourier_trajectory
 
 from .plant import Plant
 

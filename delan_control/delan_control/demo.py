@@ -47,17 +47,17 @@ from trajectory_msgs.msg import JointTrajectory
 from delan_common.joint_state import JointStateError, JointStateMapper
 from delan_common.model_kinds import LEARNED_KINDS
 from delan_common.robot_model import PRESETS, Mismatch, RobotModel, bringup_path, find_urdf
+from delan_common.ros.cdr import JointStateReader
+from delan_common.ros.qos import LATCHED
+from delan_common.ros.rejections import RejectionCounter
+from delan_common.ros.stamps import seconds
+from delan_common.ros.state_taker import JointStateTaker, decode_joint_state
 from delan_common.urdf_joints import RobotDescription
 from delan_control.control_laws import LAWS, Gains, arm_gains
 from delan_control.evaluation import DivergenceCheck, broken_joints, delan_verdict, joint_errors
 from delan_control.launched import LaunchedSuite
 from delan_control.training_stop import TrainingStop
 from delan_control.trajectories import PiecewiseQuintic
-from delan_learning.ros.cdr import JointStateReader
-from delan_learning.ros.qos import LATCHED
-from delan_learning.ros.rejections import RejectionCounter
-from delan_learning.ros.stamps import seconds
-from delan_learning.ros.state_taker import JointStateTaker, decode_joint_state
 from delan_msgs.msg import ModelStatus, ModelUpdate
 
 #: the controllers compared; the learned one (delan or delan_residual) is added per run

@@ -178,8 +178,8 @@ def simulated_tracking_rms(model, nominal, mismatch, duration: float, seed: int 
     datagen: a stiff tanh on the measured velocity is a high-gain loop a light wrist cannot
     take). ``model`` is any DynamicsModel with ``friction(qd)``; ``nominal`` a RobotModel.
     """
+    from delan_common.excitation import random_fourier_trajectory
     from delan_control.plant import Plant
-    from delan_learning.excitation import random_fourier_trajectory
     spec = nominal.spec
     lo, hi = nominal.sample_bounds()
     ref = random_fourier_trajectory(spec.lower, spec.upper, spec.velocity_limit, seed=seed,

@@ -5,7 +5,7 @@ regressor ``Y(q, qd, qdd)`` stacked over the trajectory has the smallest conditi
 identifiable (base) parameters: every parameter combination that shows in the torques is
 excited about equally, none drowns in noise. The same coverage is what a learned model needs to
 generalise beyond the path it saw. Here the search is simple and seeded: ``candidates`` random
-Fourier series inside the limits (:func:`~delan_learning.excitation.random_fourier_trajectory`),
+Fourier series inside the limits (:func:`~delan_common.excitation.random_fourier_trajectory`),
 the best by condition number wins.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Optional
 
 import numpy as np
 
+from delan_common.excitation import FourierTrajectory, random_fourier_trajectory
 from delan_common.robot_model import RobotModel
-from delan_learning.excitation import FourierTrajectory, random_fourier_trajectory
 
 from .sysid import parameter_scales, regressor
 from .trajectories import effort_share

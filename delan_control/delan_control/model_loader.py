@@ -56,8 +56,12 @@ def _learned(kind: str, robot: RobotDescription, checkpoint: str):
     """A learner's checkpoint as ``kind``; a residual (``delan_residual``) is added to the URDF's
     model. The checkpoint's own kind must match: a residual used as a whole model would command
     a fraction of the torque the arm needs, a whole model used as a residual twice it."""
-    from delan_learning.checkpoint import CheckpointError, load_model
-    from delan_learning.fastpath import dynamics_model
+    try:
+        from delan_learning.checkpoint import CheckpointError, load_model
+        from delan_learning.fastpath import dynamics_model
+    except ImportError as err:
+        raise ModelLoadError(f'model={kind} needs the delan_learning package and PyTorch: '
+                             f'{err}') from None
     if not checkpoint:
         raise ModelLoadError(f'model={kind} needs a checkpoint (delan_checkpoint parameter or '
                              'a model update from the learner)')

@@ -96,7 +96,6 @@ import pinocchio as pin
 
 from delan_common.dynamics import COULOMB_SMOOTHING, friction_torque
 from delan_common.robot_model import RobotModel
-from delan_learning.cli_args import add_data_arguments, arrays_from_args
 
 FORMAT = 'delan_sysid/1'
 DEFAULT_REG = 1e-7
@@ -843,6 +842,8 @@ def identify_dataset(robot: Union[RobotModel, str], data: Mapping[str, np.ndarra
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    # the bag and npz readers are delan_learning's; the identified model itself needs neither
+    from delan_learning.cli_args import add_data_arguments, arrays_from_args
     ap = argparse.ArgumentParser(prog='delan-sysid',
                                  description='Least-squares identification of inertial and '
                                              'friction parameters (ridge toward the URDF), '

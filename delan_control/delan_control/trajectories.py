@@ -7,7 +7,7 @@ from typing import Callable, Optional, Protocol, Tuple
 
 import numpy as np
 
-from delan_learning.excitation import FourierTrajectory, random_fourier_trajectory
+from delan_common.excitation import FourierTrajectory, random_fourier_trajectory
 
 __all__ = ['FourierTrajectory', 'random_fourier_trajectory', 'FigureEight', 'figure_eight',
            'PiecewiseQuintic', 'rejoin_offset', 'sample_points', 'Trajectory']

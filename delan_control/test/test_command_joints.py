@@ -25,7 +25,7 @@ from delan_common.robot_model import RobotModel
 from delan_common.urdf_joints import RobotDescription
 from delan_control.nodes.sim import SimNode
 from delan_control.nodes.torque_controller import TorqueControllerNode
-from delan_learning.ros.testing import make_executor, ros_context, spin_in_thread
+from delan_testing.ros import make_executor, ros_context, spin_in_thread
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
 URDF7 = os.path.join(ROOT, 'delan_bringup', 'urdf', 'seven_dof_arm.urdf')

@@ -11,7 +11,7 @@ from delan_common.robot_model import RobotModel, find_urdf
 from delan_common.urdf_joints import RobotDescription
 from delan_control.control_laws import arm_gains
 from delan_control.nodes.torque_controller import FALLBACK_GAINS, TorqueControllerNode
-from delan_learning.ros.testing import ros_context
+from delan_testing.ros import ros_context
 
 
 def _controller(ctx, **params):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 import subprocess
-import threading
 import time
 from typing import Dict, List, Optional
 
@@ -29,6 +28,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from delan_common.robot_model import RobotModel
+from delan_common.ros.qos import LATCHED
 from delan_common.urdf_joints import RobotDescription
 from delan_control.control_laws import Gains, clamp_torque, control_torque
 from delan_control.nodes.reference import to_msg
@@ -36,8 +36,7 @@ from delan_control.nodes.sim import SimNode
 from delan_control.nodes.torque_controller import TorqueControllerNode
 from delan_control.plant import Plant
 from delan_control.trajectories import PiecewiseQuintic, make_reference
-from delan_learning.ros.qos import LATCHED
-from delan_learning.ros.testing import ros_context, spin_in_thread, stop_process
+from delan_testing.ros import ros_context, spin_in_thread, stop_process, streaming_joint_states
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
@@ -665,7 +664,7 @@ def test_first_switch_to_delan_does_not_stall_the_loop(tmp_path):
     """A fresh controller process (nothing imported yet) on pd, joint states at ~250 Hz of
     wall time; a runtime switch to delan must not hold the control callback up (loading torch
     on first use took ~1.6 s: commands stopped, the watchdog tripped, the arm went unpowered)."""
-    from delan_learning.ros.testing import node_process
+    from delan_testing.ros import node_process
     ckpt = _save_delan(str(tmp_path / 'two_link.pt'), URDF)
     log = open(tmp_path / 'controller.log', 'w')
     proc = node_process('delan_control', 'torque_controller', [
@@ -678,20 +677,7 @@ def test_first_switch_to_delan_does_not_stall_the_loop(tmp_path):
             node, diags, pub, ex = _process_probe(
                 ctx, 'stall_probe', lambda m: commands.append(time.monotonic()))
             params = AsyncParameterClient(node, 'torque_controller')
-            stop = threading.Event()
-
-            def stream():
-                t = 100.0
-                while not stop.is_set():
-                    t += 0.004
-                    msg = JointState(name=NAMES, position=list(Q0), velocity=[0.0, 0.0])
-                    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(
-                        int(round(t * 1e9)), 1_000_000_000)
-                    pub.publish(msg)
-                    time.sleep(0.004)
-            streamer = threading.Thread(target=stream, daemon=True)
-            streamer.start()
-            try:
+            with streaming_joint_states(pub, NAMES, Q0):
                 deadline = time.monotonic() + 60.0
                 while len(commands) < 800:       # > 3 s of commands before the switch
                     assert proc.poll() is None and time.monotonic() < deadline
@@ -705,9 +691,6 @@ def test_first_switch_to_delan_does_not_stall_the_loop(tmp_path):
                 assert future.result().results[0].successful
                 t_done = time.monotonic()
                 time.sleep(1.5)
-            finally:
-                stop.set()
-                streamer.join(timeout=5.0)
             c = np.array(commands)
             gap = np.diff(c[(c > t_switch - 0.5) & (c < t_done + 1.0)]).max()
             # what this (shared, maybe loaded) machine does anyway: the gaps before the switch
@@ -739,7 +722,7 @@ def test_loop_times_itself_and_runs_under_realtime_priority(tmp_path):
     SCHED_FIFO where the machine allows it (all but the model loader), and it says so -- or
     says why not."""
     from delan_control.loop_stats import parse_histogram, percentile_us
-    from delan_learning.ros.testing import node_process
+    from delan_testing.ros import node_process
     log_path = tmp_path / 'controller.log'
     log = open(log_path, 'w')
     proc = node_process('delan_control', 'torque_controller', [

@@ -21,12 +21,12 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from delan_common.ros.qos import LATCHED
 from delan_common.urdf_joints import RobotDescription
 from delan_control.nodes.sim import SimNode
 from delan_control.nodes.torque_controller import TorqueControllerNode
-from delan_learning.ros.qos import LATCHED
-from delan_learning.ros.testing import make_executor, ros_context, spin_in_thread
 from delan_msgs.msg import ControllerState
+from delan_testing.ros import make_executor, ros_context, spin_in_thread
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

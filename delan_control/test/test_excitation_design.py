@@ -1,10 +1,10 @@
 """Excitation designed for the identification regressor, and references joined without stops."""
 import numpy as np
 
+from delan_common.excitation import random_fourier_trajectory
 from delan_common.robot_model import RobotModel
 from delan_control.excitation_design import RegressorConditioning, designed_excitation
 from delan_control.trajectories import make_reference
-from delan_learning.excitation import random_fourier_trajectory
 
 
 def _cond(robot, rc, traj):

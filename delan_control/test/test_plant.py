@@ -177,8 +177,8 @@ def test_measure_into_writes_what_measure_returns():
 def recorded_torque_nmse(plant: Plant, nominal: RobotModel, steps: int) -> np.ndarray:
     """Per-joint nMSE of the plant's own inverse model on ``steps`` samples at 250 Hz (4
     physics steps each) of computed torque on a Fourier excitation."""
+    from delan_common.excitation import random_fourier_trajectory
     from delan_learning.data import complete_derivatives
-    from delan_learning.excitation import random_fourier_trajectory
     s = nominal.spec
     ref = random_fourier_trajectory(s.lower, s.upper, s.velocity_limit, seed=1)
     rows = []

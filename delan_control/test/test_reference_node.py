@@ -19,11 +19,11 @@ from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
+from delan_common.ros.qos import LATCHED
 from delan_common.urdf_joints import RobotDescription
 from delan_control.nodes.reference import ReferenceNode
 from delan_control.trajectories import PiecewiseQuintic
-from delan_learning.ros.qos import LATCHED
-from delan_learning.ros.testing import node_process, ros_context, spin_in_thread
+from delan_testing.ros import node_process, ros_context, spin_in_thread
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')

@@ -14,10 +14,10 @@ from rclpy.parameter import Parameter
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
+from delan_common.ros.qos import LATCHED
+from delan_common.ros.robot_param import parse_locked
 from delan_control.nodes.reference import ReferenceNode
-from delan_learning.ros.qos import LATCHED
-from delan_learning.ros.robot_param import parse_locked
-from delan_learning.ros.testing import ros_context, spin_in_thread
+from delan_testing.ros import ros_context, spin_in_thread
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
 with open(os.path.join(ROOT, 'delan_bringup', 'urdf', 'seven_dof_arm.urdf'),

@@ -18,7 +18,7 @@ from delan_common.robot_model import RobotModel
 from delan_control.nodes import sim as sim_module
 from delan_control.nodes.sim import SimNode
 from delan_control.plant import Plant
-from delan_learning.ros.testing import make_executor, node_process, ros_context, spin_until
+from delan_testing.ros import make_executor, node_process, ros_context, spin_until
 
 Q0 = [0.3, -0.2]
 

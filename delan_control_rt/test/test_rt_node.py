@@ -20,7 +20,7 @@ from delan_control.rt_params import rt_parameters
 from delan_learning.c_export import export_delan, weights_path
 from delan_learning.checkpoint import load_model, save_model
 from delan_learning.lagrangian import DelanModel
-from delan_learning.ros.processes import node_process
+from delan_testing.processes import node_process
 
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 GAINS = {'kp': [30.0, 10.0], 'kd': [3.0, 1.0], 'ct_kp': [400.0], 'ct_kd': [40.0]}

@@ -61,8 +61,8 @@ from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer
 from rosbags.rosbag2 import storage_mcap as _mcap
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
+from delan_common.command_order import CommandOrder, CommandOrderError
 from delan_common.joint_state import JointStateError, JointStateMapper
-from delan_learning.command_order import CommandOrder, CommandOrderError
 from delan_learning.data import complete_derivatives, split_at_gaps
 
 __all__ = [
@@ -876,7 +876,7 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
             ['short_trajectory']``); the differentiator needs a few samples per trajectory.
         command_joints: the joint order of the recorded commands (a ros2_control
             forward_command_controller's ``joints``, see
-            :func:`delan_learning.command_order.command_joints_from_controllers_yaml`), which need
+            :func:`delan_common.command_order.command_joints_from_controllers_yaml`), which need
             not be ``joint_names`` order: commands carry no names. None: ``joint_names`` order.
             Commands of another length are dropped (``rejected['command_length']``).
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
-from delan_learning.command_order import add_command_order_args, command_joints_of, csv_list
+from delan_common.command_order import add_command_order_args, command_joints_of, csv_list
 
 #: The per-joint arrays of a data set: their last axis is the joint axis.
 JOINT_KEYS = ('q', 'qd', 'qdd', 'tau', 'joint_names', 'joint_types')

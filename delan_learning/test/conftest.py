@@ -3,7 +3,7 @@ Pinocchio.
 
 Torques are ``pinocchio.rnea`` plus the URDF's joint friction (``damping`` as viscous,
 ``friction`` as smooth Coulomb, :func:`delan_common.dynamics.friction_torque`) along seeded
-finite-Fourier excitation trajectories from :mod:`delan_learning.excitation`.
+finite-Fourier excitation trajectories from :mod:`delan_common.excitation`.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from delan_common.dynamics import friction_torque
-from delan_learning.excitation import random_fourier_trajectory
+from delan_common.excitation import random_fourier_trajectory
 
 URDF = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..', 'delan_bringup',
                                      'urdf', 'two_link_arm.urdf'))

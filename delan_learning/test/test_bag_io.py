@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 
+from delan_common.command_order import command_joints_from_controllers_yaml
 from delan_learning.bag_io import (
     COMMAND_TYPE,
     JOINT_STATE_TYPE,
@@ -27,7 +28,6 @@ from delan_learning.bag_io import (
     recover_bag,
     ros2_typestore,
 )
-from delan_learning.command_order import command_joints_from_controllers_yaml
 
 STORE = ros2_typestore()
 JointState = STORE.types[JOINT_STATE_TYPE]

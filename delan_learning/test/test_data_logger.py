@@ -25,7 +25,7 @@ from delan_learning.bag_io import (
     recover_bag,
     ros2_typestore,
 )
-from delan_learning.ros.testing import make_executor, node_process, ros_context, spin_until
+from delan_testing.ros import make_executor, node_process, ros_context, spin_until
 
 N = 200
 STORE = ros2_typestore()

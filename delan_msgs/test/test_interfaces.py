@@ -9,9 +9,9 @@ import pytest
 import rclpy
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
-from delan_learning.ros.testing import make_executor, python_process, ros_context, spin_until
 from delan_msgs.msg import ControllerState, DynamicsEstimate, ModelStatus, ModelUpdate
 from delan_msgs.srv import LoadModel, SaveModel
+from delan_testing.ros import make_executor, python_process, ros_context, spin_until
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
                       durability=DurabilityPolicy.TRANSIENT_LOCAL)

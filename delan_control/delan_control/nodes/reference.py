@@ -19,12 +19,12 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from delan_common.joint_state import JointStateError, JointStateMapper
+from delan_common.ros.params import declare, validating_callback
+from delan_common.ros.qos import LATCHED, create_publisher, create_subscription, joint_states_qos
+from delan_common.ros.rejections import RejectionCounter
+from delan_common.ros.robot_param import declare_robot
+from delan_common.ros.spin import run_node, steady_timer
 from delan_control.trajectories import REFERENCE_KINDS, make_reference, splice
-from delan_learning.ros.params import declare, validating_callback
-from delan_learning.ros.qos import LATCHED, create_publisher, create_subscription, joint_states_qos
-from delan_learning.ros.rejections import RejectionCounter
-from delan_learning.ros.robot_param import declare_robot
-from delan_learning.ros.spin import run_node, steady_timer
 
 #: A continued excitation is sent this long [s] before the current one ends (at most half
 #: of a trajectory): time enough for a node starved of CPU by the learner and the sim.
@@ -184,7 +184,7 @@ class ReferenceNode(Node):
             return designed_excitation(model, r.lower, r.upper, r.planning_velocity_limits,
                                        seed=seed, candidates=self.candidates,
                                        velocity_fraction=velocity_fraction, conditioning=cond)
-        from delan_learning.excitation import random_fourier_trajectory
+        from delan_common.excitation import random_fourier_trajectory
         return random_fourier_trajectory(r.lower, r.upper, r.planning_velocity_limits,
                                          seed=seed, velocity_fraction=velocity_fraction)
 

@@ -87,7 +87,7 @@ realtime_priority     0 (ro)                  SCHED_FIFO priority of the sim's t
 
 The robot selection parameters (``joints``, ``locked_joint_positions``, ``effort_limits``,
 ``velocity_limits``, ``robot_description_timeout``) are those of every node
-(``delan_learning.ros.robot_param``); ``joints`` (read-only) is also the command order.
+(``delan_common.ros.robot_param``); ``joints`` (read-only) is also the command order.
 """
 from __future__ import annotations
 
@@ -107,16 +107,16 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from delan_common.robot_model import PRESETS, Mismatch, RobotModel
+from delan_common.ros.cdr import STAMP, joint_state_layout
+from delan_common.ros.diagnostics import OK, WARN, DiagnosticsReporter, hardware_id
+from delan_common.ros.params import declare, validating_callback
+from delan_common.ros.qos import create_publisher, create_subscription
+from delan_common.ros.realtime import set_realtime_priority
+from delan_common.ros.rejections import RejectionCounter
+from delan_common.ros.robot_param import declare_robot_params
+from delan_common.ros.spin import run_node
+from delan_common.ros.stamps import set_seconds
 from delan_common.urdf_joints import middle_of_limits
-from delan_learning.ros.cdr import STAMP, joint_state_layout
-from delan_learning.ros.diagnostics import OK, WARN, DiagnosticsReporter, hardware_id
-from delan_learning.ros.params import declare, validating_callback
-from delan_learning.ros.qos import create_publisher, create_subscription
-from delan_learning.ros.realtime import set_realtime_priority
-from delan_learning.ros.rejections import RejectionCounter
-from delan_learning.ros.robot_param import declare_robot_params
-from delan_learning.ros.spin import run_node
-from delan_learning.ros.stamps import set_seconds
 
 from ..command_order import CommandOrder
 from ..pacing import RealTimePacer

@@ -35,8 +35,19 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
+from delan_common.decimation import Decimator
 from delan_common.joint_state import JointStateError, JointStateMapper, StampGate
 from delan_common.model_kinds import CONTROLLER_KINDS, LEARNED_KINDS
+from delan_common.ros.cdr import CommandBytes, JointStateReader
+from delan_common.ros.diagnostics import ERROR, OK, WARN, DiagnosticsReporter, hardware_id
+from delan_common.ros.params import declare, validating_callback
+from delan_common.ros.qos import LATCHED, create_publisher, create_subscription
+from delan_common.ros.realtime import python_thread_ids, set_realtime_priority
+from delan_common.ros.rejections import RejectionCounter
+from delan_common.ros.robot_param import declare_array, declare_robot
+from delan_common.ros.spin import run_node, steady_timer
+from delan_common.ros.stamps import seconds, set_seconds
+from delan_common.ros.state_taker import JointStateTaker, Taken, decode_joint_state
 from delan_common.urdf_joints import RobotDescription, UrdfError
 from delan_control.command_order import (
     CommandOrder,
@@ -59,31 +70,27 @@ from delan_control.loop_stats import LoopStats, histogram_text
 from delan_control.model_loader import LatestLoader, ModelLoadError, load_dynamics_model
 from delan_control.reference_tracking import ReferenceTracker, Resumed
 from delan_control.trajectories import PiecewiseQuintic
-from delan_learning.decimation import Decimator
-from delan_learning.ros.cdr import CommandBytes, JointStateReader
-from delan_learning.ros.diagnostics import ERROR, OK, WARN, DiagnosticsReporter, hardware_id
-from delan_learning.ros.params import declare, validating_callback
-from delan_learning.ros.qos import LATCHED, create_publisher, create_subscription
-from delan_learning.ros.realtime import python_thread_ids, set_realtime_priority
-from delan_learning.ros.rejections import RejectionCounter
-from delan_learning.ros.robot_param import declare_array, declare_robot
-from delan_learning.ros.spin import run_node, steady_timer
-from delan_learning.ros.stamps import seconds, set_seconds
-from delan_learning.ros.state_taker import JointStateTaker, Taken, decode_joint_state
 from delan_msgs.msg import ControllerState, ModelUpdate
 
 
-def _preload_model_libraries() -> None:
+def _preload_model_libraries() -> Optional[str]:
     """Import what every model kind needs (Pinocchio, torch, the DeLaN C kernel) at start-up
     (~2 s, RSS ~300 MB instead of ~80 MB). Loaded on first use instead, a runtime switch to
     pinocchio / delan (or the first learner update) blocks the control callback for ~0.15 s /
-    ~1.6 s -- past the watchdog, with the arm uncommanded; preloaded, a load takes ~10 ms."""
+    ~1.6 s -- past the watchdog, with the arm uncommanded; preloaded, a load takes ~10 ms.
+
+    Returns why the learned kinds cannot be loaded (``delan_learning`` or torch not installed:
+    a pd / pinocchio / identified controller does not need them), else ``None``."""
     import delan_common.robot_model  # noqa: F401  (Pinocchio)
     import delan_control.sysid  # noqa: F401
-    import delan_learning.checkpoint  # noqa: F401  (torch)
-    import delan_learning.lagrangian  # noqa: F401
-    from delan_learning import fastpath
+    try:
+        import delan_learning.checkpoint  # noqa: F401  (torch)
+        import delan_learning.lagrangian  # noqa: F401
+        from delan_learning import fastpath
+    except ImportError as err:
+        return str(err)
     fastpath.c_kernel()
+    return None
 
 
 # A control callback waiting for the GIL while another thread (model loading, diagnostics) runs
@@ -126,10 +133,14 @@ class TorqueControllerNode(Node):
     def __init__(self, **kwargs):
         # before the node appears on the graph: a signal during the ~2 s of imports then ends
         # the start-up cleanly (run_node) instead of hitting a half-built node
-        _preload_model_libraries()
+        learned_unavailable = _preload_model_libraries()
         # process-wide: a process hosting a controller wants its callbacks served promptly
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL_S))
         super().__init__('torque_controller', **kwargs)
+        if learned_unavailable:
+            self.get_logger().warning(
+                f'learned models (delan, delan_residual) unavailable: {learned_unavailable}; '
+                'pd, pinocchio and identified work without delan_learning and torch')
         reg: Dict = {}
         self.robot = declare_robot(self, reg)
         # continuous joints: their position error is wrapped (control_laws.position_error)

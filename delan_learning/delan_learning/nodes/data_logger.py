@@ -15,7 +15,7 @@ Every subscription has the logger's QoS (``qos_reliability``, ``qos_depth``). ``
 default) makes a reliable publisher resend what the network lost, which a recording needs; it
 does not hear best-effort publishers (sensor-data QoS): that is logged as a warning naming the
 topic, and ``qos_reliability:=best_effort`` hears every publisher (as the other nodes' joint-state
-subscriptions do, ``delan_learning.ros.qos.JOINT_STATES``), without resends.
+subscriptions do, ``delan_common.ros.qos.JOINT_STATES``), without resends.
 
 The bag is written through ``rosbags`` (see :mod:`delan_learning.bag_io`): mcap (default) or
 sqlite3, CDR payloads exactly as received (the subscriptions are raw), topic names as resolved by
@@ -70,6 +70,11 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from delan_common.joint_state import JointStateError, JointStateMapper
+from delan_common.ros.diagnostics import ERROR, OK, WARN, DiagnosticsReporter, hardware_id
+from delan_common.ros.params import declare, validating_callback
+from delan_common.ros.qos import joint_states_qos, subscription_events
+from delan_common.ros.robot_param import declare_array
+from delan_common.ros.spin import run_node, steady_timer
 from delan_learning.bag_io import (
     COMMAND_TYPE,
     JOINT_STATE_TYPE,
@@ -81,11 +86,6 @@ from delan_learning.bag_io import (
     qos_profile,
     type_definition,
 )
-from delan_learning.ros.diagnostics import ERROR, OK, WARN, DiagnosticsReporter, hardware_id
-from delan_learning.ros.params import declare, validating_callback
-from delan_learning.ros.qos import joint_states_qos, subscription_events
-from delan_learning.ros.robot_param import declare_array
-from delan_learning.ros.spin import run_node, steady_timer
 
 _STOP = object()
 _MAPPER_CACHE = 64

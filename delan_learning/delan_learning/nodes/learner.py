@@ -35,13 +35,22 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
+from delan_common.decimation import Decimator
 from delan_common.joint_state import JointStateError, JointStateMapper, MappedJointState, StampGate
 from delan_common.model_kinds import LEARNED_KINDS
 from delan_common.residual_dynamics import NominalPlusResidual
 from delan_common.robot_model import RobotModel
+from delan_common.ros.cdr import JointStateReader
+from delan_common.ros.diagnostics import ERROR, OK, WARN, DiagnosticsReporter, hardware_id
+from delan_common.ros.params import declare, validating_callback
+from delan_common.ros.qos import LATCHED, create_publisher
+from delan_common.ros.rejections import RejectionCounter
+from delan_common.ros.robot_param import declare_robot
+from delan_common.ros.spin import run_node, steady_timer
+from delan_common.ros.stamps import seconds, set_seconds
+from delan_common.ros.state_taker import JointStateTaker, Taken, decode_joint_state
 from delan_learning.c_export import export_delan, weights_path
 from delan_learning.checkpoint import CheckpointError, load_model, save_model
-from delan_learning.decimation import Decimator
 from delan_learning.fastpath import NumpyDelan
 from delan_learning.models import build_model
 from delan_learning.online import (
@@ -60,15 +69,6 @@ from delan_learning.publication import (
     TrainerWeights,
     Verdict,
 )
-from delan_learning.ros.cdr import JointStateReader
-from delan_learning.ros.diagnostics import ERROR, OK, WARN, DiagnosticsReporter, hardware_id
-from delan_learning.ros.params import declare, validating_callback
-from delan_learning.ros.qos import LATCHED, create_publisher
-from delan_learning.ros.rejections import RejectionCounter
-from delan_learning.ros.robot_param import declare_robot
-from delan_learning.ros.spin import run_node, steady_timer
-from delan_learning.ros.stamps import seconds, set_seconds
-from delan_learning.ros.state_taker import JointStateTaker, Taken, decode_joint_state
 from delan_learning.train_config import LOSS_METRICS
 from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 from delan_msgs.msg import DynamicsEstimate, ModelStatus, ModelUpdate
@@ -319,7 +319,7 @@ class LearnerNode(Node):
         self._publish_estimates()
 
     def _take(self, msg, t: float) -> None:
-        """``msg``: a JointState or a :class:`~delan_learning.ros.cdr.RawJointState`."""
+        """``msg``: a JointState or a :class:`~delan_common.ros.cdr.RawJointState`."""
         try:
             js = self.mapper.map(msg)
         except JointStateError as err:

@@ -3,7 +3,7 @@ nanosecond count never leaves nanosec at 1e9 (an invalid Time)."""
 import pytest
 from builtin_interfaces.msg import Duration, Time
 
-from delan_learning.ros.stamps import seconds, set_seconds
+from delan_common.ros.stamps import seconds, set_seconds
 
 
 @pytest.mark.parametrize('s, sec, nanosec', [

@@ -5,7 +5,7 @@ EventsExecutor ``spin_once`` costs ~0.3 ms of CPU before the callback runs (the 
 385 us per message in all, 58 us of it its own work), and the executor cannot hand the message
 info (the DDS source timestamp) to a callback. A wait set on a subscription the executor does not
 serve takes every queued message in one wake-up, with its info, and the CDR bytes are read with
-numpy (:mod:`delan_learning.ros.cdr`) instead of building a message object. The subscription
+numpy (:mod:`delan_common.ros.cdr`) instead of building a message object. The subscription
 belongs to the node (remapping, namespace and the graph as for any other)."""
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from rclpy.serialization import deserialize_message
 from rclpy.type_support import check_is_valid_msg_type
 from sensor_msgs.msg import JointState
 
-from delan_learning.ros.cdr import CdrError, JointStateReader
-from delan_learning.ros.qos import joint_states_qos, unwatch, watch_subscription
-from delan_learning.ros.rejections import RejectionCounter
-from delan_learning.ros.stamps import seconds
+from delan_common.ros.cdr import CdrError, JointStateReader
+from delan_common.ros.qos import joint_states_qos, unwatch, watch_subscription
+from delan_common.ros.rejections import RejectionCounter
+from delan_common.ros.stamps import seconds
 
 Taken = Tuple[bytes, dict]   # serialised JointState, message info (source_timestamp, ...)
 
@@ -29,7 +29,7 @@ class JointStateTaker:
     """Calls ``on_batch(batch)`` in its thread with everything queued on ``topic`` (at most
     ``depth`` messages, oldest first) after each wake-up; an exception in it is counted in
     ``errors`` and logged, and the thread goes on. The subscription has the QoS of
-    :func:`~delan_learning.ros.qos.joint_states_qos` (best effort: it hears reliable and
+    :func:`~delan_common.ros.qos.joint_states_qos` (best effort: it hears reliable and
     best-effort drivers alike); its QoS events are served by the node's executor.
 
     ``period_s`` > 0 takes the queue at most that often, for consumers that need throughput, not

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from delan_learning.decimation import Decimator
+from delan_common.decimation import Decimator
 
 
 def passed(dec: Decimator, times) -> np.ndarray:

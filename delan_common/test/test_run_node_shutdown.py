@@ -12,7 +12,7 @@ PROBE = '''
 import sys, time
 import rclpy
 from rclpy.node import Node
-from delan_learning.ros.spin import run_node
+from delan_common.ros.spin import run_node
 
 class Probe(Node):
     def __init__(self):
@@ -62,7 +62,7 @@ def test_sigint_closes_then_tears_down_and_exits_zero():
 
 
 def test_stuck_teardown_dumps_stacks_and_exits_nonzero():
-    from delan_learning.ros.spin import TEARDOWN_TIMEOUT_S
+    from delan_common.ros.spin import TEARDOWN_TIMEOUT_S
     rc, out, err, took = _run_until_sigint('hang')
     assert rc == 1, (out, err)
     assert 'closed' in out and 'destroyed' not in out
@@ -80,7 +80,7 @@ def test_a_failing_close_still_tears_down_and_exits_nonzero():
 TORCH_IN_CONSTRUCTOR = '''
 import os, signal, threading, time
 import torch
-from delan_learning.ros.spin import run_node
+from delan_common.ros.spin import run_node
 
 def work():
     x = torch.randn(32, 32, dtype=torch.float64, requires_grad=True)

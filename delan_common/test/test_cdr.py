@@ -6,7 +6,7 @@ from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from delan_learning.ros.cdr import CdrError, CommandBytes, JointStateReader, locate_float64_runs
+from delan_common.ros.cdr import CdrError, CommandBytes, JointStateReader, locate_float64_runs
 
 
 def _random_state(rng) -> JointState:

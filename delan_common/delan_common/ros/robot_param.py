@@ -16,9 +16,9 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from std_msgs.msg import String
 
+from delan_common.ros.params import ParamSpec, declare, record
+from delan_common.ros.qos import LATCHED
 from delan_common.urdf_joints import RobotDescription, UrdfError
-from delan_learning.ros.params import ParamSpec, declare, record
-from delan_learning.ros.qos import LATCHED
 
 URDF_PATH_HELP = 'URDF file of the robot (ignored when robot_description is set)'
 ROBOT_DESCRIPTION_HELP = 'URDF XML of the robot'

@@ -8,8 +8,8 @@ from typing import Callable, Mapping, Optional, Tuple
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 
-from delan_learning.ros.qos import publisher_events
-from delan_learning.ros.spin import steady_timer
+from delan_common.ros.qos import publisher_events
+from delan_common.ros.spin import steady_timer
 
 #: absolute: a diagnostic_aggregator listens there, whatever the namespace of the node
 DIAGNOSTICS_TOPIC = '/diagnostics'

@@ -17,7 +17,7 @@ from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedEx
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
-from delan_learning.ros.processes import node_process  # noqa: F401 (re-exported)
+from delan_testing.processes import node_process  # noqa: F401 (re-exported)
 
 
 @contextmanager
@@ -56,6 +56,32 @@ def spin_in_thread(executor: Executor) -> threading.Thread:
     thread = threading.Thread(target=spin, daemon=True)
     thread.start()
     return thread
+
+
+@contextmanager
+def streaming_joint_states(pub, names: Sequence[str], position: Sequence[float],
+                           period: float = 0.004, t0: float = 100.0) -> Iterator[None]:
+    """Publishes a still arm's joint states on ``pub`` every ``period`` seconds of wall time
+    (stamps from ``t0`` on, one ``period`` apart) while the block runs."""
+    stop = threading.Event()
+
+    def stream() -> None:
+        t = t0
+        while not stop.is_set():
+            t += period
+            msg = JointState(name=list(names), position=list(position),
+                             velocity=[0.0] * len(names))
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(
+                int(round(t * 1e9)), 1_000_000_000)
+            pub.publish(msg)
+            time.sleep(period)
+    streamer = threading.Thread(target=stream, daemon=True)
+    streamer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        streamer.join(timeout=5.0)
 
 
 def make_executor(ctx: Context, nodes: Sequence[Node], threads: int = 2) -> MultiThreadedExecutor:

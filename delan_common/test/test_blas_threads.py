@@ -10,7 +10,7 @@ import pytest
 PROBE = '''
 import numpy
 from threadpoolctl import threadpool_info
-from delan_learning.ros.spin import run_node
+from delan_common.ros.spin import run_node
 
 def factory():
     print('blas threads', [i['num_threads'] for i in threadpool_info()
