@@ -30,7 +30,8 @@ ROBOTS = {'two_link': 'two_link_arm.urdf', 'seven_dof': 'seven_dof_arm.urdf',
           'ur5': 'ur5_joint_limited_robot.urdf', 'panda': 'panda.urdf'}
 #: more vendor arms of example-robot-data, run on request (--robots xarm7 z1 ...)
 MORE_ROBOTS = {'xarm7': 'xarm7.urdf', 'z1': 'z1.urdf', 'kinova': 'kinova.urdf',
-               'so100': 'so100.urdf', 'ur10': 'ur10_robot.urdf',
+               'so100': 'so100.urdf', 'ur10': 'ur10_robot.urdf', 'ur3': 'ur3_robot.urdf',
+               'talos_arm': 'talos_left_arm.urdf', 'finger_edu': 'finger_edu.urdf',
                'double_pendulum': 'double_pendulum.urdf'}
 
 

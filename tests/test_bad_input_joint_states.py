@@ -167,6 +167,24 @@ def test_effort_free_state_is_control_input_but_not_training_data(bench):
     assert bench.ctl.commands_sent == sent + 1 and bench.ctl.rejected.total == 0
 
 
+def test_state_at_an_end_stop_is_control_input_but_not_training_data(bench):
+    """A joint at its position limit is pushed by an end stop, a force no model has: the learner
+    drops the state (and restarts its estimator), the controller still acts on it."""
+    bench.good(25)
+    seen, sent = bench.learner.samples_seen, bench.ctl.commands_sent
+    bench.send(position=[Q[0], 2.8])                  # the elbow's upper limit
+    bench.send(position=[-3.1 + 5e-4, Q[1]])          # within end_stop_margin of the shoulder's
+    assert bench.learner.rejected.counts['at_end_stop'] == 2
+    assert bench.learner.samples_seen == seen
+    assert bench.ctl.commands_sent == sent + 2 and bench.ctl.rejected.total == 0
+    bench.send(position=[-3.1 + 2e-3, Q[1]])          # outside the margin: a sample
+    assert bench.learner.samples_seen == seen + 1
+    bench.learner.set_parameters([Parameter('end_stop_margin', value=0.0)])
+    bench.send(position=[Q[0], 2.8])                  # 0: kept
+    assert bench.learner.rejected.counts['at_end_stop'] == 2
+    assert bench.learner.samples_seen == seen + 2
+
+
 def test_reordered_and_extra_names_accepted_and_mapped(bench):
     bench.good(25)
     ordered_cmd = None

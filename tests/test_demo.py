@@ -88,3 +88,18 @@ def test_short_demo_on_the_seven_dof_arm(tmp_path):
     assert r['learner']['model_version'] >= 1
     assert not any(e['diverged'] for e in r['evaluation_runs'] if e['controller'] != 'pd')
     assert 'Traceback' not in res.stdout + res.stderr
+
+
+def test_a_start_posture_the_arm_cannot_hold_fails_before_launching(tmp_path):
+    """A Talos arm at the middle of its limits holds its upper arm out sideways: 97 % of the
+    shoulder's 22 N m by the URDF alone. Every model saturated there after six minutes of
+    learning; the demo now says why at once and launches nothing."""
+    out = tmp_path / 'demo'
+    res = subprocess.run([sys.executable, '-m', 'delan_control.demo', '--out', str(out),
+                          '--robot', 'talos_left_arm.urdf'],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    text = res.stdout + res.stderr
+    assert res.returncode == 1, text[-4000:]
+    assert 'FAILED: holding the start posture' in text and 'arm_left_2_joint' in text, text
+    assert 'payload 0.6 kg lowered to 0.406 kg' in text
+    assert not (out / 'bags').exists() and 'launching' not in text

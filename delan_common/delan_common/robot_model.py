@@ -296,19 +296,27 @@ class Mismatch:
 #: the per-joint effect fields of :class:`Mismatch` (and sim parameters of the same names)
 JOINT_EFFECT_FIELDS = ('stribeck_static_ratio', 'stribeck_velocity', 'coulomb_asymmetry',
                        'spring_stiffness', 'spring_offset')
+#: the largest share of a joint's effort limit that the weight of the demo's payload and of the
+#: ``realistic`` preset's may take (:meth:`RobotModel.payload_capacity`)
+PAYLOAD_EFFORT_SHARE = 0.15
+#: the largest share of the computed-torque loop's stiffness that the payload's gravity pull
+#: away from a posture may take (:meth:`RobotModel.payload_capacity`)
+PAYLOAD_PULL_SHARE = 0.6
+#: configurations (of :meth:`RobotModel._load_samples`) on which the payload's pull is taken
+PULL_SAMPLES = 32
 #: ``realistic`` preset: break-away over Coulomb friction, Stribeck velocity [rad/s], Coulomb
 #: asymmetry (sign alternating along the chain), spring stiffness per unit of the joint's
-#: gravity torque scale [1/rad] on the first two joints with a gravity load, payload [kg],
-#: friction scale
-#: friction scale, and the Coulomb friction of a joint whose URDF gives none (a fraction of
-#: its effort limit)
+#: gravity torque scale [1/rad] on the first two joints with a gravity load, payload [kg, at
+#: most :meth:`RobotModel.payload_capacity`], friction scale, and the Coulomb friction of a
+#: joint whose URDF gives none (a fraction of its effort limit)
 REALISTIC = {'stribeck_static_ratio': 1.5, 'stribeck_velocity': 0.1, 'coulomb_asymmetry': 0.25,
              'spring_fraction': 0.15, 'payload_mass': 0.6, 'friction_scale': 2.0,
              'coulomb_of_effort': 0.01}
 
 
 def _realistic(nominal: 'RobotModel') -> Dict[str, Any]:
-    """The ``realistic`` preset (:data:`REALISTIC`) for ``nominal``: the demo's payload and
+    """The ``realistic`` preset (:data:`REALISTIC`) for ``nominal``: the demo's payload (at most
+    what the arm's effort limits carry, :meth:`RobotModel.payload_capacity`) and
     doubled friction, Stribeck friction and asymmetric Coulomb levels on every joint, and a
     spring centred in the joint range on the first two joints that carry gravity load, ``k =
     0.15 max_q |g_i(q)|`` per radian (15 % of the joint's gravity torque 1 rad off centre; a
@@ -326,7 +334,7 @@ def _realistic(nominal: 'RobotModel') -> Dict[str, Any]:
     if np.any(fc <= 0.0):
         extra['coulomb'] = np.where(fc > 0.0, fc, p['coulomb_of_effort']
                                     * nominal.operating_effort_limit()).tolist()
-    return {**extra, 'payload_mass': p['payload_mass'],
+    return {**extra, 'payload_mass': min(p['payload_mass'], nominal.payload_capacity()),
             'viscous_scale': p['friction_scale'], 'coulomb_scale': p['friction_scale'],
             'stribeck_static_ratio': p['stribeck_static_ratio'],
             'stribeck_velocity': p['stribeck_velocity'],
@@ -371,6 +379,40 @@ def _per_joint(value: ArrayLike, n: int, what: str, positive: bool = False,
     if nonnegative and np.any(arr < 0):
         raise ValueError(f'{what}: values must be >= 0, got {arr.tolist()}')
     return arr
+
+
+def _gravity_pull(nominal: 'RobotModel', carried: 'RobotModel', q: np.ndarray,
+                  step: float = 1e-6) -> float:
+    """How strongly [1/s^2] the payload ``carried`` adds to ``nominal`` pulls the arm away from
+    ``q``: the largest ``lambda`` of ``-dG v = lambda H v``, ``dG`` the symmetric part of the
+    payload's gravity stiffness ``d(g_carried - g_nominal)/dq`` and ``H`` the URDF's mass
+    matrix (0 where the payload only pulls back)."""
+    n = q.size
+    dg = np.empty((n, n))
+    for i in range(n):
+        e = np.zeros(n)
+        e[i] = step
+        dg[:, i] = ((carried.gravity(q + e) - nominal.gravity(q + e))
+                    - (carried.gravity(q - e) - nominal.gravity(q - e))) / (2.0 * step)
+    chol = np.linalg.cholesky(nominal.mass_matrix(q))
+    inv = np.linalg.inv(chol)
+    sym = -0.5 * (dg + dg.T)
+    return max(0.0, float(np.linalg.eigvalsh(inv @ sym @ inv.T).max()))
+
+
+def _rename_namesakes(model: 'pin.Model', joint: str) -> None:
+    """Renames the frames of ``model`` other than joint ``joint``'s own that share its name (a
+    link named as its joint: an SO-100's ``gripper``), to ``<name>_<frame type>``: locking the
+    joint (``buildReducedModel``) looks its frame up by name and refuses an ambiguous one."""
+    taken = {f.name for f in model.frames}
+    for i, frame in enumerate(model.frames):
+        if frame.name == joint and frame.type != pin.FrameType.JOINT:
+            new = f'{joint}_{str(frame.type).rsplit(".", 1)[-1].lower()}'
+            while new in taken:
+                new += '_'
+            taken.add(new)
+            frame.name = new
+            model.frames[i] = frame
 
 
 class RobotModel:
@@ -491,6 +533,7 @@ class RobotModel:
             else:
                 q_ref[jm.idx_q] = value
             ids.append(jid)
+            _rename_namesakes(full, name)
         return pin.buildReducedModel(full, sorted(ids), q_ref)
 
     def _build(self) -> None:
@@ -656,6 +699,33 @@ class RobotModel:
         """``max_q |g_i(q)|`` (n,) over the configurations of :meth:`default_effort_limit`:
         the gravity torque each joint must hold at worst (0 where gravity never loads it)."""
         return np.abs(self.gravity(self._load_samples(samples))).max(axis=0)
+
+    def payload_capacity(self, share: float = PAYLOAD_EFFORT_SHARE,
+                         loop_stiffness: Optional[float] = None,
+                         pull_share: float = PAYLOAD_PULL_SHARE, samples: int = 64) -> float:
+        """The heaviest payload [kg] at the tool point (where :class:`Mismatch` puts
+        ``payload_mass``) whose weight takes at most ``share`` of each joint's given effort limit
+        at the configurations of :meth:`default_effort_limit` -- a weak shoulder (a humanoid's
+        arm) carries less than an industrial arm's -- and, with ``loop_stiffness`` (the
+        computed-torque loop's ``omega^2`` [1/s^2] on the URDF's mass matrix), whose weight
+        pulls the arm away from any of those configurations with at most ``pull_share`` of that
+        stiffness: a payload heavy next to light distal links (a hobby arm's wrist) would
+        topple the loop whatever model feeds it forward. inf where nothing bounds it."""
+        lim = np.asarray(self.spec.effort_limit, dtype=np.float64)
+        given = np.asarray(self.spec.effort_given, bool) & np.isfinite(lim) & (lim > 0)
+        q = self._load_samples(samples)
+        nominal = self.mismatched(Mismatch())
+        carried = nominal.mismatched(Mismatch(payload_mass=1.0))
+        capacity = math.inf
+        per_kg = np.abs(carried.gravity(q) - nominal.gravity(q)).max(axis=0)
+        loaded = given & (per_kg > 1e-12)
+        if loaded.any():
+            capacity = float(np.min(share * lim[loaded] / per_kg[loaded]))
+        if loop_stiffness is not None:
+            pull = max(_gravity_pull(nominal, carried, qk) for qk in q[:PULL_SAMPLES])
+            if pull > 0.0:
+                capacity = min(capacity, pull_share * float(loop_stiffness) / pull)
+        return capacity
 
     def _load_samples(self, samples: int) -> np.ndarray:
         """The middle of the limits and ``samples`` seeded configurations within them."""

@@ -16,8 +16,10 @@ Joint selection
     branch holds movable joints, and stop where none or two or more do (a hand with fingers, two
     arms); mimic joints and the masters of mimic joints (a gripper's drive) are left out. When
     that leaves no joint (a tree that branches at its base), every movable joint but mimic
-    joints and their masters is selected. A single gripper joint on the chain (Z1, SO-100) is
-    part of the main chain.
+    joints and their masters is selected. Joints at the end of the chain named as a gripper's
+    (:data:`GRIPPER_NAME`: the single jaw of a Z1, an SO-100, a Talos hand) are left out too: a
+    gripper's effort carries its grasp, not the arm's dynamics, and it has its own controller.
+    Name them in ``joints`` to learn them.
 
     Every other movable joint is **locked**: at ``locked[name]``, by default at 0 clamped into
     its limits; a mimic joint whose master is locked at ``multiplier * master + offset``.
@@ -31,7 +33,8 @@ Limits not given
     given". ``lower == upper`` on a revolute joint: no position limit (-inf, +inf; sampled as
     +-pi around 0, as a continuous joint). On a prismatic joint: +-``PRISMATIC_RANGE`` m around
     that value (a slide without stops would leave any workspace). ``effort`` / ``velocity`` 0 or
-    missing: +inf. ``lower > upper`` is an error. ``position_given`` / ``effort_given`` /
+    missing: +inf; a velocity of :data:`PLACEHOLDER_VELOCITY` or more (1000, 10000: an exporter's
+    "unlimited") too. ``lower > upper`` is an error. ``position_given`` / ``effort_given`` /
     ``velocity_given`` of each joint say what the description gave; ``effort_limits`` /
     ``velocity_limits`` overrides (one per selected joint in model order, 0 or inf = keep the
     URDF's) count as given.
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
@@ -49,8 +53,15 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 ACTUATED_TYPES = ('revolute', 'continuous', 'prismatic')
 #: Half range [m] of a prismatic joint whose description gives lower == upper.
 PRISMATIC_RANGE = 0.1
+#: A velocity limit [rad/s, m/s] this large is an exporter's "unlimited" (1000, 10000), not a
+#: joint's: no motor of an arm turns its joint at 100 rad/s (~950 rpm).
+PLACEHOLDER_VELOCITY = 100.0
+#: How close [rad or m] to a position limit a joint counts as at its end stop.
+END_STOP_TOLERANCE = 1e-3
 #: Velocity limit where the description gives none: rad/s (revolute, continuous), m/s (prismatic).
 DEFAULT_VELOCITY = {'revolute': 2.0, 'continuous': 2.0, 'prismatic': 0.5}
+#: A joint named like this (case-insensitive) at the end of the main chain drives a gripper.
+GRIPPER_NAME = re.compile(r'gripper|finger|jaw|claw', re.IGNORECASE)
 MIMIC_UNSUPPORTED = ("Pinocchio 4.1's mimic models (buildModelFromXML(xml, mimic=True)) have no "
                      "ABA, joint-torque regressor or energy")
 
@@ -107,6 +118,14 @@ def middle_of_limits(lower, upper):
     lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
     finite = np.isfinite(lo) & np.isfinite(hi)
     return np.where(finite, 0.5 * (np.where(finite, lo, 0.0) + np.where(finite, hi, 0.0)), 0.0)
+
+
+def at_position_limit(q, lower, upper, tol: float = END_STOP_TOLERANCE):
+    """Where joint positions ``q`` (``(n,)`` or ``(k, n)``) are within ``tol`` of a finite
+    limit (``lower``, ``upper`` ``(n,)``): at an end stop, whose force no dynamics model has."""
+    import numpy as np
+    q = np.asarray(q, dtype=np.float64)
+    return (q <= np.asarray(lower) + tol) | (q >= np.asarray(upper) - tol)
 
 
 def is_xml(text: str) -> bool:
@@ -227,6 +246,7 @@ def _read_joint(j: ET.Element) -> UrdfJoint:
         elif jtype == 'prismatic':
             lower, upper = lo - PRISMATIC_RANGE, lo + PRISMATIC_RANGE
     velocity, effort = _number(lim, 'velocity', name), _number(lim, 'effort', name)
+    velocity_given = bool(velocity and 0 < velocity < PLACEHOLDER_VELOCITY)
     mimic = None
     if mim is not None:
         multiplier = _number(mim, 'multiplier', name)
@@ -234,11 +254,11 @@ def _read_joint(j: ET.Element) -> UrdfJoint:
                       _number(mim, 'offset', name) or 0.0)
     return UrdfJoint(
         name=name, type=jtype, lower=lower, upper=upper,
-        velocity=velocity if velocity and velocity > 0 else inf,
+        velocity=velocity if velocity_given else inf,
         effort=effort if effort and effort > 0 else inf,
         damping=_number(dyn, 'damping', name) or 0.0,
         friction=_number(dyn, 'friction', name) or 0.0, position_given=position_given,
-        velocity_given=bool(velocity and velocity > 0), effort_given=bool(effort and effort > 0),
+        velocity_given=velocity_given, effort_given=bool(effort and effort > 0),
         mimic=mimic)
 
 
@@ -264,11 +284,13 @@ def select_joints(root: ET.Element, joints: Optional[Sequence[str]] = None,
     masters = {j.mimic.joint for j in movable if j.mimic is not None}
     tied = {j.name for j in movable if j.mimic is not None} | masters
     names = [j.name for j in movable]
+    gripper: List[str] = []
     if joints:
         chosen = _check_selection(list(joints), names, by_name, masters)
     else:
-        chain = set(_main_chain(children, order, root_link)) - tied
-        chosen = chain or set(names) - tied
+        chain = [nm for nm in _main_chain(children, order, root_link) if nm not in tied]
+        gripper = _trailing_gripper(chain)
+        chosen = set(chain[:len(chain) - len(gripper)]) or set(names) - tied
         if not chosen:
             raise UrdfError(f'URDF has no joint to learn: its movable joints {names} are all '
                             f'mimic joints or their masters ({MIMIC_UNSUPPORTED})')
@@ -277,11 +299,23 @@ def select_joints(root: ET.Element, joints: Optional[Sequence[str]] = None,
     selected = _with_limits(selected, velocity_limits, 'velocity')
     positions = _locked_positions(movable, chosen, dict(locked or {}), names)
     warnings = _lock_warnings(positions, by_name) + _limit_warnings(selected)
+    if gripper and not chosen & set(gripper):
+        warnings.append(f'gripper joints at the end of the arm chain left out: {gripper} '
+                        '(name them in joints to learn them)')
     outside = [f'{nm}={v:g}' for nm, v in positions.items()
                if by_name[nm].position_given and not by_name[nm].lower <= v <= by_name[nm].upper]
     if outside:
         warnings.append(f'locked joints outside their limits (kept there): {outside}')
     return JointSelection(selected, positions, warnings, tuple(names))
+
+
+def _trailing_gripper(chain: Sequence[str]) -> List[str]:
+    """The joints at the end of ``chain`` named as a gripper's (:data:`GRIPPER_NAME`); none when
+    every joint is (a description of a gripper alone)."""
+    k = len(chain)
+    while k > 0 and GRIPPER_NAME.search(chain[k - 1]):
+        k -= 1
+    return list(chain[k:]) if k > 0 else []
 
 
 def _check_selection(joints: List[str], names: List[str], by_name: Dict[str, UrdfJoint],
@@ -364,7 +398,8 @@ def _limit_warnings(joints: Sequence[UrdfJoint]) -> List[str]:
              lambda j: j.type == 'prismatic' and not j.position_given),
             ('no effort limit (effort 0 or missing): unlimited; RobotModel.'
              'default_effort_limit() derives one from the inertia', lambda j: not j.effort_given),
-            ('no velocity limit (velocity 0 or missing): unlimited; the default is '
+            ('no velocity limit (velocity 0, missing or a placeholder of '
+             f'{PLACEHOLDER_VELOCITY:g} or more): unlimited; the default is '
              f'{DEFAULT_VELOCITY["revolute"]:g} rad/s, {DEFAULT_VELOCITY["prismatic"]:g} m/s',
              lambda j: not j.velocity_given)):
         hit = names(sel)

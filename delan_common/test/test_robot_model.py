@@ -218,3 +218,47 @@ def test_mismatch_options():
         nom.mismatched(Mismatch(mass_scale=[1.0, 2.0, 3.0]))
     with pytest.raises(ValueError):
         nom.mismatched(Mismatch(mass_scale=-1.0))
+
+
+@pytest.mark.parametrize('urdf,heavy', [('talos_left_arm.urdf', False), ('panda.urdf', True),
+                                        ('double_pendulum.urdf', True)])
+def test_payload_capacity_is_a_share_of_the_effort_limits(urdf, heavy):
+    """The heaviest payload whose weight takes PAYLOAD_EFFORT_SHARE of a given effort limit: a
+    Talos arm (22 N m shoulder) carries less than the demo's 0.6 kg, a Panda more; without
+    given limits (the double pendulum's effort="0") nothing bounds it. The realistic preset
+    takes the lighter of its payload and the capacity."""
+    from delan_common.robot_model import PAYLOAD_EFFORT_SHARE, REALISTIC
+    robot = RobotModel(find_urdf(urdf))
+    cap = robot.payload_capacity()
+    preset = Mismatch.from_preset('realistic', robot).payload_mass
+    assert (cap >= REALISTIC['payload_mass']) == heavy
+    assert preset == min(REALISTIC['payload_mass'], cap)
+    if not np.isfinite(cap):
+        assert not robot.spec.effort_given.any()
+        return
+    q = robot._load_samples(64)
+    carried = robot.mismatched(Mismatch(payload_mass=cap))
+    share = np.abs(carried.gravity(q) - robot.gravity(q)).max(axis=0) / robot.spec.effort_limit
+    assert share.max() == pytest.approx(PAYLOAD_EFFORT_SHARE, rel=1e-6)
+
+
+def test_payload_capacity_keeps_the_pull_below_the_loop_stiffness():
+    """An SO-100 (0.6 kg of links, 35 N m URDF limits) cannot hold the demo's 0.6 kg under a
+    400 1/s^2 computed-torque loop: its weight would pull the wrist over (every model diverged
+    within a second); a UR5 carries it with ease."""
+    from delan_common.robot_model import (
+        PAYLOAD_PULL_SHARE,
+        PULL_SAMPLES,
+        REALISTIC,
+        _gravity_pull,
+    )
+    so100 = RobotModel(find_urdf('so100.urdf'))
+    assert so100.payload_capacity() > REALISTIC['payload_mass']      # the limits alone: yes
+    cap = so100.payload_capacity(loop_stiffness=400.0)
+    assert 0.01 < cap < 0.2
+    carried = so100.mismatched(Mismatch(payload_mass=cap))
+    pull = max(_gravity_pull(so100, carried, q)
+               for q in so100._load_samples(64)[:PULL_SAMPLES])
+    assert pull == pytest.approx(PAYLOAD_PULL_SHARE * 400.0, rel=1e-4)
+    ur5 = RobotModel(find_urdf('ur5_joint_limited_robot.urdf'))
+    assert ur5.payload_capacity(loop_stiffness=400.0) > 2.0

@@ -102,6 +102,44 @@ def test_mimic_follows_its_locked_master_and_the_drive_is_not_selected():
     assert [j.name for j in select_joints(ET.fromstring(chain)).joints] == ['j1']
 
 
+def test_a_gripper_joint_at_the_end_of_the_chain_is_left_out():
+    """A single jaw on the chain (SO-100, Z1, a Talos hand): locked by default, learnable on
+    request; a gripper-named joint inside the chain and a description of a gripper alone keep
+    every joint."""
+    xml = _tree(('j1', 'revolute', 'base', 'l1', LIM), ('wrist', 'revolute', 'l1', 'l2', LIM),
+                ('Gripper_Jaw', 'revolute', 'l2', 'l3', LIM))
+    sel = select_joints(ET.fromstring(xml))
+    assert [j.name for j in sel.joints] == ['j1', 'wrist'] and sel.locked == {'Gripper_Jaw': 0.0}
+    assert any("left out: ['Gripper_Jaw']" in w for w in sel.warnings), sel.warnings
+    chosen = select_joints(ET.fromstring(xml), joints=['j1', 'wrist', 'Gripper_Jaw'])
+    assert [j.name for j in chosen.joints] == ['j1', 'wrist', 'Gripper_Jaw']
+    assert not any('left out' in w for w in chosen.warnings)
+    inside = _tree(('finger_base', 'revolute', 'base', 'l1', LIM),
+                   ('j2', 'revolute', 'l1', 'l2', LIM))
+    assert [j.name for j in select_joints(ET.fromstring(inside)).joints] == ['finger_base', 'j2']
+    alone = _tree(('claw_a', 'revolute', 'base', 'l1', LIM),
+                  ('claw_b', 'revolute', 'l1', 'l2', LIM))
+    assert [j.name for j in select_joints(ET.fromstring(alone)).joints] == ['claw_a', 'claw_b']
+
+
+def test_a_placeholder_velocity_limit_is_not_given():
+    """velocity="1000" (finger_edu, solo, icub): an exporter's "unlimited"; planning with it let
+    an evaluation ask for speeds no excitation had reached."""
+    xml = _tree(('a', 'revolute', 'base', 'l1', '<limit lower="-1" upper="1" effort="5" '
+                 'velocity="1000"/>'),
+                ('b', 'revolute', 'l1', 'l2', '<limit lower="-1" upper="1" effort="5" '
+                 'velocity="99"/>'))
+    robot = RobotDescription.load(xml)
+    np.testing.assert_array_equal(robot.velocity_given, [False, True])
+    np.testing.assert_array_equal(robot.velocity_limits, [np.inf, 99.0])
+    np.testing.assert_array_equal(robot.planning_velocity_limits, [2.0, 99.0])
+    assert any("['a']: no velocity limit" in w and 'placeholder of 100' in w
+               for w in robot.warnings), robot.warnings
+    # an override is the user's word, however large
+    over = RobotDescription.load(xml, velocity_limits=[500.0, 0.0])
+    np.testing.assert_array_equal(over.velocity_limits, [500.0, 99.0])
+
+
 def test_branching_at_the_base_falls_back_to_every_joint():
     # BRANCHED: two movable branches at the base, so no main chain
     assert [j.name for j in actuated_joints(BRANCHED)] == ['alpha', 'zeta', 'mid']

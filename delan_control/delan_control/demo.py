@@ -46,7 +46,16 @@ from trajectory_msgs.msg import JointTrajectory
 
 from delan_common.joint_state import JointStateError, JointStateMapper
 from delan_common.model_kinds import LEARNED_KINDS
-from delan_common.robot_model import PRESETS, Mismatch, RobotModel, bringup_path, find_urdf
+from delan_common.robot_model import (
+    PAYLOAD_EFFORT_SHARE,
+    PAYLOAD_PULL_SHARE,
+    PRESETS,
+    REALISTIC,
+    Mismatch,
+    RobotModel,
+    bringup_path,
+    find_urdf,
+)
 from delan_common.ros.cdr import JointStateReader
 from delan_common.ros.qos import LATCHED
 from delan_common.ros.rejections import RejectionCounter
@@ -54,12 +63,22 @@ from delan_common.ros.stamps import seconds
 from delan_common.ros.state_taker import JointStateTaker, decode_joint_state
 from delan_common.urdf_joints import RobotDescription
 from delan_control.control_laws import LAWS, Gains, arm_gains
-from delan_control.evaluation import DivergenceCheck, broken_joints, delan_verdict, joint_errors
+from delan_control.evaluation import (
+    MAX_END_STOP_SHARE,
+    DivergenceCheck,
+    broken_joints,
+    delan_verdict,
+    end_stop_share,
+    joint_errors,
+)
 from delan_control.launched import LaunchedSuite
 from delan_control.training_stop import TrainingStop
 from delan_control.trajectories import PiecewiseQuintic
 from delan_msgs.msg import ModelStatus, ModelUpdate
 
+#: the largest share of an effort limit that holding the start posture may take: the
+#: evaluation's figure eight, centred there, is sized to at most 0.8 (fit_figure_eight)
+HOME_EFFORT_SHARE = 0.8
 #: the controllers compared; the learned one (delan or delan_residual) is added per run
 CONTROLLERS = ('pd', 'pinocchio', 'identified')
 SPEEDS = (1.0, 2.0)
@@ -249,6 +268,7 @@ class Demo:
         sim = {'initial_position': self.home().tolist(), 'hold_until_commanded': True}
         if self.args.mismatch_preset:
             sim['mismatch_preset'] = self.args.mismatch_preset
+        sim.update(self.payload(float(np.min(gains.ct_kp))))
         overrides = {
             'sim': sim,
             'torque_controller': {'kp': gains.kp.tolist(), 'kd': gains.kd.tolist(),
@@ -274,6 +294,30 @@ class Demo:
         # what the nodes run with is what the report and the replays read
         self.params_yaml, self.params_file = doc, path
         return path
+
+    def payload(self, loop_stiffness: float) -> Dict[str, float]:
+        """The payload of the parameter file (or of the mismatch preset), made lighter where
+        this arm cannot carry it (:meth:`RobotModel.payload_capacity`: its weight would take
+        more than PAYLOAD_EFFORT_SHARE of a joint's effort limit, or pull the arm away from a
+        posture with more than PAYLOAD_PULL_SHARE of the computed-torque loop's stiffness
+        ``loop_stiffness``): one payload for every arm would pin a weak arm against its
+        limits or topple a light wrist, where no model can track."""
+        mass = (REALISTIC['payload_mass'] if self.args.mismatch_preset else
+                float(self.node_params('sim').get('payload_mass', 0.0)))
+        capacity = self.model.payload_capacity(loop_stiffness=loop_stiffness)
+        self.results['payload_mass'] = min(mass, capacity)
+        if mass <= capacity:
+            return {}
+        log(f'payload {mass:g} kg lowered to {capacity:.3g} kg: this arm cannot carry more '
+            f'(at most {PAYLOAD_EFFORT_SHARE:.0%} of an effort limit, a pull of at most '
+            f'{PAYLOAD_PULL_SHARE:.0%} of the loop\'s stiffness)')
+        return {'payload_mass': capacity}
+
+    def start_posture_load(self) -> np.ndarray:
+        """Per joint: the share of its effort limit that holding the start posture takes on
+        the simulated arm (the URDF and the payload)."""
+        carried = self.model.mismatched(Mismatch(payload_mass=self.results['payload_mass']))
+        return np.abs(carried.gravity(self.home())) / self.effort_limit
 
     def launch_arguments(self, params_file: str) -> Dict[str, str]:
         """Arguments of delan_bringup's sim.launch.py for this run."""
@@ -332,7 +376,18 @@ class Demo:
             f'kd {np.round(gains.kd, 2).tolist()}; computed torque {gains.ct_kp[0]:.0f} / '
             f'{gains.ct_kd[0]:.1f}')
         launch_file = bringup_path('launch', 'sim.launch.py')
-        self.suite = LaunchedSuite(launch_file, self.launch_arguments(self.write_params(gains)),
+        params_file = self.write_params(gains)
+        held = self.start_posture_load()
+        if held.max() > HOME_EFFORT_SHARE:
+            j = int(np.argmax(held))
+            log(f'FAILED: holding the start posture (the middle of the limits) takes '
+                f'{held[j]:.0%} of {self.robot.joint_names[j]}\'s effort limit '
+                f'({self.effort_limit[j]:.3g}; the URDF\'s gravity and the '
+                f'{self.results["payload_mass"]:.3g} kg payload): references centred there '
+                'cannot be tracked, whatever the model. Select the joints to learn (--joints) '
+                'or give the arm stronger limits (effort_limits)')
+            return 1
+        self.suite = LaunchedSuite(launch_file, self.launch_arguments(params_file),
                                    self.logs_dir)
         log(f'launching {launch_file} (node logs in {self.logs_dir})')
         # Ctrl-C is the launch's: it stops the nodes, and the phases then fail on their exit
@@ -487,6 +542,14 @@ class Demo:
         self.results['noise_floor_residual_rms'] = residual.tolist()
         log(f'true plant nMSE on the excitation (the floor): {np.round(floor, 4).tolist()}; '
             f'target {np.round(target, 4).tolist()}')
+        stops = end_stop_share(self.mon.data_between(t0, self.mon.sim_time())[1],
+                               self.robot.lower, self.robot.upper)
+        self.results['end_stop_share'] = dict(zip(self.robot.joint_names, stops.tolist()))
+        if np.any(stops > MAX_END_STOP_SHARE):
+            log('FAILED: joints at their end stops during the excitation: '
+                + ', '.join(f'{nm} {v:.1%} of the time'
+                            for nm, v in zip(self.robot.joint_names, stops)
+                            if v > MAX_END_STOP_SHARE))
         bad = broken_joints(floor, self.args.max_true_nmse, residual, self.effort_limit)
         if bad.any():
             log(f'FAILED: the true plant does not explain the excitation torques (nMSE up to '
@@ -643,7 +706,8 @@ class Demo:
                              self.args.max_true_nmse, self.results.get('noise_floor_nmse'),
                              floor, learned=self.args.learner_model,
                              excitation_residual=self.results.get('noise_floor_residual_rms'),
-                             effort_limit=self.effort_limit)
+                             effort_limit=self.effort_limit,
+                             end_stops=self.results.get('end_stop_share'))
 
     def loop_floor(self) -> None:
         """How well the sim's own model tracks in this loop, replayed without ROS

@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from delan_common.urdf_joints import at_position_limit
 from delan_control.control_laws import position_error
 
 
@@ -94,6 +95,20 @@ MAX_LOOP_FLOOR = 0.5
 MIN_BROKEN_SHARE = 0.01
 
 
+#: the share of the excitation a joint may spend at an end stop: the excitation stays inside
+#: the limits, so a joint found there more often was not controlled (too weak, saturated)
+MAX_END_STOP_SHARE = 0.005
+
+
+def end_stop_share(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Per joint (n,): the share of the samples ``q (k, n)`` at an end stop
+    (:func:`~delan_common.urdf_joints.at_position_limit`)."""
+    q = np.asarray(q, dtype=np.float64)
+    if len(q) == 0:
+        return np.zeros(q.shape[1] if q.ndim == 2 else 0)
+    return at_position_limit(q, lower, upper).mean(axis=0)
+
+
 def broken_joints(nmse: Sequence[float], max_nmse: float,
                   residual_rms: Optional[Sequence[float]] = None,
                   effort_limit: Optional[Sequence[float]] = None) -> np.ndarray:
@@ -120,7 +135,8 @@ def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
                   loop_floor: Optional[Dict[float, float]] = None,
                   learned: str = 'delan',
                   excitation_residual: Optional[Sequence[float]] = None,
-                  effort_limit: Optional[Sequence[float]] = None) -> Verdict:
+                  effort_limit: Optional[Sequence[float]] = None,
+                  end_stops: Optional[Dict[str, float]] = None) -> Verdict:
     """The learned model (``learned``: delan or delan_residual) must not diverge and must track
     at most ``max_ratio`` x nominal Pinocchio's mean RMS error at every speed; the true plant
     must predict the measured torque (nMSE at most
@@ -128,7 +144,9 @@ def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
     from: ``excitation_floor``, judged by :func:`broken_joints` with ``excitation_residual``
     and ``effort_limit`` when given), or the data themselves are broken; and the control loop must
     let the true plant's model track far better than nominal (``loop_floor``: its mean RMS
-    error per speed, at most MAX_LOOP_FLOOR of nominal's), or no model can show what it knows.
+    error per speed, at most MAX_LOOP_FLOOR of nominal's), or no model can show what it knows;
+    no joint may have spent more than MAX_END_STOP_SHARE of the excitation at an end stop
+    (``end_stops``: joint name -> share, :func:`end_stop_share`).
 
     ``mean_rms`` and ``diverged`` are keyed by ``(controller, speed)``.
     """
@@ -164,6 +182,12 @@ def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
         failures.append(f'the true plant predicts the excitation torques with nMSE up to '
                         f'{np.nanmax(floor[bad]):.3g} (> {max_true_nmse:g}): the training data '
                         f'are broken (end-stop impacts, saturated motors, a lost arm)')
+    stuck = {nm: v for nm, v in (end_stops or {}).items() if not v <= MAX_END_STOP_SHARE}
+    if stuck:
+        failures.append('joints at their end stops during the excitation (share of the time): '
+                        + ', '.join(f'{nm} {v:.1%}' for nm, v in stuck.items())
+                        + ': not controlled there (too weak a loop, saturated motors); the '
+                        'training data hold forces no model has')
     return Verdict(not failures, failures, ratios)
 
 

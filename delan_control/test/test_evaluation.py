@@ -96,3 +96,25 @@ def test_a_barely_excited_joint_is_noise_not_broken_data():
     impact = dict(kw, excitation_floor=[0.107, 0.2], excitation_residual=[0.0096, 5.0])
     failed = delan_verdict(rms, {}, [1.0], 1 / 3, **impact)
     assert not failed.passed and '0.2 (> 0.1)' in failed.failures[0]
+
+
+def test_a_joint_at_its_end_stops_fails_the_verdict():
+    """The SO-100's gripper with the demo's payload sat at its stops for 30 % of the excitation;
+    its 35 N m limit (a hobby servo's URDF) hid the impacts from the residual rule."""
+    from delan_control.evaluation import MAX_END_STOP_SHARE, end_stop_share
+    lower, upper = np.array([-1.0, -np.inf, 0.0]), np.array([1.0, np.inf, 2.0])
+    q = np.zeros((1000, 3))
+    q[:, 2] = 1.0
+    q[:300, 2] = 2.0             # 30 % at the upper stop
+    q[:3, 0] = -1.0              # 0.3 %: a touch, within the allowed share
+    q[:, 1] = 1e6                # no limits: never at a stop
+    share = end_stop_share(q, lower, upper)
+    np.testing.assert_allclose(share, [0.003, 0.0, 0.3])
+    assert end_stop_share(np.zeros((0, 3)), lower, upper).tolist() == [0.0, 0.0, 0.0]
+    rms = {('delan', 1.0): 0.001, ('pinocchio', 1.0): 0.01}
+    names = ['a', 'b', 'gripper']
+    ok = delan_verdict(rms, {}, [1.0], 1 / 3, end_stops=dict(zip(names, share[:2])))
+    assert ok.passed and share[0] <= MAX_END_STOP_SHARE
+    stuck = delan_verdict(rms, {}, [1.0], 1 / 3, end_stops=dict(zip(names, share)))
+    assert not stuck.passed and 'gripper 30.0%' in stuck.failures[0]
+    assert 'a 0.3%' not in stuck.failures[0]

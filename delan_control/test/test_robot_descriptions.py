@@ -35,8 +35,8 @@ PENDULUM = os.path.join(ROBOTS, 'double_pendulum_description', 'urdf', 'double_p
 PANDA_ARM = [f'panda_joint{i}' for i in range(1, 8)]
 FINGERS = {'panda_finger_joint1': 0.0, 'panda_finger_joint2': 0.0}
 
-# fixed-base arms: file, joints selected by default (Z1 and SO-100 keep their single gripper
-# joint: it lies on the main chain)
+# fixed-base arms: file, joints selected by default (the single gripper joint at the end of
+# the Z1's and the SO-100's chains is left out and locked)
 ARMS = {
     'ur5': ('ur_description/urdf/ur5_joint_limited_robot.urdf',
             ['shoulder_pan_joint', 'shoulder_lift_joint', 'elbow_joint', 'wrist_1_joint',
@@ -44,11 +44,11 @@ ARMS = {
     'xarm7': ('xarm_description/urdf/xarm7.urdf', [f'joint{i}' for i in range(1, 8)]),
     'kinova': ('kinova_description/robots/kinova.urdf',
                [f'j2s6s200_joint_{i}' for i in range(1, 7)]),
-    'z1': ('z1_description/urdf/z1.urdf', [f'joint{i}' for i in range(1, 7)] + ['jointGripper']),
+    'z1': ('z1_description/urdf/z1.urdf', [f'joint{i}' for i in range(1, 7)]),
     'so100': ('so_arm_description/urdf/so100.urdf',
-              ['shoulder_pan', 'shoulder_lift', 'elbow_flex', 'wrist_flex', 'wrist_roll',
-               'gripper']),
+              ['shoulder_pan', 'shoulder_lift', 'elbow_flex', 'wrist_flex', 'wrist_roll']),
 }
+GRIPPERS = {'z1': ['jointGripper'], 'so100': ['gripper']}
 
 
 def _agree(urdf, **selection):
@@ -134,9 +134,11 @@ def test_double_pendulum_limits_not_given():
 def test_vendor_arms_load_with_positive_definite_mass_matrix(name):
     path, joints = ARMS[name]
     robot, model = _agree(os.path.join(ROBOTS, path))
-    assert robot.joint_names == joints and robot.locked == {}
+    gripper = GRIPPERS.get(name, [])
+    assert robot.joint_names == joints and robot.locked == {nm: 0.0 for nm in gripper}
     full = pin.buildModelFromUrdf(os.path.join(ROBOTS, path))
-    assert [full.names[i] for i in range(1, full.njoints)] == joints   # Pinocchio's order
+    # Pinocchio's order
+    assert [full.names[i] for i in range(1, full.njoints)] == joints + gripper
     eig = np.linalg.eigvalsh(model.mass_matrix(_random_q(model, 30)))
     assert eig.min() > 1e-8
     assert np.all(model.spec.effort_given) and np.all(np.isfinite(model.spec.effort_limit))

@@ -49,6 +49,7 @@ from delan_common.ros.robot_param import declare_robot
 from delan_common.ros.spin import run_node, steady_timer
 from delan_common.ros.stamps import seconds, set_seconds
 from delan_common.ros.state_taker import JointStateTaker, Taken, decode_joint_state
+from delan_common.urdf_joints import END_STOP_TOLERANCE, at_position_limit
 from delan_learning.c_export import export_delan, weights_path
 from delan_learning.checkpoint import CheckpointError, load_model, save_model
 from delan_learning.fastpath import NumpyDelan
@@ -206,6 +207,10 @@ class LearnerNode(Node):
         self.range_factor = p('range_factor', 3.0, 'Reject samples whose |torque| or |velocity| '
                               'exceeds this times the URDF limit', min_value=1.0,
                               max_value=1000.0)
+        self.end_stop_margin = p('end_stop_margin', END_STOP_TOLERANCE, 'Reject samples with a '
+                                 'joint this close to a position limit [rad or m]: an end '
+                                 'stop pushes the arm there with a force no model has (0 = '
+                                 'keep them)', min_value=0.0, max_value=0.5)
         self.torch_threads = p('torch_threads', 1, 'CPU threads for training', min_value=1,
                                max_value=64, read_only=True)
         self.niceness = p('training_niceness', 10, 'Added to the training thread\'s nice value: '
@@ -332,6 +337,13 @@ class LearnerNode(Node):
                 np.any(np.abs(js.velocity) > self._vel_lim):
             self.rejected.reject('out_of_range', 'torque or velocity beyond '
                                  f'{self.range_factor} x the URDF limits')
+            return
+        if self.end_stop_margin > 0.0 and np.any(at_position_limit(
+                js.position, self.robot.lower, self.robot.upper, self.end_stop_margin)):
+            self.rejected.reject('at_end_stop', 'a joint within end_stop_margin of its '
+                                 'position limit (the estimator restarts)')
+            if self.diff is not None:
+                self.diff.reset()
             return
         if t == 0.0:
             t = self.get_clock().now().nanoseconds * 1e-9
