@@ -304,9 +304,6 @@ PAYLOAD_EFFORT_SHARE = 0.15
 PAYLOAD_PULL_SHARE = 0.6
 #: configurations (of :meth:`RobotModel._load_samples`) on which the payload's pull is taken
 PULL_SAMPLES = 32
-#: the largest share of an effort limit that holding the posture motions start from and are
-#: centred on may take (:meth:`RobotModel.holdable_posture`)
-HOLD_EFFORT_SHARE = 0.5
 #: ``realistic`` preset: break-away over Coulomb friction, Stribeck velocity [rad/s], Coulomb
 #: asymmetry (sign alternating along the chain), spring stiffness per unit of the joint's
 #: gravity torque scale [1/rad] on the first two joints with a gravity load, payload [kg, at
@@ -729,32 +726,6 @@ class RobotModel:
             if pull > 0.0:
                 capacity = min(capacity, pull_share * float(loop_stiffness) / pull)
         return capacity
-
-    def holdable_posture(self, share: float = HOLD_EFFORT_SHARE,
-                         samples: int = 512) -> np.ndarray:
-        """Where to start and centre motions (n,): the middle of the limits when holding it
-        against gravity takes at most ``share`` of every effort limit
-        (:meth:`operating_effort_limit`), else the posture nearest to it (of ``samples`` seeded
-        ones inside the inner 70 % of the ranges) that does, or the least loaded one. A
-        humanoid's arm at the middle of its limits is held out sideways, at its shoulder's
-        limit."""
-        lo, hi = self.sample_bounds()
-        middle = 0.5 * (lo + hi)
-        lim = self.operating_effort_limit()
-
-        def load(q: np.ndarray) -> np.ndarray:
-            return (np.abs(np.atleast_2d(self.gravity(q))) / lim).max(axis=-1)
-        if load(middle)[0] <= share:
-            return middle
-        span = hi - lo
-        rng = np.random.default_rng(0)
-        q = rng.uniform(lo + 0.15 * span, hi - 0.15 * span, (samples, self.n))
-        loads = load(q)
-        ok = loads <= share
-        if not ok.any():
-            return q[int(np.argmin(loads))]
-        far = np.sqrt(np.mean(((q - middle) / span) ** 2, axis=1))
-        return q[int(np.argmin(np.where(ok, far, np.inf)))]
 
     def _load_samples(self, samples: int) -> np.ndarray:
         """The middle of the limits and ``samples`` seeded configurations within them."""

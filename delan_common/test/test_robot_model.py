@@ -262,20 +262,3 @@ def test_payload_capacity_keeps_the_pull_below_the_loop_stiffness():
     assert pull == pytest.approx(PAYLOAD_PULL_SHARE * 400.0, rel=1e-4)
     ur5 = RobotModel(find_urdf('ur5_joint_limited_robot.urdf'))
     assert ur5.payload_capacity(loop_stiffness=400.0) > 2.0
-
-
-def test_a_posture_the_arm_can_hold():
-    """The middle of the limits where the arm holds it (a Panda); a Talos arm there holds its
-    upper arm out sideways at 97 % of its shoulder's limit, and starts near it instead."""
-    from delan_common.robot_model import HOLD_EFFORT_SHARE
-    from delan_common.urdf_joints import RobotDescription
-    panda = RobotModel(find_urdf('panda.urdf'))
-    np.testing.assert_array_equal(panda.holdable_posture(),
-                                  RobotDescription.load(find_urdf('panda.urdf')).home())
-    talos = RobotModel(find_urdf('talos_left_arm.urdf'))
-    lim = talos.operating_effort_limit()
-    middle = 0.5 * np.add(*talos.sample_bounds())
-    assert np.max(np.abs(talos.gravity(middle)) / lim) > 0.9
-    q = talos.holdable_posture()
-    assert np.max(np.abs(talos.gravity(q)) / lim) <= HOLD_EFFORT_SHARE
-    assert np.all(q > talos.spec.lower) and np.all(q < talos.spec.upper)

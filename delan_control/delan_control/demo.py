@@ -257,7 +257,6 @@ class Demo:
         self.ckpt_dir = os.path.join(self.out, 'checkpoints')
         self.timing: Dict[str, float] = {}
         self.results: Dict = {}
-        self._home: Optional[np.ndarray] = None
 
     def node_params(self, node: str) -> Dict:
         return dict(self.params_yaml.get(f'/**/{node}', {}).get('ros__parameters', {}))
@@ -280,8 +279,7 @@ class Demo:
             # training_niceness on a real arm) would only starve training on a small machine
             'learner': {'resume': False, 'torch_threads': 1, 'training_niceness': 0},
             # held until the controller and the learner are up (phase_start)
-            'reference': {'trajectory': 'hold', 'duration': self.args.segment, 'repeat': True,
-                          'figure_eight_center': self.home().tolist()},
+            'reference': {'trajectory': 'hold', 'duration': self.args.segment, 'repeat': True},
             'data_logger': {}}
         doc = dict(self.params_yaml)
         for node, values in overrides.items():
@@ -382,7 +380,7 @@ class Demo:
         held = self.start_posture_load()
         if held.max() > HOME_EFFORT_SHARE:
             j = int(np.argmax(held))
-            log(f'FAILED: holding the start posture takes '
+            log(f'FAILED: holding the start posture (the middle of the limits) takes '
                 f'{held[j]:.0%} of {self.robot.joint_names[j]}\'s effort limit '
                 f'({self.effort_limit[j]:.3g}; the URDF\'s gravity and the '
                 f'{self.results["payload_mass"]:.3g} kg payload): references centred there '
@@ -437,9 +435,8 @@ class Demo:
     def phase_start(self) -> None:
         """Wait for the launched nodes, then start the excitation.
 
-        The arm starts (and is reset to) the middle of its limits (:meth:`home`): 0 lies
-        outside some arms' ranges (a Panda's elbow), where it would start against an end stop;
-        an arm too weak to hold the middle starts near it, where it can. It is held, and the
+        The arm starts (and is reset to) the middle of its limits: 0 lies outside some arms'
+        ranges (a Panda's elbow), where it would start against an end stop. It is held, and the
         excitation tracked, with the nominal model from the first state (computed torque on the
         URDF, what a user has before anything is learned): PD gains stable on every arm are too
         soft to hold a heavy one against gravity, and PD alone lets it sag a light wrist into
@@ -458,21 +455,8 @@ class Demo:
         self.wait_until('the reference', lambda: self.mon.reference_count() > n_ref, 60.0)
 
     def home(self) -> np.ndarray:
-        """Where the arm starts, is reset to and the figure eight is centred: the middle of each
-        joint's limits (0 where there are none), or the nearest posture the arm holds with at
-        most HOLD_EFFORT_SHARE of its effort limits (:meth:`RobotModel.holdable_posture`)."""
-        if self._home is None:
-            self._home = self.model.holdable_posture()
-            middle = self.robot.home()
-            if not np.allclose(self._home, middle):
-                log(f'start posture {np.round(self._home, 3).tolist()}: the middle of the '
-                    f'limits takes {self._hold_share(middle):.0%} of an effort limit to hold '
-                    f'(this one {self._hold_share(self._home):.0%})')
-        return self._home
-
-    def _hold_share(self, q: np.ndarray) -> float:
-        """The largest share of an effort limit that holding ``q`` takes (URDF model)."""
-        return float(np.max(np.abs(self.model.gravity(q)) / self.effort_limit))
+        """The middle of each joint's limits (0 where there are none)."""
+        return self.robot.home()
 
     def gains(self) -> Gains:
         """Per-joint gains from the nominal model at the start posture

@@ -10,7 +10,6 @@ nominal Pinocchio on the demo's own terms (``bench/bench_replay.py``). ROS-free.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -50,18 +49,8 @@ class EvaluationSetup:
         robot = RobotDescription.load(urdf, joints=joints or None)
         nominal = RobotModel(urdf, **robot.selection_kwargs())
         sim = node_parameters(params_file, 'sim')
-        # the sim's start posture (1 value for every joint, or n; [nan]: the middle)
-        home = np.broadcast_to(np.asarray(sim.get('initial_position', [math.nan]), float),
-                               (len(robot.joint_names),)).copy()
         return cls(robot, nominal, Mismatch.from_params(sim), sim,
-                   node_parameters(params_file, 'reference'),
-                   robot.home() if np.isnan(home).any() else home)
-
-    @property
-    def figure_eight_center(self) -> Optional[np.ndarray]:
-        """The reference node's ``figure_eight_center`` (None: the middle of the limits)."""
-        center = np.asarray(self.reference.get('figure_eight_center', [math.nan]), float)
-        return None if np.isnan(center).any() else center
+                   node_parameters(params_file, 'reference'), robot.home())
 
     @property
     def rate(self) -> float:
@@ -83,8 +72,7 @@ class EvaluationSetup:
             'figure_eight', r.lower, r.upper, r.planning_velocity_limits, self.home,
             speed=speed, duration=duration, period=float(ref.get('period', 4.0)),
             dt=1.0 / float(ref.get('point_rate', 100.0)),
-            approach_time=float(ref.get('approach_time', 2.0)), fit=fit,
-            center=self.figure_eight_center)
+            approach_time=float(ref.get('approach_time', 2.0)), fit=fit)
         return PiecewiseQuintic(t, q, qd, qdd)
 
 

@@ -257,8 +257,7 @@ def make_reference(kind: str, lower: np.ndarray, upper: np.ndarray, max_velocity
                    approach_time: float = 2.0,
                    excitation: Optional[Callable[[int, float], Trajectory]] = None,
                    fit: Optional[Callable[[FigureEight], FigureEight]] = None,
-                   start: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None,
-                   center: Optional[np.ndarray] = None):
+                   start: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None):
     """Waypoints ``t, q, qd, qdd`` of a reference that starts at rest at ``q_now``.
 
     A quintic approach of ``approach_time`` seconds leads from ``q_now`` to the start of the
@@ -266,9 +265,9 @@ def make_reference(kind: str, lower: np.ndarray, upper: np.ndarray, max_velocity
     a jump. ``duration`` is the length after the approach.
 
     ``fit(figure_eight)`` may shrink the figure eight (:func:`fit_figure_eight`) before it is
-    played at ``speed``; ``center`` is its centre (default: the middle of the limits).
-    ``excitation(seed, velocity_fraction)`` makes the excitation (default: a random Fourier
-    series); ``start = (q, qd, qdd)`` approaches from that moving state instead of from rest (an
+    played at ``speed``. ``excitation(seed, velocity_fraction)`` makes the excitation (default: a
+    random Fourier series); ``start = (q, qd, qdd)`` approaches from that moving state instead of
+    from rest (an
     excitation following the previous one without stopping): directly, over a longer time, or
     braking to rest first, whichever first stays inside the limits' inner margin (only when none
     does, from rest at ``q_now``). The approach then lasts up to twice ``approach_time``.
@@ -285,7 +284,7 @@ def make_reference(kind: str, lower: np.ndarray, upper: np.ndarray, max_velocity
                                                       velocity_fraction=fraction)
                             ).at_speed(speed)
     else:
-        fig = figure_eight(lower, upper, max_velocity, period=period, center=center)
+        fig = figure_eight(lower, upper, max_velocity, period=period)
         traj = (fit(fig) if fit is not None else fig).at_speed(speed)
     t, q, qd, qdd = sample_points(traj, duration, dt)
     if q_now is None or approach_time <= 0:

@@ -149,18 +149,6 @@ def test_republished_when_trajectory_speed_or_seed_change(reference_process):
     assert np.abs(qd2).max(axis=0) == pytest.approx(2.0 * np.abs(qd1).max(axis=0), rel=0.02)
     assert np.abs(qdd2).max(axis=0) == pytest.approx(4.0 * np.abs(qdd1).max(axis=0), rel=0.05)
     assert np.allclose(q2.min(axis=0), q1.min(axis=0), atol=0.01)   # same path
-    # another centre (an arm too weak to hold the middle of its limits): the same figure
-    # eight moved there
-    center = 0.5 * (q1.max(axis=0) + q1.min(axis=0)) + np.array([0.2, -0.1])
-    assert lis.set(figure_eight_center=center.tolist())[0].successful
-    lis.wait_count(n + 2)
-    _, q5, _, _ = arrays(lis.received[-1][1])
-    half = len(q5) // 2   # past the approach: whole periods of the figure eight
-    np.testing.assert_allclose(0.5 * (q5[half:].max(axis=0) + q5[half:].min(axis=0)), center,
-                               atol=0.02)
-    assert lis.set(figure_eight_center=[math.nan])[0].successful
-    lis.wait_count(n + 3)
-    n += 2
     # another trajectory kind (not repeated: the next seed would come on its own)
     assert all(r.successful for r in lis.set(trajectory='excitation', speed=1.0, repeat=False))
     lis.wait_count(n + 2)
@@ -188,7 +176,6 @@ def test_republished_when_trajectory_speed_or_seed_change(reference_process):
     ('trajectory', 'circle'), ('trajectory', ''), ('seed', -1), ('duration', 0.0),
     ('point_rate', 5000.0), ('approach_time', -1.0), ('period', 0.0),
     ('urdf_path', URDF),             # read-only
-    ('figure_eight_center', [0.1]), ('figure_eight_center', [9.0, 0.0]),
 ])
 def test_bad_values_are_refused(reference_process, name, value):
     proc, lis = reference_process

@@ -9,7 +9,6 @@ beginning with the current one's last stretch (``trajectories.splice``).
 """
 from __future__ import annotations
 
-import math
 from typing import Dict, Optional
 
 import numpy as np
@@ -76,11 +75,6 @@ class ReferenceNode(Node):
                                       'effort limits by the URDF model (one path for every '
                                       'speed)', min_value=0.05, max_value=4.0, read_only=True,
                                       registry=reg)
-        n = len(self.robot.joint_names)
-        center = declare(self, 'figure_eight_center', [float('nan')], f'Centre of the figure '
-                         f'eight: {n} positions inside the limits [rad|m]; [nan] = the middle '
-                         'of the limits', validator=self._center_problem, registry=reg)
-        self.center = None if math.isnan(center[0]) else np.array(center, dtype=np.float64)
         self.wait_for_state = declare(self, 'wait_for_joint_states', 5.0, 'Wait this long for a '
                                       'joint state to start from [s]; then start anyway',
                                       min_value=0.0, max_value=600.0, registry=reg)
@@ -124,9 +118,6 @@ class ReferenceNode(Node):
                           'approach_time', 'repeat'):
                 setattr(self, {'trajectory': 'kind'}.get(p.name, p.name), p.value)
                 changed = changed or p.name not in ('repeat',)
-            elif p.name == 'figure_eight_center':
-                self.center = None if math.isnan(p.value[0]) else np.array(p.value, float)
-                changed = True
         if changed:
             self.publish_reference()
 
@@ -165,19 +156,6 @@ class ReferenceNode(Node):
                                           f'designed, figure eight not sized ({err})')
                 self._design = False
         return self._design or None
-
-    def _center_problem(self, value) -> Optional[str]:
-        """Validator of ``figure_eight_center``."""
-        vals = list(value)
-        if len(vals) == 1 and math.isnan(vals[0]):
-            return None
-        r = self.robot
-        if len(vals) != len(r.joint_names):
-            return f'figure_eight_center needs {len(r.joint_names)} values, got {len(vals)}'
-        q = np.array(vals, dtype=np.float64)
-        if not (np.all(np.isfinite(q)) and np.all(q >= r.lower) and np.all(q <= r.upper)):
-            return f'figure_eight_center {vals} is not inside the limits'
-        return None
 
     def _fit(self, fig):
         model = self._model()
@@ -219,7 +197,7 @@ class ReferenceNode(Node):
             start[0] if start is not None else self._current_position(), speed=self.speed,
             seed=seed, duration=self.duration, period=self.period,
             dt=1.0 / self.point_rate, approach_time=self.approach_time,
-            excitation=self._excitation, fit=self._fit, start=start, center=self.center)
+            excitation=self._excitation, fit=self._fit, start=start)
 
     def publish_reference(self, following=None) -> None:
         """``following``: the waypoints of the next excitation, spliced to the end of the one
