@@ -49,3 +49,12 @@ class DynamicsModel(Protocol):
 
     def energy(self, q: np.ndarray, qd: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Kinetic and potential energy ``(T, V)``, each ``(...)``, in J."""
+
+
+def gravity_stiffness(model: DynamicsModel, q: np.ndarray, step: float = 1e-6) -> np.ndarray:
+    """``dg/dq (n, n)`` at ``q``: negative eigenvalues pull the arm away from ``q`` (an
+    inverted pendulum), positive ones pull it back (a hanging one)."""
+    q = np.asarray(q, dtype=np.float64)
+    cols = [(np.asarray(model.gravity(q + step * e)) - np.asarray(model.gravity(q - step * e)))
+            / (2.0 * step) for e in np.eye(q.size)]
+    return np.array(cols).T

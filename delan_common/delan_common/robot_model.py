@@ -43,6 +43,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import pinocchio as pin
 
+from delan_common.dynamics import gravity_stiffness
 from delan_common.joint_effects import JointEffects
 from delan_common.joint_state import JointStateError, JointStateMapper, MappedJointState
 from delan_common.urdf_joints import (
@@ -387,13 +388,7 @@ def _gravity_pull(nominal: 'RobotModel', carried: 'RobotModel', q: np.ndarray,
     ``q``: the largest ``lambda`` of ``-dG v = lambda H v``, ``dG`` the symmetric part of the
     payload's gravity stiffness ``d(g_carried - g_nominal)/dq`` and ``H`` the URDF's mass
     matrix (0 where the payload only pulls back)."""
-    n = q.size
-    dg = np.empty((n, n))
-    for i in range(n):
-        e = np.zeros(n)
-        e[i] = step
-        dg[:, i] = ((carried.gravity(q + e) - nominal.gravity(q + e))
-                    - (carried.gravity(q - e) - nominal.gravity(q - e))) / (2.0 * step)
+    dg = gravity_stiffness(carried, q, step) - gravity_stiffness(nominal, q, step)
     chol = np.linalg.cholesky(nominal.mass_matrix(q))
     inv = np.linalg.inv(chol)
     sym = -0.5 * (dg + dg.T)

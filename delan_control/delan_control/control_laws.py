@@ -26,7 +26,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from delan_common.dynamics import DynamicsModel
+from delan_common.dynamics import DynamicsModel, gravity_stiffness
 
 LAWS = ('computed_torque', 'feedforward_pd', 'computed_torque_urdf_feedback',
         'feedforward_urdf_pd')
@@ -130,15 +130,6 @@ CT_OMEGA = 20.0
 #: how many times the feedback's stiffness must exceed the nominal model's gravity pulling the
 #: arm away (an upright posture): the unknown payload adds to that pull
 GRAVITY_MARGIN = 4.0
-
-
-def gravity_stiffness(model: DynamicsModel, q: np.ndarray, step: float = 1e-6) -> np.ndarray:
-    """``dg/dq (n, n)`` at ``q``: negative eigenvalues pull the arm away from ``q`` (an
-    inverted pendulum), positive ones pull it back (a hanging one)."""
-    q = np.asarray(q, dtype=np.float64)
-    cols = [(np.asarray(model.gravity(q + step * e)) - np.asarray(model.gravity(q - step * e)))
-            / (2.0 * step) for e in np.eye(q.size)]
-    return np.array(cols).T
 
 
 def _sampled_loop_stable(kp: np.ndarray, kd: np.ndarray, h_inv: np.ndarray, dt: float,
