@@ -45,6 +45,7 @@ Usage: ``python bench/bench_control_loop.py [--duration 60] [--models pd,delan] 
 [--urdf seven_dof_arm.urdf] [--controller rt]`` (``--duration 20`` for a quick run). Prints a
 table; exit code 1 only if a node dies.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,8 +88,9 @@ def _param_text(v) -> str:
     return str(v)
 
 
-def rt_controller_params(urdf: str, rate: float, model: str, checkpoint: str, tmp: str,
-                         priority: int) -> Dict[str, str]:
+def rt_controller_params(
+    urdf: str, rate: float, model: str, checkpoint: str, tmp: str, priority: int
+) -> Dict[str, str]:
     """The compiled node's parameters for the set-up the Python node runs in: the parameter
     file's law / watchdog / control rate (its section is keyed ``torque_controller``, which the
     node named ``torque_controller_rt`` does not match), the demo's PD gains, the sim's joint
@@ -96,19 +98,27 @@ def rt_controller_params(urdf: str, rate: float, model: str, checkpoint: str, tm
     from node_set import PARAMS_FILE, node_params
 
     from delan_control.rt_params import controller_node
+
     ctl = node_params('torque_controller')
     _, _, params = controller_node('rt', urdf, PARAMS_FILE)
-    gains = {k: [float(x) for x in v.strip('[]').split(',')]
-             for k, v in pd_gains(urdf, rate).items()}
+    gains = {
+        k: [float(x) for x in v.strip('[]').split(',')] for k, v in pd_gains(urdf, rate).items()
+    }
     params.update(gains)
-    params.update({'law': ctl.get('law', 'computed_torque'),
-                   'watchdog_timeout': float(ctl.get('watchdog_timeout', 0.1)),
-                   'switch_blend_time': float(ctl.get('switch_blend_time', 0.2)),
-                   'command_joints': list(params['joint_names']), 'model': model,
-                   'realtime_priority': priority})
+    params.update(
+        {
+            'law': ctl.get('law', 'computed_torque'),
+            'watchdog_timeout': float(ctl.get('watchdog_timeout', 0.1)),
+            'switch_blend_time': float(ctl.get('switch_blend_time', 0.2)),
+            'command_joints': list(params['joint_names']),
+            'model': model,
+            'realtime_priority': priority,
+        }
+    )
     if model == 'delan':
         from delan_learning.c_export import export_delan
         from delan_learning.checkpoint import load_model
+
         weights = os.path.join(tmp, 'rt_delan.cw')
         # the model as the checkpoint holds it, as the Python node loads it
         export_delan(load_model(checkpoint)[0], weights, params['joint_names'])
@@ -116,8 +126,9 @@ def rt_controller_params(urdf: str, rate: float, model: str, checkpoint: str, tm
     return {k: _param_text(v) for k, v in params.items()}
 
 
-def callback_cost(urdf: str, models: List[str], ident: str, checkpoint: str,
-                  n: int = 3000) -> Dict:
+def callback_cost(
+    urdf: str, models: List[str], ident: str, checkpoint: str, n: int = 3000
+) -> Dict:
     """CPU time of the controller's joint-state callback alone [us per call]: in this process,
     called directly (no executor, no DDS receive), following an excitation reference."""
     import rclpy
@@ -128,10 +139,12 @@ def callback_cost(urdf: str, models: List[str], ident: str, checkpoint: str,
     from delan_control.nodes.reference import to_msg
     from delan_control.nodes.torque_controller import TorqueControllerNode
     from delan_control.trajectories import make_reference
+
     rclpy.logging.set_logger_level('torque_controller', rclpy.logging.LoggingSeverity.WARN)
     robot = RobotDescription.load(urdf)
-    t, q, qd, qdd = make_reference('excitation', robot.lower, robot.upper,
-                                   robot.velocity_limits, None, duration=30.0)
+    t, q, qd, qdd = make_reference(
+        'excitation', robot.lower, robot.upper, robot.velocity_limits, None, duration=30.0
+    )
     t0 = 1_000_000_000_000
     ref = to_msg(robot.joint_names, t0, t, q, qd, qdd)
     out = {}
@@ -141,21 +154,31 @@ def callback_cost(urdf: str, models: List[str], ident: str, checkpoint: str,
         for model in models:
             if model == 'delan' and not checkpoint:
                 continue
-            node = TorqueControllerNode(context=ctx, parameter_overrides=[
-                Parameter('urdf_path', value=urdf), Parameter('model', value=model),
-                Parameter('identified_params', value=ident if model == 'identified' else ''),
-                Parameter('delan_checkpoint', value=checkpoint if model == 'delan' else ''),
-                Parameter('watchdog_timeout', value=10.0),
-                Parameter('command_joints', value=list(robot.joint_names))])
+            node = TorqueControllerNode(
+                context=ctx,
+                parameter_overrides=[
+                    Parameter('urdf_path', value=urdf),
+                    Parameter('model', value=model),
+                    Parameter('identified_params', value=ident if model == 'identified' else ''),
+                    Parameter('delan_checkpoint', value=checkpoint if model == 'delan' else ''),
+                    Parameter('watchdog_timeout', value=10.0),
+                    Parameter('command_joints', value=list(robot.joint_names)),
+                ],
+            )
             try:
                 node._on_reference(ref)
                 msgs = []
                 for k in range(n):
                     i = (k * 7) % len(t)
-                    m = JointState(name=robot.joint_names, position=q[i].tolist(),
-                                   velocity=qd[i].tolist(), effort=[0.0] * len(q[i]))
+                    m = JointState(
+                        name=robot.joint_names,
+                        position=q[i].tolist(),
+                        velocity=qd[i].tolist(),
+                        effort=[0.0] * len(q[i]),
+                    )
                     m.header.stamp.sec, m.header.stamp.nanosec = divmod(
-                        t0 + int(2e9) + k * 1_000_000, 1_000_000_000)
+                        t0 + int(2e9) + k * 1_000_000, 1_000_000_000
+                    )
                     msgs.append(m)
                 for m in msgs[:200]:
                     node._on_joint_state(m)
@@ -175,27 +198,55 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument('--duration', type=float, default=60.0, help='seconds measured per model')
     ap.add_argument('--models', default=','.join(MODELS), help='comma-separated subset')
     ap.add_argument('--rate', type=float, default=1000.0, help='joint_states rate [Hz]')
-    ap.add_argument('--urdf', default=TWO_LINK, help='robot (e.g. seven_dof_arm.urdf); '
-                    'sim, controller, learner and the identification all use it')
+    ap.add_argument(
+        '--urdf',
+        default=TWO_LINK,
+        help='robot (e.g. seven_dof_arm.urdf); '
+        'sim, controller, learner and the identification all use it',
+    )
     ap.add_argument('--settle', type=float, default=3.0, help='seconds after a switch')
     ap.add_argument('--no-learner', action='store_true', help='without the learner')
-    ap.add_argument('--model-wait', type=float, default=600.0,
-                    help='seconds to wait for the learner\'s first version (model=delan)')
-    ap.add_argument('--publish-max-nmse', type=float, default=None,
-                    help="the learner's quality gate (default: the parameter file's / node's, "
-                         '0.25); 1e9 lets any version through -- the latency of model=delan '
-                         'does not depend on how good the model is, and a 7-DoF learner starved '
-                         'of CPU may not pass the gate for many minutes')
-    ap.add_argument('--realtime-priority', type=int, default=0,
-                    help="realtime_priority of the controller and of the sim (the robot's "
-                         'driver): SCHED_FIFO; 0 = normal scheduling')
-    ap.add_argument('--learner-param', action='append', default=[], metavar='NAME=VALUE',
-                    help='a learner parameter (repeatable), e.g. shift_factor=10')
-    ap.add_argument('--probe', action='store_true',
-                    help='also measure externally from DDS source stamps (loop_probe.py)')
-    ap.add_argument('--controller', default='python', choices=['python', 'rt'],
-                    help='rt: also the compiled torque_controller_rt (delan_control_rt), after '
-                         'the Python node, in the same run and table (models pd, delan)')
+    ap.add_argument(
+        '--model-wait',
+        type=float,
+        default=600.0,
+        help="seconds to wait for the learner's first version (model=delan)",
+    )
+    ap.add_argument(
+        '--publish-max-nmse',
+        type=float,
+        default=None,
+        help="the learner's quality gate (default: the parameter file's / node's, "
+        '0.25); 1e9 lets any version through -- the latency of model=delan '
+        'does not depend on how good the model is, and a 7-DoF learner starved '
+        'of CPU may not pass the gate for many minutes',
+    )
+    ap.add_argument(
+        '--realtime-priority',
+        type=int,
+        default=0,
+        help="realtime_priority of the controller and of the sim (the robot's "
+        'driver): SCHED_FIFO; 0 = normal scheduling',
+    )
+    ap.add_argument(
+        '--learner-param',
+        action='append',
+        default=[],
+        metavar='NAME=VALUE',
+        help='a learner parameter (repeatable), e.g. shift_factor=10',
+    )
+    ap.add_argument(
+        '--probe',
+        action='store_true',
+        help='also measure externally from DDS source stamps (loop_probe.py)',
+    )
+    ap.add_argument(
+        '--controller',
+        default='python',
+        choices=['python', 'rt'],
+        help='rt: also the compiled torque_controller_rt (delan_control_rt), after '
+        'the Python node, in the same run and table (models pd, delan)',
+    )
     ap.add_argument('--keep', action='store_true', help='keep the temporary folder (logs)')
     args = ap.parse_args(argv)
     models = [m.strip() for m in args.models.split(',') if m.strip()]
@@ -208,11 +259,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     rt_models = [m for m in models if m in RT_MODELS] if args.controller == 'rt' else []
     if args.controller == 'rt':
         prefix = os.environ.get('COLCON_PREFIX_PATH', '').split(os.pathsep)[0] or 'install'
-        exe = os.path.join(prefix, 'delan_control_rt', 'lib', 'delan_control_rt',
-                           'torque_controller_rt')
+        exe = os.path.join(
+            prefix, 'delan_control_rt', 'lib', 'delan_control_rt', 'torque_controller_rt'
+        )
         if not os.path.exists(exe):
-            ap.error(f'--controller rt: the compiled node is not built ({exe}); make setup '
-                     'builds it')
+            ap.error(
+                f'--controller rt: the compiled node is not built ({exe}); make setup builds it'
+            )
     private_domain()
 
     import rclpy
@@ -232,23 +285,45 @@ def main(argv: Optional[List[str]] = None) -> int:
     rows, rss = [], {}
     code = 0
     try:
-        nodes.start('delan_control', 'sim', {**realtime_sim(args.rate),
-                                             'realtime_priority': args.realtime_priority})
-        nodes.start('delan_control', 'torque_controller', {
-            'model': 'pd', **pd_gains(urdf, args.rate),
-            'realtime_priority': args.realtime_priority,
-            **({'identified_params': ident} if 'identified' in models else {})})
+        nodes.start(
+            'delan_control',
+            'sim',
+            {**realtime_sim(args.rate), 'realtime_priority': args.realtime_priority},
+        )
+        nodes.start(
+            'delan_control',
+            'torque_controller',
+            {
+                'model': 'pd',
+                **pd_gains(urdf, args.rate),
+                'realtime_priority': args.realtime_priority,
+                **({'identified_params': ident} if 'identified' in models else {}),
+            },
+        )
         nodes.start('delan_control', 'reference', {'trajectory': 'excitation', 'repeat': 'true'})
         if not args.no_learner:
-            nodes.start('delan_learning', 'learner', {
-                'checkpoint_dir': os.path.join(tmp, 'ckpt'), 'resume': 'false',
-                'torch_threads': 1, 'publish_period': 5.0,
-                **({'publish_max_nmse': args.publish_max_nmse}
-                   if args.publish_max_nmse is not None else {}),
-                **dict(kv.split('=', 1) for kv in args.learner_param)})
+            nodes.start(
+                'delan_learning',
+                'learner',
+                {
+                    'checkpoint_dir': os.path.join(tmp, 'ckpt'),
+                    'resume': 'false',
+                    'torch_threads': 1,
+                    'publish_period': 5.0,
+                    **(
+                        {'publish_max_nmse': args.publish_max_nmse}
+                        if args.publish_max_nmse is not None
+                        else {}
+                    ),
+                    **dict(kv.split('=', 1) for kv in args.learner_param),
+                },
+            )
         probe = Probe(stamps=args.probe)
-        wait('the controller commanding', lambda: int(probe.diag.get('commands_sent', 0)) > 100,
-             60.0)
+        wait(
+            'the controller commanding',
+            lambda: int(probe.diag.get('commands_sent', 0)) > 100,
+            60.0,
+        )
         if not args.no_learner:
             wait('the learner', lambda: probe.status is not None, 90.0)
         log(f'nodes up (ROS_DOMAIN_ID {os.environ["ROS_DOMAIN_ID"]}, logs in {tmp})')
@@ -260,11 +335,13 @@ def main(argv: Optional[List[str]] = None) -> int:
                     raise RuntimeError('model=delan needs the learner (drop --no-learner)')
                 try:
                     wait('a learned model', lambda: probe.updates > 0, args.model_wait)
-                except RuntimeError as err:   # say why: the learner's quality gate, ...
+                except RuntimeError as err:  # say why: the learner's quality gate, ...
                     st = probe.status
-                    raise RuntimeError(f'{err} (learner: {st.message!r}, validation nMSE '
-                                       f'{[round(x, 4) for x in st.validation_nmse]}, '
-                                       f'{st.training_steps} steps)') from None
+                    raise RuntimeError(
+                        f'{err} (learner: {st.message!r}, validation nMSE '
+                        f'{[round(x, 4) for x in st.validation_nmse]}, '
+                        f'{st.training_steps} steps)'
+                    ) from None
             if impl == 'python':
                 probe.set_model(model)
             else:
@@ -275,11 +352,18 @@ def main(argv: Optional[List[str]] = None) -> int:
                 del procs[controller]
                 probe.diag = {}
                 controller = 'torque_controller_rt'
-                nodes.start('delan_control_rt', controller, rt_controller_params(
-                    urdf, args.rate, model, probe.last_checkpoint, tmp,
-                    args.realtime_priority))
-                wait(f'the compiled controller commanding (model={model})',
-                     lambda: int(probe.diag.get('commands_sent', 0)) > 100, 60.0)
+                nodes.start(
+                    'delan_control_rt',
+                    controller,
+                    rt_controller_params(
+                        urdf, args.rate, model, probe.last_checkpoint, tmp, args.realtime_priority
+                    ),
+                )
+                wait(
+                    f'the compiled controller commanding (model={model})',
+                    lambda: int(probe.diag.get('commands_sent', 0)) > 100,
+                    60.0,
+                )
                 if model == 'delan' and probe.diag.get('model_loads') != '1':
                     raise RuntimeError('torque_controller_rt did not load the DeLaN weights')
             time.sleep(args.settle)
@@ -292,8 +376,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             row: Dict = {}
             log(f'measuring {impl} model={model} for {args.duration:.0f} s')
             # the controller under one name, whichever node it is
-            pids = {('controller' if name == controller else name): p.pid
-                    for name, p in procs.items()}
+            pids = {
+                ('controller' if name == controller else name): p.pid for name, p in procs.items()
+            }
             pids['bench'] = os.getpid()
             cpu0 = {name: cpu_s(pid) for name, pid in pids.items()}
             first = probe.next_diag()
@@ -304,8 +389,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 time.sleep(args.duration)
             last = probe.next_diag()
             wall = time.monotonic() - w0
-            row['cpu'] = {name: 100.0 * (cpu_s(pid) - cpu0[name]) / wall
-                          for name, pid in pids.items()}
+            row['cpu'] = {
+                name: 100.0 * (cpu_s(pid) - cpu0[name]) / wall for name, pid in pids.items()
+            }
             row.update(probe.loop_window(first, last))
             if row['states'] < 2:
                 raise RuntimeError(f'no joint states reached the controller with model={model}')
@@ -321,14 +407,18 @@ def main(argv: Optional[List[str]] = None) -> int:
             st1 = probe.status
             if st0 is not None and st1 is not None:
                 row['learner_steps'] = int(st1.training_steps - st0.training_steps)
-                span = ((st1.header.stamp.sec + 1e-9 * st1.header.stamp.nanosec)
-                        - (st0.header.stamp.sec + 1e-9 * st0.header.stamp.nanosec))
+                span = (st1.header.stamp.sec + 1e-9 * st1.header.stamp.nanosec) - (
+                    st0.header.stamp.sec + 1e-9 * st0.header.stamp.nanosec
+                )
                 # NaN: no status in the whole window (a learner starved of CPU)
-                row['learner_hz'] = ((st1.samples_seen - st0.samples_seen) / span if span > 0
-                                     else float('nan'))
+                row['learner_hz'] = (
+                    (st1.samples_seen - st0.samples_seen) / span if span > 0 else float('nan')
+                )
             rows.append(row)
-            log(f'{impl} {model}: p50 {row["p50"]:.0f} us, p99 {row["p99"]:.0f} us, max '
-                f'{row["max"]:.0f} us, missed {row["missed"]} of {row["states"]}')
+            log(
+                f'{impl} {model}: p50 {row["p50"]:.0f} us, p99 {row["p99"]:.0f} us, max '
+                f'{row["max"]:.0f} us, missed {row["missed"]} of {row["states"]}'
+            )
         for name, p in procs.items():
             if name in rss:
                 rss[name][1] = rss_mb(p.pid)
@@ -342,61 +432,85 @@ def main(argv: Optional[List[str]] = None) -> int:
             probe.close()
         rclpy.try_shutdown()
 
-    gate = ('' if args.publish_max_nmse is None
-            else f' (quality gate publish_max_nmse {args.publish_max_nmse:g})')
-    print(f'\nControl loop: {os.path.relpath(urdf, ROOT)}; joint_states at {args.rate:g} Hz '
-          f'(sim, real time, not lockstep) -> torque_controller -> effort commands; learner '
-          f'{"training in parallel" if not args.no_learner else "off"}{gate}; '
-          f'{args.duration:g} s per '
-          f'model; {load_text()}; {provenance()}')
-    print(f'controller and sim realtime_priority {args.realtime_priority} '
-          f'({"SCHED_FIFO" if args.realtime_priority else "normal scheduling"}). The '
-          "controller's own timing: latency = command published - source stamp of the state it "
-          'answers; missed = states published before the answer to the previous one '
-          '(histogram resolution 10 us; Hz = states per diagnostics period).\n')
-    hdr = (f'{"node":>6s} {"model":>10s} {"states":>7s} {"Hz":>7s} {"p50 us":>7s} {"p99 us":>8s} '
-           f'{"max us":>8s} {"missed":>7s} {"missed%":>7s} {"extra":>6s} {"trips":>5s} '
-           f'{"fallbk":>6s} {"updates":>7s} {"learner steps":>13s} {"learner Hz":>10s}')
+    gate = (
+        ''
+        if args.publish_max_nmse is None
+        else f' (quality gate publish_max_nmse {args.publish_max_nmse:g})'
+    )
+    print(
+        f'\nControl loop: {os.path.relpath(urdf, ROOT)}; joint_states at {args.rate:g} Hz '
+        f'(sim, real time, not lockstep) -> torque_controller -> effort commands; learner '
+        f'{"training in parallel" if not args.no_learner else "off"}{gate}; '
+        f'{args.duration:g} s per '
+        f'model; {load_text()}; {provenance()}'
+    )
+    print(
+        f'controller and sim realtime_priority {args.realtime_priority} '
+        f'({"SCHED_FIFO" if args.realtime_priority else "normal scheduling"}). The '
+        "controller's own timing: latency = command published - source stamp of the state it "
+        'answers; missed = states published before the answer to the previous one '
+        '(histogram resolution 10 us; Hz = states per diagnostics period).\n'
+    )
+    hdr = (
+        f'{"node":>6s} {"model":>10s} {"states":>7s} {"Hz":>7s} {"p50 us":>7s} {"p99 us":>8s} '
+        f'{"max us":>8s} {"missed":>7s} {"missed%":>7s} {"extra":>6s} {"trips":>5s} '
+        f'{"fallbk":>6s} {"updates":>7s} {"learner steps":>13s} {"learner Hz":>10s}'
+    )
     print(hdr)
     print('-' * len(hdr))
     for r in rows:
-        print(f'{r["impl"]:>6s} {r["model"]:>10s} {r["states"]:7d} {r["rate_hz"]:7.1f} '
-              f'{r["p50"]:7.0f} {r["p99"]:8.0f} {r["max"]:8.0f} {r["missed"]:7d} '
-              f'{r["missed_pct"]:7.2f} '
-              f'{r["extra"]:6d} {r["trips"]:5d} {r["fallbacks"]:6d} {r["updates"]:7d} '
-              f'{r.get("learner_steps", 0):13d} {r.get("learner_hz", float("nan")):10.0f}')
+        print(
+            f'{r["impl"]:>6s} {r["model"]:>10s} {r["states"]:7d} {r["rate_hz"]:7.1f} '
+            f'{r["p50"]:7.0f} {r["p99"]:8.0f} {r["max"]:8.0f} {r["missed"]:7d} '
+            f'{r["missed_pct"]:7.2f} '
+            f'{r["extra"]:6d} {r["trips"]:5d} {r["fallbacks"]:6d} {r["updates"]:7d} '
+            f'{r.get("learner_steps", 0):13d} {r.get("learner_hz", float("nan")):10.0f}'
+        )
     if args.probe and rows:
-        print('\nexternal probe (DDS source stamps; a command is matched to the state published '
-              'just before it, so with a backlog latencies are lower bounds):')
+        print(
+            '\nexternal probe (DDS source stamps; a command is matched to the state published '
+            'just before it, so with a backlog latencies are lower bounds):'
+        )
         for r in rows:
             e = r['probe']
-            print(f'{r["impl"]:>6s} {r["model"]:>10s} {e["states"]:7d} {e["rate_hz"]:7.1f} '
-                  f'{e["p50"]:7.0f} '
-                  f'{e["p99"]:8.0f} {e["max"]:8.0f} {e["missed"]:7d} {e["missed_pct"]:7.2f} '
-                  f'{e["extra"]:6d}')
+            print(
+                f'{r["impl"]:>6s} {r["model"]:>10s} {e["states"]:7d} {e["rate_hz"]:7.1f} '
+                f'{e["p50"]:7.0f} '
+                f'{e["p99"]:8.0f} {e["max"]:8.0f} {e["missed"]:7d} {e["missed_pct"]:7.2f} '
+                f'{e["extra"]:6d}'
+            )
     if rows:
         names = list(rows[0]['cpu'])
         print('\nCPU use during each run [% of one core]; controller CPU per command [us]')
-        print(f'{"node":>6s} {"model":>10s} ' + ' '.join(f'{n[:17]:>17s}' for n in names)
-              + f' {"ctl us/cmd":>10s}')
+        print(
+            f'{"node":>6s} {"model":>10s} '
+            + ' '.join(f'{n[:17]:>17s}' for n in names)
+            + f' {"ctl us/cmd":>10s}'
+        )
         for r in rows:
-            print(f'{r["impl"]:>6s} {r["model"]:>10s} '
-                  + ' '.join(f'{r["cpu"].get(n, float("nan")):17.0f}' for n in names)
-                  + f' {r["ctl_us"]:10.0f}')
+            print(
+                f'{r["impl"]:>6s} {r["model"]:>10s} '
+                + ' '.join(f'{r["cpu"].get(n, float("nan")):17.0f}' for n in names)
+                + f' {r["ctl_us"]:10.0f}'
+            )
     if rss:
         print(f'\n{"process":>20s} {"RSS start MB":>12s} {"RSS end MB":>10s}')
         for name, (a, b) in rss.items():
             print(f'{name:>20s} {a:12.1f} {b:10.1f}')
     if probe is not None and not code:
         cost = callback_cost(urdf, models, ident, probe.last_checkpoint)
-        print('\ncontroller joint-state callback alone (called in-process: no executor, no DDS; '
-              'the machine is quieter now) [us CPU per call]')
+        print(
+            '\ncontroller joint-state callback alone (called in-process: no executor, no DDS; '
+            'the machine is quieter now) [us CPU per call]'
+        )
         print('  ' + ', '.join(f'{m} {c:.0f}' for m, c in cost.items()))
     for r in rows:
         if r['model'] == 'delan':
-            print(f'\ntarget ({r["impl"]} node, delan: {TARGET}): '
-                  f'{"met" if target_met(r) else "NOT met"} '
-                  f'(p99 {r["p99"]:.0f} us, {r["missed"]} missed)')
+            print(
+                f'\ntarget ({r["impl"]} node, delan: {TARGET}): '
+                f'{"met" if target_met(r) else "NOT met"} '
+                f'(p99 {r["p99"]:.0f} us, {r["missed"]} missed)'
+            )
     if args.keep or code:
         print(f'logs: {tmp}')
     else:

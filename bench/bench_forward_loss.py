@@ -17,6 +17,7 @@ The 'true plant' row is the floor (the sim's own model; it lacks nothing but the
 
     python bench/bench_forward_loss.py --horizon 5 --batch 64 --width 32 [--levels 1 3 10]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,7 @@ from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 
 URDF = os.path.join(os.path.dirname(__file__), '..', 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 MISMATCH = Mismatch(payload_mass=0.6, viscous_scale=2.0, coulomb_scale=2.0)
-POSITION_NOISE, VELOCITY_NOISE = 1e-4, 2e-3   # the demo's sim [rad], [rad/s]
+POSITION_NOISE, VELOCITY_NOISE = 1e-4, 2e-3  # the demo's sim [rad], [rad/s]
 
 
 class TruePlant(torch.nn.Module):
@@ -78,7 +79,7 @@ def score(model, test: dict, horizon: int) -> dict:
     if hasattr(model, 'inverse'):
         with torch.no_grad():
             err = (model.inverse(q, qd, qdd) - tau).numpy()
-        out['nmse'] = float(np.mean(np.mean(err ** 2, 0) / np.var(test['tau'], 0)))
+        out['nmse'] = float(np.mean(np.mean(err**2, 0) / np.var(test['tau'], 0)))
     idx, dt = ro.window_index(test['traj'], test['t'], horizon)
     idx, dt = idx[::5], dt[::5]
     eq, ev = ro.rollout_errors(model, q, qd, tau, idx, dt, 'rk4', 'start')
@@ -89,13 +90,19 @@ def score(model, test: dict, horizon: int) -> dict:
 
 def train(data: Dataset, loss: str, steps: int, args) -> tuple:
     torch.manual_seed(args.seed)
-    cfg = TrainConfig(loss=loss, horizon=args.horizon, integrator=args.integrator,
-                      batch_size=args.batch, lr=args.lr, seed=args.seed)
+    cfg = TrainConfig(
+        loss=loss,
+        horizon=args.horizon,
+        integrator=args.integrator,
+        batch_size=args.batch,
+        lr=args.lr,
+        seed=args.seed,
+    )
     model = build_model('delan', data.joint_types, width=args.width)
     trainer = Trainer(model, cfg, TorqueNormalizer.from_torques(data.tau))
     t0 = time.perf_counter()
     done = 0
-    while done < steps:   # cosine over the run, in rounds of 100 steps
+    while done < steps:  # cosine over the run, in rounds of 100 steps
         n = min(100, steps - done)
         lr = cfg.lr * (0.01 + 0.99 * 0.5 * (1 + np.cos(np.pi * done / steps)))
         trainer.train_steps(data, n, lr=lr)
@@ -105,8 +112,13 @@ def train(data: Dataset, loss: str, steps: int, args) -> tuple:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('--levels', type=float, nargs='+', default=[1.0, 10.0],
-                   help='velocity noise in multiples of the demo\'s 0.002 rad/s')
+    p.add_argument(
+        '--levels',
+        type=float,
+        nargs='+',
+        default=[1.0, 10.0],
+        help="velocity noise in multiples of the demo's 0.002 rad/s",
+    )
     p.add_argument('--trajectories', type=int, default=6)
     p.add_argument('--duration', type=float, default=10.0)
     p.add_argument('--rate', type=float, default=250.0)
@@ -114,8 +126,12 @@ def main(argv=None) -> int:
     p.add_argument('--horizon-eval', type=int, default=25, help='metric rollout steps')
     p.add_argument('--integrator', default='rk4', choices=ro.INTEGRATORS)
     p.add_argument('--steps-inverse', type=int, default=3000)
-    p.add_argument('--steps-forward', type=int, default=3000,
-                   help='steps for forward / both (1200 left forward under-trained)')
+    p.add_argument(
+        '--steps-forward',
+        type=int,
+        default=3000,
+        help='steps for forward / both (1200 left forward under-trained)',
+    )
     p.add_argument('--batch', type=int, default=128)
     p.add_argument('--lr', type=float, default=5e-3)
     p.add_argument('--width', type=int, default=64)
@@ -124,14 +140,33 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     urdf = os.path.normpath(URDF)
-    clean = generate_dataset(urdf, trajectories=args.trajectories, duration=args.duration,
-                             rate=args.rate, seed=args.seed, mismatch=MISMATCH)
-    test = generate_dataset(urdf, trajectories=2, duration=args.duration, rate=args.rate,
-                            seed=args.seed + 100, mismatch=MISMATCH)
+    clean = generate_dataset(
+        urdf,
+        trajectories=args.trajectories,
+        duration=args.duration,
+        rate=args.rate,
+        seed=args.seed,
+        mismatch=MISMATCH,
+    )
+    test = generate_dataset(
+        urdf,
+        trajectories=2,
+        duration=args.duration,
+        rate=args.rate,
+        seed=args.seed + 100,
+        mismatch=MISMATCH,
+    )
     truth = TruePlant(RobotModel(urdf).mismatched(MISMATCH))
-    rows = [('-', 'true plant', score(truth, test, args.horizon_eval), 0, 0.0),
-            ('-', 'qdd = 0', score(ZeroAcceleration(truth.joint_types), test, args.horizon_eval),
-             0, 0.0)]
+    rows = [
+        ('-', 'true plant', score(truth, test, args.horizon_eval), 0, 0.0),
+        (
+            '-',
+            'qdd = 0',
+            score(ZeroAcceleration(truth.joint_types), test, args.horizon_eval),
+            0,
+            0.0,
+        ),
+    ]
     for level in args.levels:
         arrays = noisy(clean, level, seed=int(level * 1000) + args.seed)
         matched = Dataset.from_arrays(arrays)
@@ -144,16 +179,22 @@ def main(argv=None) -> int:
             r = rows[-1]
             sys.stderr.write(f'{r[0]} {r[1]}: {r[2]} ({secs:.0f} s)\n')
     h_ms = 1000.0 * args.horizon_eval / args.rate
-    print(f'\n2-link, {args.trajectories} x {args.duration:g} s at {args.rate:g} Hz; training '
-          f'rollouts {args.horizon} steps ({args.integrator}); metric at {args.horizon_eval} '
-          f'steps ({h_ms:.0f} ms) on 2 unseen trajectories\n')
-    print(f'| qd noise | loss | steps | train [s] | torque nMSE | q RMS @{args.horizon_eval} '
-          f'[mrad] | qd RMS @{args.horizon_eval} [rad/s] |')
+    print(
+        f'\n2-link, {args.trajectories} x {args.duration:g} s at {args.rate:g} Hz; training '
+        f'rollouts {args.horizon} steps ({args.integrator}); metric at {args.horizon_eval} '
+        f'steps ({h_ms:.0f} ms) on 2 unseen trajectories\n'
+    )
+    print(
+        f'| qd noise | loss | steps | train [s] | torque nMSE | q RMS @{args.horizon_eval} '
+        f'[mrad] | qd RMS @{args.horizon_eval} [rad/s] |'
+    )
     print('|---|---|---|---|---|---|---|')
     for level, loss, s, steps, secs in rows:
         nmse = f'{s["nmse"]:.4f}' if 'nmse' in s else '-'
-        print(f'| {level} | {loss} | {steps} | {secs:.0f} | {nmse} | {1e3 * s["q_rms"]:.3f} | '
-              f'{s["qd_rms"]:.4f} |')
+        print(
+            f'| {level} | {loss} | {steps} | {secs:.0f} | {nmse} | {1e3 * s["q_rms"]:.3f} | '
+            f'{s["qd_rms"]:.4f} |'
+        )
     return 0
 
 

@@ -12,6 +12,7 @@
 
 Run: ``source env.sh && python bench/bench_plant_effects.py [--quick] [--only step|sysid]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,13 +35,19 @@ PAYLOAD = Mismatch(payload_mass=0.6, viscous_scale=2.0, coulomb_scale=2.0)
 def mismatches(robot: RobotModel) -> dict:
     """``payload``, the preset, and each of the preset's effects alone on top of ``payload``."""
     full = Mismatch.from_preset('realistic', robot)
-    return {'payload': PAYLOAD,
-            'realistic': full,
-            '+ Stribeck': replace(PAYLOAD, stribeck_static_ratio=full.stribeck_static_ratio,
-                                  stribeck_velocity=full.stribeck_velocity),
-            '+ asymmetry': replace(PAYLOAD, coulomb_asymmetry=full.coulomb_asymmetry),
-            '+ spring': replace(PAYLOAD, spring_stiffness=full.spring_stiffness,
-                                spring_offset=full.spring_offset)}
+    return {
+        'payload': PAYLOAD,
+        'realistic': full,
+        '+ Stribeck': replace(
+            PAYLOAD,
+            stribeck_static_ratio=full.stribeck_static_ratio,
+            stribeck_velocity=full.stribeck_velocity,
+        ),
+        '+ asymmetry': replace(PAYLOAD, coulomb_asymmetry=full.coulomb_asymmetry),
+        '+ spring': replace(
+            PAYLOAD, spring_stiffness=full.spring_stiffness, spring_offset=full.spring_offset
+        ),
+    }
 
 
 def bench_step(quick: bool) -> None:
@@ -53,7 +60,7 @@ def bench_step(quick: bool) -> None:
             cells = []
             for mm in (Mismatch(), Mismatch(preset='realistic')):
                 plant = Plant(urdf, mm, integrator=integrator)
-                tau = plant.truth.gravity(np.zeros(plant.n)) * 0.5 + 0.3   # keeps it moving
+                tau = plant.truth.gravity(np.zeros(plant.n)) * 0.5 + 0.3  # keeps it moving
                 plant.reset(np.full(plant.n, 0.2), np.full(plant.n, 0.5))
                 cpu = []
                 for _ in range(repeat):
@@ -66,31 +73,43 @@ def bench_step(quick: bool) -> None:
 
 def bench_sysid(quick: bool) -> None:
     trajectories, duration = (3, 4.0) if quick else (4, 8.0)
-    print(f'\n### Rigid-body identification, held-out torque nMSE per joint ({trajectories} x '
-          f'{duration:g} s at 500 Hz, last trajectory held out)\n')
+    print(
+        f'\n### Rigid-body identification, held-out torque nMSE per joint ({trajectories} x '
+        f'{duration:g} s at 500 Hz, last trajectory held out)\n'
+    )
     print('| robot | plant mismatch | nMSE per joint | worst |')
     print('|---|---|---|---:|')
     for urdf in ROBOTS:
         nominal = RobotModel(urdf)
         for name, mm in mismatches(nominal).items():
-            data = generate_dataset(urdf, trajectories=trajectories, duration=duration,
-                                    seed=3, mismatch=mm)
+            data = generate_dataset(
+                urdf, trajectories=trajectories, duration=duration, seed=3, mismatch=mm
+            )
             _, report = identify_dataset(nominal, data)
             e = list(report['nmse_test'].values())
-            print(f'| {urdf.split(".")[0]} | {name} | '
-                  + ' '.join(f'{x:.1e}' for x in e) + f' | {max(e):.1e} |')
+            print(
+                f'| {urdf.split(".")[0]} | {name} | '
+                + ' '.join(f'{x:.1e}' for x in e)
+                + f' | {max(e):.1e} |'
+            )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--quick', action='store_true', help='fewer repetitions, shorter data')
-    ap.add_argument('--only', choices=('step', 'sysid'), action='append',
-                    help='run only these parts (repeatable)')
+    ap.add_argument(
+        '--only',
+        choices=('step', 'sysid'),
+        action='append',
+        help='run only these parts (repeatable)',
+    )
     args = ap.parse_args()
     parts = args.only or ['step', 'sysid']
     load = os.getloadavg()
-    print(f'# bench_plant_effects ({os.cpu_count()} CPUs, load average {load[0]:.2f} '
-          f'{load[1]:.2f} {load[2]:.2f})')
+    print(
+        f'# bench_plant_effects ({os.cpu_count()} CPUs, load average {load[0]:.2f} '
+        f'{load[1]:.2f} {load[2]:.2f})'
+    )
     for part, fn in (('step', bench_step), ('sysid', bench_sysid)):
         if part in parts:
             fn(args.quick)

@@ -10,6 +10,7 @@ sim's own model: the floor).
     python bench/bench_replay.py --robot panda.urdf --demo out/demo
     python bench/bench_replay.py --robot panda.urdf --checkpoint model.pt
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,10 +38,12 @@ def models(setup: EvaluationSetup, args) -> dict:
         checkpoint = checkpoint or res['learner']['checkpoint']
         identified = os.path.join(args.demo, 'identified.json')
     if identified and os.path.isfile(identified):
-        out['identified'] = load_dynamics_model('identified', setup.robot,
-                                                identified_params=identified)
+        out['identified'] = load_dynamics_model(
+            'identified', setup.robot, identified_params=identified
+        )
     if checkpoint:
         from delan_learning.checkpoint import read_checkpoint
+
         kind = read_checkpoint(checkpoint)[0]['model_kind']
         out[kind] = load_dynamics_model(kind, setup.robot, checkpoint=checkpoint)
     return out
@@ -50,8 +53,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--robot', '--urdf', default='two_link_arm.urdf')
     ap.add_argument('--joints', default='')
-    ap.add_argument('--params', default=None, help='node parameter file (default: the demo '
-                    "folder's params.yaml, else the bringup's sim_params.yaml)")
+    ap.add_argument(
+        '--params',
+        default=None,
+        help='node parameter file (default: the demo '
+        "folder's params.yaml, else the bringup's sim_params.yaml)",
+    )
     ap.add_argument('--demo', default='', help='a demo output folder (results.json)')
     ap.add_argument('--checkpoint', default='', help='a DeLaN checkpoint to judge')
     ap.add_argument('--law', default='feedforward_urdf_pd')
@@ -60,7 +67,7 @@ def main() -> int:
     joints = [j for j in args.joints.replace(',', ' ').split() if j]
     params = args.params or PARAMS_FILE
     if not args.params and args.demo and os.path.isfile(os.path.join(args.demo, 'params.yaml')):
-        params = os.path.join(args.demo, 'params.yaml')     # what the demo's nodes ran with
+        params = os.path.join(args.demo, 'params.yaml')  # what the demo's nodes ran with
     setup = EvaluationSetup.from_params(find_urdf(args.robot), params, joints)
     log(f'{provenance()}; {setup.robot.source}')
     print('| model | speed | RMS tracking error per joint | mean | / pinocchio | replay [s] |')
@@ -73,8 +80,11 @@ def main() -> int:
             wall = time.perf_counter() - t0
             mean = float(np.mean(rms))
             nominal.setdefault(speed, mean)
-            print(f'| {name} | {speed:g}x | {" / ".join(f"{x:.4f}" for x in rms)} | '
-                  f'{mean:.4f} | {mean / nominal[speed]:.3f} | {wall:.1f} |', flush=True)
+            print(
+                f'| {name} | {speed:g}x | {" / ".join(f"{x:.4f}" for x in rms)} | '
+                f'{mean:.4f} | {mean / nominal[speed]:.3f} | {wall:.1f} |',
+                flush=True,
+            )
     return 0
 
 

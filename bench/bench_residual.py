@@ -12,6 +12,7 @@ the URDF's inverse inertia (the acceleration it causes), or both.
     python bench/bench_residual.py --demo out/demo_panda --fractions 0.1,0.25,0.5,1 --steps 6000
     python bench/bench_residual.py --demo out/demo_panda --variants delan:torque,delan:both
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,12 @@ from delan_learning.models import build_model
 from delan_learning.online import evaluate_total, fit_targets, held_out
 from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 
-VARIANTS = (('delan', 'torque'), ('delan_residual', 'torque'),
-            ('delan_residual', 'acceleration'), ('delan_residual', 'both'))
+VARIANTS = (
+    ('delan', 'torque'),
+    ('delan_residual', 'torque'),
+    ('delan_residual', 'acceleration'),
+    ('delan_residual', 'both'),
+)
 SPEEDS = (1.0, 2.0)
 
 
@@ -48,8 +53,9 @@ def buffer_columns(nominal: RobotModel, data: dict) -> dict:
 
 def arrays(columns: dict, kind: str, metric: str) -> dict:
     """What the learner's buffer would hold for ``kind`` and ``metric``."""
-    drop = ({'tau_prior'} if kind != 'delan_residual' else set()) | \
-        ({'metric'} if metric == 'torque' else set())
+    drop = ({'tau_prior'} if kind != 'delan_residual' else set()) | (
+        {'metric'} if metric == 'torque' else set()
+    )
     return {k: v for k, v in columns.items() if k not in drop}
 
 
@@ -69,44 +75,59 @@ def train(robot, kind: str, metric: str, train_data: dict, steps: int, seed: int
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    ap.add_argument('--demo', required=True, help='a demo output folder (bags/, params.yaml, '
-                    'results.json)')
+    ap.add_argument(
+        '--demo', required=True, help='a demo output folder (bags/, params.yaml, results.json)'
+    )
     ap.add_argument('--steps', type=int, default=3000, help='optimiser steps per model')
-    ap.add_argument('--fractions', default='0.25,1',
-                    help='parts of the excitation (by time) to train on')
+    ap.add_argument(
+        '--fractions', default='0.25,1', help='parts of the excitation (by time) to train on'
+    )
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--threads', type=int, default=1)
-    ap.add_argument('--variants', default=','.join(f'{k}:{m}' for k, m in VARIANTS),
-                    help='model:loss pairs to train, e.g. delan:torque,delan:both')
+    ap.add_argument(
+        '--variants',
+        default=','.join(f'{k}:{m}' for k, m in VARIANTS),
+        help='model:loss pairs to train, e.g. delan:torque,delan:both',
+    )
     args = ap.parse_args()
     variants = [tuple(v.split(':')) for v in args.variants.split(',')]
     torch.set_num_threads(args.threads)
     with open(os.path.join(args.demo, 'results.json')) as f:
         res = json.load(f)
     urdf = find_urdf(res['robot']['urdf'])
-    setup = EvaluationSetup.from_params(urdf, os.path.join(args.demo, 'params.yaml'),
-                                        res['robot']['joints'])
+    setup = EvaluationSetup.from_params(
+        urdf, os.path.join(args.demo, 'params.yaml'), res['robot']['joints']
+    )
     robot, nominal = setup.robot, setup.nominal
-    data = read_bag_arrays(os.path.join(args.demo, 'bags'), joint_names=robot.joint_names,
-                           joint_types=robot.joint_types)
+    data = read_bag_arrays(
+        os.path.join(args.demo, 'bags'),
+        joint_names=robot.joint_names,
+        joint_types=robot.joint_types,
+    )
     t = np.asarray(data['t'])
     # held out as the learner does: one in five one-second chunks of the stamps
     is_val = np.array([held_out(x, 5) for x in t])
     log(f'{provenance()}; {robot.source}: {len(t)} samples ({int(is_val.sum())} held out)')
-    nominal_rms = {sp: float(np.mean(replay_tracking(setup, nominal, sp, 'feedforward_urdf_pd')))
-                   for sp in SPEEDS}
-    print('nominal Pinocchio mean RMS: ' +
-          ', '.join(f'{nominal_rms[sp]:.4f} rad at {sp:g}x' for sp in SPEEDS))
-    print('| model | loss | train samples | steps | held-out torque nMSE (mean) | '
-          '1x / nominal | 2x / nominal | train [s] |')
+    nominal_rms = {
+        sp: float(np.mean(replay_tracking(setup, nominal, sp, 'feedforward_urdf_pd')))
+        for sp in SPEEDS
+    }
+    print(
+        'nominal Pinocchio mean RMS: '
+        + ', '.join(f'{nominal_rms[sp]:.4f} rad at {sp:g}x' for sp in SPEEDS)
+    )
+    print(
+        '| model | loss | train samples | steps | held-out torque nMSE (mean) | '
+        '1x / nominal | 2x / nominal | train [s] |'
+    )
     print('|---|---|---|---|---|---|---|---|')
     columns = buffer_columns(nominal, data)
     order = np.argsort(t, kind='stable')
     train_rank = np.empty(len(t), dtype=np.int64)
-    train_rank[order] = np.cumsum(~is_val[order]) - 1     # place among the training samples
+    train_rank[order] = np.cumsum(~is_val[order]) - 1  # place among the training samples
     n_train = int((~is_val).sum())
     for fraction in (float(x) for x in args.fractions.split(',')):
-        first = ~is_val & (train_rank < fraction * n_train)   # the first part, in time
+        first = ~is_val & (train_rank < fraction * n_train)  # the first part, in time
         for kind, metric in variants:
             full = arrays(columns, kind, metric)
             tr = subset(full, first)
@@ -118,10 +139,16 @@ def main() -> int:
             learned = dynamics_model(trainer.model.double().eval(), robot.joint_names)
             if kind == 'delan_residual':
                 learned = NominalPlusResidual(nominal, learned)
-            ratios = [float(np.mean(replay_tracking(setup, learned, sp, 'feedforward_urdf_pd')))
-                      / nominal_rms[sp] for sp in SPEEDS]
-            print(f'| {kind} | {metric} | {len(tr["q"])} | {args.steps} | {nmse:.4f} | '
-                  f'{ratios[0]:.3f} | {ratios[1]:.3f} | {wall:.0f} |', flush=True)
+            ratios = [
+                float(np.mean(replay_tracking(setup, learned, sp, 'feedforward_urdf_pd')))
+                / nominal_rms[sp]
+                for sp in SPEEDS
+            ]
+            print(
+                f'| {kind} | {metric} | {len(tr["q"])} | {args.steps} | {nmse:.4f} | '
+                f'{ratios[0]:.3f} | {ratios[1]:.3f} | {wall:.0f} |',
+                flush=True,
+            )
     return 0
 
 

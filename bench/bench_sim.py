@@ -13,6 +13,7 @@
 
 Run: ``source env.sh && python bench/bench_sim.py [--quick] [--only plant|node|calls]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,7 +52,7 @@ def bench_plant(quick):
     for urdf in ROBOTS:
         for integrator in ('rk4', 'semi_implicit_euler'):
             plant = Plant(urdf, integrator=integrator, physics_rate=1000.0)
-            tau = plant.truth.gravity(np.zeros(plant.n)) * 0.5 + 0.3   # keeps it moving
+            tau = plant.truth.gravity(np.zeros(plant.n)) * 0.5 + 0.3  # keeps it moving
             plant.reset(np.full(plant.n, 0.2), np.full(plant.n, 0.5))
             cpu, wall = [], []
             for _ in range(repeat):
@@ -60,15 +61,28 @@ def bench_plant(quick):
                 cpu.append((time.thread_time() - c0) / steps)
                 wall.append((time.perf_counter() - w0) / steps)
             best, med = min(cpu), statistics.median(cpu)
-            rows.append((urdf.split('.')[0], integrator, best * 1e6, med * 1e6, 1e-3 / best,
-                         1e-3 / med, sum(cpu) / sum(wall)))
+            rows.append(
+                (
+                    urdf.split('.')[0],
+                    integrator,
+                    best * 1e6,
+                    med * 1e6,
+                    1e-3 / best,
+                    1e-3 / med,
+                    sum(cpu) / sum(wall),
+                )
+            )
     print('\n### Plant at 1 kHz physics (friction + end stops on), per CPU second\n')
-    print('| robot | integrator | us/step best | us/step median | RTF best | RTF median |'
-          ' CPU share |')
+    print(
+        '| robot | integrator | us/step best | us/step median | RTF best | RTF median |'
+        ' CPU share |'
+    )
     print('|---|---|---:|---:|---:|---:|---:|')
     for r in rows:
-        print(f'| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]:.1f} | {r[4]:.1f}x | {r[5]:.1f}x |'
-              f' {r[6]:.2f} |')
+        print(
+            f'| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]:.1f} | {r[4]:.1f}x | {r[5]:.1f}x |'
+            f' {r[6]:.2f} |'
+        )
 
 
 def bench_node(quick):
@@ -88,18 +102,27 @@ def bench_node(quick):
     kind = os.environ.get('DELAN_EXECUTOR', '') or ('events' if make_executor else 'single')
     runs = {}
     for _ in range(repeat):
-        for urdf, rate, integrator in [(u, r, i) for u in ROBOTS for r in (100.0, 500.0)
-                                       for i in ('rk4', 'semi_implicit_euler')]:
+        for urdf, rate, integrator in [
+            (u, r, i)
+            for u in ROBOTS
+            for r in (100.0, 500.0)
+            for i in ('rk4', 'semi_implicit_euler')
+        ]:
             rclpy.init()
             try:
-                node = SimNode(parameter_overrides=[
-                    Parameter('urdf_path', value=urdf), Parameter('real_time_factor', value=0.0),
-                    Parameter('publish_rate', value=rate),
-                    Parameter('integrator', value=integrator)])
+                node = SimNode(
+                    parameter_overrides=[
+                        Parameter('urdf_path', value=urdf),
+                        Parameter('real_time_factor', value=0.0),
+                        Parameter('publish_rate', value=rate),
+                        Parameter('integrator', value=integrator),
+                    ]
+                )
                 if make_executor is not None:
                     ex = make_executor()
                 else:
                     from rclpy.executors import SingleThreadedExecutor
+
                     ex = SingleThreadedExecutor()
                 ex.add_node(node)
                 time.sleep(0.3)
@@ -110,22 +133,29 @@ def bench_node(quick):
                 wall, cpu = time.monotonic() - w0, time.process_time() - c0
                 sim = node.plant.t - t0
                 runs.setdefault((urdf.split('.')[0], integrator, rate), []).append(
-                    (sim / wall, sim / cpu, (node.stats['published'] - p0) / max(sim, 1e-9)))
+                    (sim / wall, sim / cpu, (node.stats['published'] - p0) / max(sim, 1e-9))
+                )
                 node.close()
                 ex.shutdown()
                 node.destroy_node()
             finally:
                 rclpy.try_shutdown()
-    print(f'\n### `sim` node in-process, real_time_factor = 0 (1 kHz physics, {kind} '
-          f'executor; best / median of {repeat} runs of {seconds:g} s)\n')
-    print('| robot | integrator | joint_states rate [Hz sim] | sim s / wall s | sim s / CPU s |'
-          ' published per sim s |')
+    print(
+        f'\n### `sim` node in-process, real_time_factor = 0 (1 kHz physics, {kind} '
+        f'executor; best / median of {repeat} runs of {seconds:g} s)\n'
+    )
+    print(
+        '| robot | integrator | joint_states rate [Hz sim] | sim s / wall s | sim s / CPU s |'
+        ' published per sim s |'
+    )
     print('|---|---|---:|---:|---:|---:|')
     for (robot, integrator, rate), r in runs.items():
         w, c = [x[0] for x in r], [x[1] for x in r]
-        print(f'| {robot} | {integrator} | {rate:g} | {max(w):.1f}x / '
-              f'{statistics.median(w):.1f}x |'
-              f' {max(c):.1f}x / {statistics.median(c):.1f}x | {r[-1][2]:.0f} |')
+        print(
+            f'| {robot} | {integrator} | {rate:g} | {max(w):.1f}x / '
+            f'{statistics.median(w):.1f}x |'
+            f' {max(c):.1f}x / {statistics.median(c):.1f}x | {r[-1][2]:.0f} |'
+        )
 
 
 def bench_calls(quick):
@@ -147,8 +177,9 @@ def bench_calls(quick):
             'pinocchio rnea': lambda: pin.rnea(model, data, cfg, qd, qdd),
             'pinocchio aba': lambda: pin.aba(model, data, cfg, qd, qdd),
             'pinocchio crba': lambda: pin.crba(model, data, cfg),
-            'pinocchio computeJointTorqueRegressor':
-                lambda: pin.computeJointTorqueRegressor(model, data, cfg, qd, qdd),
+            'pinocchio computeJointTorqueRegressor': lambda: pin.computeJointTorqueRegressor(
+                model, data, cfg, qd, qdd
+            ),
             'RobotModel.inverse': lambda: m.inverse(q, qd, qdd),
             'RobotModel.forward': lambda: m.forward(q, qd, qdd),
             'RobotModel.mass_matrix': lambda: m.mass_matrix(q),
@@ -174,13 +205,19 @@ def bench_calls(quick):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--quick', action='store_true', help='fewer repetitions')
-    ap.add_argument('--only', choices=('plant', 'node', 'calls'), action='append',
-                    help='run only these parts (repeatable)')
+    ap.add_argument(
+        '--only',
+        choices=('plant', 'node', 'calls'),
+        action='append',
+        help='run only these parts (repeatable)',
+    )
     args = ap.parse_args()
     parts = args.only or ['plant', 'node', 'calls']
     load = os.getloadavg()
-    print(f'# bench_sim ({os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} '
-          f'{load[2]:.2f})')
+    print(
+        f'# bench_sim ({os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} '
+        f'{load[2]:.2f})'
+    )
     for part, fn in (('plant', bench_plant), ('node', bench_node), ('calls', bench_calls)):
         if part in parts:
             fn(args.quick)

@@ -33,6 +33,7 @@ Usage: ``python bench/bench_soak.py [--duration 600] [--window 60]`` (``--durati
 --window 10`` for a quick run). Prints the tables; exit code 1 only if a node dies or the bag
 cannot be read, never for a missed bound (numbers, not a test).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,10 +60,16 @@ from node_set import (
     realtime_sim,
 )
 
-SHORT = {'sim': 'sim', 'reference': 'ref', 'learner': 'learner', 'data_logger': 'logger',
-         'torque_controller': 'ctl', 'bench': 'bench'}
-LEAK_BYTES_PER_MSG = 32          # a float kept in a list: the smallest leak per message
-MIN_BOUND_MB = 4.0               # allocator steps (1 MiB arenas, heap growth) below this
+SHORT = {
+    'sim': 'sim',
+    'reference': 'ref',
+    'learner': 'learner',
+    'data_logger': 'logger',
+    'torque_controller': 'ctl',
+    'bench': 'bench',
+}
+LEAK_BYTES_PER_MSG = 32  # a float kept in a list: the smallest leak per message
+MIN_BOUND_MB = 4.0  # allocator steps (1 MiB arenas, heap growth) below this
 
 
 def memory_bound_mb(rate: float, duration: float) -> float:
@@ -76,7 +83,7 @@ def linear_fit(t: np.ndarray, y: np.ndarray) -> Tuple[float, float, float]:
     slope, icept = np.polyfit(t, y, 1)
     res = y - (slope * t + icept)
     ss = float(np.sum((y - y.mean()) ** 2))
-    return float(slope), float(icept), 1.0 - float(np.sum(res ** 2)) / ss if ss > 0 else math.nan
+    return float(slope), float(icept), 1.0 - float(np.sum(res**2)) / ss if ss > 0 else math.nan
 
 
 def verify_bag(bag_root: str, rate: float) -> Dict:
@@ -86,13 +93,15 @@ def verify_bag(bag_root: str, rate: float) -> Dict:
     from rosbags.rosbag2 import Reader
 
     from delan_learning.bag_io import ros2_typestore
+
     store = ros2_typestore()
     counts: Dict[str, int] = {}
     metadata_counts: Dict[str, int] = {}
     bad, stamps, bags = 0, [], 0
     first_ns, last_ns = None, None
-    for path in sorted(p for p in os.listdir(bag_root)
-                       if os.path.isdir(os.path.join(bag_root, p))):
+    for path in sorted(
+        p for p in os.listdir(bag_root) if os.path.isdir(os.path.join(bag_root, p))
+    ):
         bags += 1
         with Reader(os.path.join(bag_root, path)) as reader:
             for conn in reader.connections:
@@ -104,8 +113,14 @@ def verify_bag(bag_root: str, rate: float) -> Dict:
                 last_ns = t if last_ns is None else max(last_ns, t)
                 if conn.msgtype == 'sensor_msgs/msg/JointState':
                     stamps.append(msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec)
-                    if not (len(msg.position) == len(msg.velocity) == len(msg.effort)
-                            == len(msg.name) > 0 and np.all(np.isfinite(msg.position))):
+                    if not (
+                        len(msg.position)
+                        == len(msg.velocity)
+                        == len(msg.effort)
+                        == len(msg.name)
+                        > 0
+                        and np.all(np.isfinite(msg.position))
+                    ):
                         bad += 1
                 elif not (len(msg.data) and np.all(np.isfinite(msg.data))):
                     bad += 1
@@ -113,10 +128,17 @@ def verify_bag(bag_root: str, rate: float) -> Dict:
     period = 1e9 / rate
     steps = np.round(np.diff(st) / period).astype(np.int64) if len(st) > 1 else np.zeros(0)
     expected = int(steps.sum()) + 1 if len(st) else 0
-    return {'bags': bags, 'counts': counts, 'metadata_counts': metadata_counts, 'bad': bad,
-            'states_expected': expected, 'state_gaps': int(np.count_nonzero(steps > 1)),
-            'states_missing': expected - len(st), 'duplicates': int(np.count_nonzero(steps == 0)),
-            'span_s': (last_ns - first_ns) * 1e-9 if first_ns is not None else 0.0}
+    return {
+        'bags': bags,
+        'counts': counts,
+        'metadata_counts': metadata_counts,
+        'bad': bad,
+        'states_expected': expected,
+        'state_gaps': int(np.count_nonzero(steps > 1)),
+        'states_missing': expected - len(st),
+        'duplicates': int(np.count_nonzero(steps == 0)),
+        'span_s': (last_ns - first_ns) * 1e-9 if first_ns is not None else 0.0,
+    }
 
 
 def fmt(x: float, spec: str = '.0f') -> str:
@@ -129,8 +151,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument('--window', type=float, default=60.0, help='seconds per row')
     ap.add_argument('--rate', type=float, default=1000.0, help='joint_states rate [Hz]')
     ap.add_argument('--urdf', default=TWO_LINK, help='robot (all nodes)')
-    ap.add_argument('--model-wait', type=float, default=300.0,
-                    help='seconds to wait for the learner\'s first version before the soak')
+    ap.add_argument(
+        '--model-wait',
+        type=float,
+        default=300.0,
+        help="seconds to wait for the learner's first version before the soak",
+    )
     ap.add_argument('--keep', action='store_true', help='keep the folder (logs, bag, models)')
     args = ap.parse_args(argv)
     urdf = os.path.abspath(args.urdf)
@@ -140,32 +166,37 @@ def main(argv: Optional[List[str]] = None) -> int:
     load_start = load_text()
 
     import rclpy
+
     tmp = tempfile.mkdtemp(prefix='bench_soak_')
     bag_root = os.path.join(tmp, 'bags')
     nodes = NodeSet(tmp, urdf)
     rclpy.init()
     probe: Optional[Probe] = None
     rows: List[Dict] = []
-    sizes: List[Tuple[float, int]] = []        # (s since the soak started, bag bytes)
-    mem: List[Dict[str, Dict[str, float]]] = []   # per row, per process
+    sizes: List[Tuple[float, int]] = []  # (s since the soak started, bag bytes)
+    mem: List[Dict[str, Dict[str, float]]] = []  # per row, per process
     mem0: Dict[str, Dict[str, float]] = {}
     code, bag, logger_final, final_bytes = 0, None, {}, 0
     counts0 = counts1 = (0, 0)
     diag0, diag1, soak_s = {}, {}, 0.0
     try:
         nodes.start('delan_control', 'sim', realtime_sim(args.rate))
-        nodes.start('delan_control', 'torque_controller',
-                    {'model': 'pd', **pd_gains(urdf, args.rate)})
+        nodes.start(
+            'delan_control', 'torque_controller', {'model': 'pd', **pd_gains(urdf, args.rate)}
+        )
         nodes.start('delan_control', 'reference', {'trajectory': 'excitation', 'repeat': 'true'})
-        nodes.start('delan_learning', 'learner', {
-            'checkpoint_dir': os.path.join(tmp, 'ckpt'), 'resume': 'false', 'torch_threads': 1})
+        nodes.start(
+            'delan_learning',
+            'learner',
+            {'checkpoint_dir': os.path.join(tmp, 'ckpt'), 'resume': 'false', 'torch_threads': 1},
+        )
         nodes.start('delan_learning', 'data_logger', {'bag_dir': bag_root})
         probe = Probe()
         nodes.wait('joint states', lambda: probe.state_count > 100, 60.0)
         nodes.wait('the controller', lambda: bool(probe.diag), 60.0)
         nodes.wait('the data logger', lambda: bool(probe.logger_diag), 60.0)
         nodes.wait('the learner', lambda: probe.status is not None, 90.0)
-        model = 'pd'        # until the learner publishes its first version (its quality gate)
+        model = 'pd'  # until the learner publishes its first version (its quality gate)
         try:
             nodes.wait('a learned model', lambda: probe.updates > 0, args.model_wait)
             probe.set_model('delan')
@@ -174,10 +205,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         except RuntimeError as err:
             if 'timed out' not in str(err):
                 raise
-            log(f'no model version after {args.model_wait:g} s: soaking with pd until one '
-                f'comes (learner: {probe.status.message!r})')
-        log(f'soaking {windows} x {args.window:g} s with model={model} (ROS_DOMAIN_ID '
-            f'{os.environ["ROS_DOMAIN_ID"]}, logs in {tmp})')
+            log(
+                f'no model version after {args.model_wait:g} s: soaking with pd until one '
+                f'comes (learner: {probe.status.message!r})'
+            )
+        log(
+            f'soaking {windows} x {args.window:g} s with model={model} (ROS_DOMAIN_ID '
+            f'{os.environ["ROS_DOMAIN_ID"]}, logs in {tmp})'
+        )
         pids = nodes.pids()
         pids['bench'] = os.getpid()
         mem0 = {name: proc_memory(pid) for name, pid in pids.items()}
@@ -186,18 +221,25 @@ def main(argv: Optional[List[str]] = None) -> int:
         w_start = time.monotonic()
         t0 = time.time_ns()
         sizes.append((0.0, dir_bytes(bag_root)))
-        print(f'\nSoak: {os.path.relpath(urdf, ROOT)}, joint_states at {args.rate:g} Hz, '
-              f'model=delan on the learner\'s live versions (pd until the first one); '
-              f'{load_start} at the start; '
-              f'{origin}')
-        print('RSS [MB] per process, the learner\'s anonymous part (l.anon); latency [us] and '
-              'missed cycles of the window, joint-state rate the probe saw; bag [MB] on disk; '
-              'learner: model version, validation nMSE per joint, replay buffer fill')
+        print(
+            f'\nSoak: {os.path.relpath(urdf, ROOT)}, joint_states at {args.rate:g} Hz, '
+            f"model=delan on the learner's live versions (pd until the first one); "
+            f'{load_start} at the start; '
+            f'{origin}'
+        )
+        print(
+            "RSS [MB] per process, the learner's anonymous part (l.anon); latency [us] and "
+            'missed cycles of the window, joint-state rate the probe saw; bag [MB] on disk; '
+            'learner: model version, validation nMSE per joint, replay buffer fill'
+        )
         names = list(pids)
-        hdr = (f'{"min":>4s} ' + ' '.join(f'{SHORT.get(n, n)[:7]:>7s}' for n in names)
-               + f' {"l.anon":>7s} {"model":>8s} {"p50":>5s} {"p99":>6s} {"max":>6s} '
-               f'{"missed":>6s} {"Hz":>6s} '
-               f'{"bag MB":>7s} {"ver":>4s} {"val nMSE":>15s} {"buffer":>7s} {"load1":>5s}')
+        hdr = (
+            f'{"min":>4s} '
+            + ' '.join(f'{SHORT.get(n, n)[:7]:>7s}' for n in names)
+            + f' {"l.anon":>7s} {"model":>8s} {"p50":>5s} {"p99":>6s} {"max":>6s} '
+            f'{"missed":>6s} {"Hz":>6s} '
+            f'{"bag MB":>7s} {"ver":>4s} {"val nMSE":>15s} {"buffer":>7s} {"load1":>5s}'
+        )
         print(hdr)
         print('-' * len(hdr), flush=True)
         for w in range(windows):
@@ -219,26 +261,34 @@ def main(argv: Optional[List[str]] = None) -> int:
             m = {name: proc_memory(pid) for name, pid in pids.items()}
             mem.append(m)
             st = probe.status
-            row.update(minute=(w + 1) * args.window / 60.0, caught_up=caught_up,
-                       model=model if model == model_at_start else f'{model_at_start}>{model}',
-                       bag_mb=sizes[-1][1] / 1e6, load1=os.getloadavg()[0],
-                       version=int(st.model_version) if st else 0,
-                       nmse=list(st.validation_nmse) if st else [],
-                       buffer=int(st.samples_in_buffer) if st else 0,
-                       steps=int(st.training_steps) if st else 0,
-                       learner_message=st.message if st else '')
+            row.update(
+                minute=(w + 1) * args.window / 60.0,
+                caught_up=caught_up,
+                model=model if model == model_at_start else f'{model_at_start}>{model}',
+                bag_mb=sizes[-1][1] / 1e6,
+                load1=os.getloadavg()[0],
+                version=int(st.model_version) if st else 0,
+                nmse=list(st.validation_nmse) if st else [],
+                buffer=int(st.samples_in_buffer) if st else 0,
+                steps=int(st.training_steps) if st else 0,
+                learner_message=st.message if st else '',
+            )
             rows.append(row)
             nmse = '/'.join(f'{x:.4f}' for x in row['nmse'][:3]) or '-'
-            print(f'{row["minute"]:4.1f} ' + ' '.join(f'{m[n]["rss"]:7.1f}' for n in names)
-                  + f' {m["learner"]["anon"]:7.1f} {row["model"]:>8s} {fmt(row["p50"]):>5s} '
-                  f'{fmt(row["p99"]):>6s} {fmt(row["max"]):>6s} {row["missed"]:6d} '
-                  f'{row["rate_hz"]:6.1f} {row["bag_mb"]:7.2f} '
-                  f'{row["version"]:4d} {nmse:>15s} {row["buffer"]:7d} {row["load1"]:5.2f}'
-                  + ('' if caught_up else ' (probe behind)'), flush=True)
+            print(
+                f'{row["minute"]:4.1f} '
+                + ' '.join(f'{m[n]["rss"]:7.1f}' for n in names)
+                + f' {m["learner"]["anon"]:7.1f} {row["model"]:>8s} {fmt(row["p50"]):>5s} '
+                f'{fmt(row["p99"]):>6s} {fmt(row["max"]):>6s} {row["missed"]:6d} '
+                f'{row["rate_hz"]:6.1f} {row["bag_mb"]:7.2f} '
+                f'{row["version"]:4d} {nmse:>15s} {row["buffer"]:7d} {row["load1"]:5.2f}'
+                + ('' if caught_up else ' (probe behind)'),
+                flush=True,
+            )
         soak_s = time.monotonic() - w_start
         counts1 = (probe.state_count, probe.command_count)
         diag1 = dict(probe.diag)
-        time.sleep(1.1)                  # the logger's counters of (nearly) the end
+        time.sleep(1.1)  # the logger's counters of (nearly) the end
         logger_final = dict(probe.logger_diag)
         log('stopping the data logger (SIGINT: it closes the bag)')
         rc = nodes.stop('data_logger', timeout=60.0)
@@ -252,7 +302,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except RuntimeError as err:
         log(f'FAILED: {err}')
         code = 1
-        if rows and not soak_s:           # a node died mid-soak: summarise what there is
+        if rows and not soak_s:  # a node died mid-soak: summarise what there is
             soak_s = time.monotonic() - w_start
             counts1, diag1 = (probe.state_count, probe.command_count), dict(probe.diag)
     finally:
@@ -262,8 +312,21 @@ def main(argv: Optional[List[str]] = None) -> int:
         rclpy.try_shutdown()
 
     if rows:
-        summarise(args, rows, mem0, mem, sizes, bag, final_bytes, logger_final,
-                  counts1[0] - counts0[0], counts1[1] - counts0[1], soak_s, diag0, diag1)
+        summarise(
+            args,
+            rows,
+            mem0,
+            mem,
+            sizes,
+            bag,
+            final_bytes,
+            logger_final,
+            counts1[0] - counts0[0],
+            counts1[1] - counts0[1],
+            soak_s,
+            diag0,
+            diag1,
+        )
         print(f'\n{load_text()} at the end; {provenance()}')
     if args.keep or code:
         print(f'logs: {tmp}')
@@ -272,19 +335,35 @@ def main(argv: Optional[List[str]] = None) -> int:
     return code
 
 
-def summarise(args, rows: List[Dict], mem0: Dict, mem: List[Dict], sizes: List[Tuple[float, int]],
-              bag: Optional[Dict], final_bytes: int, logger: Dict[str, str], n_states: int,
-              n_commands: int, soak_s: float, diag0: Dict, diag1: Dict) -> None:
+def summarise(
+    args,
+    rows: List[Dict],
+    mem0: Dict,
+    mem: List[Dict],
+    sizes: List[Tuple[float, int]],
+    bag: Optional[Dict],
+    final_bytes: int,
+    logger: Dict[str, str],
+    n_states: int,
+    n_commands: int,
+    soak_s: float,
+    diag0: Dict,
+    diag1: Dict,
+) -> None:
     """The summary tables and one verdict line per criterion."""
     verdicts = []
     # ---------------------------------------------------------------- memory
     bound = memory_bound_mb(args.rate, len(rows) * args.window)
-    half = mem[(len(mem) - 1) // 2]   # the row at (or just before) the middle of the soak
-    print(f'\nMemory [MB]: RSS at the start of the soak, at the end and the max over the rows; '
-          f'growth over the last half (end - row {(len(mem) - 1) // 2 + 1}) of RSS and of its '
-          f'anonymous part (heap; the rest is mapped libraries); bound {bound:.1f} MB')
-    print(f'{"process":>18s} {"start":>7s} {"end":>7s} {"max":>7s} {"anon start":>10s} '
-          f'{"anon end":>8s} {"last half":>9s} {"anon half":>9s}  verdict')
+    half = mem[(len(mem) - 1) // 2]  # the row at (or just before) the middle of the soak
+    print(
+        f'\nMemory [MB]: RSS at the start of the soak, at the end and the max over the rows; '
+        f'growth over the last half (end - row {(len(mem) - 1) // 2 + 1}) of RSS and of its '
+        f'anonymous part (heap; the rest is mapped libraries); bound {bound:.1f} MB'
+    )
+    print(
+        f'{"process":>18s} {"start":>7s} {"end":>7s} {"max":>7s} {"anon start":>10s} '
+        f'{"anon end":>8s} {"last half":>9s} {"anon half":>9s}  verdict'
+    )
     grew = []
     for name in mem0:
         series = [m[name]['rss'] for m in mem]
@@ -293,46 +372,73 @@ def summarise(args, rows: List[Dict], mem0: Dict, mem: List[Dict], sizes: List[T
         ok = d < bound
         if not ok:
             grew.append(name)
-        print(f'{name:>18s} {mem0[name]["rss"]:7.1f} {mem[-1][name]["rss"]:7.1f} '
-              f'{max(series):7.1f} {mem0[name]["anon"]:10.1f} {mem[-1][name]["anon"]:8.1f} '
-              f'{d:+9.1f} {da:+9.1f}  {"bounded" if ok else "GROWING"}')
+        print(
+            f'{name:>18s} {mem0[name]["rss"]:7.1f} {mem[-1][name]["rss"]:7.1f} '
+            f'{max(series):7.1f} {mem0[name]["anon"]:10.1f} {mem[-1][name]["anon"]:8.1f} '
+            f'{d:+9.1f} {da:+9.1f}  {"bounded" if ok else "GROWING"}'
+        )
     filling = rows[-1]['buffer'] > rows[(len(rows) - 1) // 2]['buffer']
-    note = ('; the learner\'s replay buffer was still filling in the last half (not yet its '
-            'steady state: run longer)' if filling else '')
-    verdicts.append(('memory bounded (RSS growth over the last half < '
-                     f'{bound:.1f} MB for every process)', not grew,
-                     ('growing: ' + ', '.join(grew) if grew else 'all processes') + note))
+    note = (
+        "; the learner's replay buffer was still filling in the last half (not yet its "
+        'steady state: run longer)'
+        if filling
+        else ''
+    )
+    verdicts.append(
+        (
+            f'memory bounded (RSS growth over the last half < {bound:.1f} MB for every process)',
+            not grew,
+            ('growing: ' + ', '.join(grew) if grew else 'all processes') + note,
+        )
+    )
     # ---------------------------------------------------------------- bag
     t = np.array([s[0] for s in sizes])
     y = np.array([s[1] for s in sizes], dtype=float)
     slope, _, r2 = linear_fit(t, y) if len(t) > 2 else (math.nan, math.nan, math.nan)
     msg_rate = (n_states + n_commands) / soak_s if soak_s > 0 else math.nan
-    print(f'\nBag size vs time ({len(t)} samples every <= 5 s): slope {slope / 1e6 * 60:.2f} '
-          f'MB/min, R^2 {r2:.5f}; {slope / msg_rate:.1f} bytes per message at the probe\'s '
-          f'{msg_rate:.0f} msgs/s (joint states + commands)')
+    print(
+        f'\nBag size vs time ({len(t)} samples every <= 5 s): slope {slope / 1e6 * 60:.2f} '
+        f"MB/min, R^2 {r2:.5f}; {slope / msg_rate:.1f} bytes per message at the probe's "
+        f'{msg_rate:.0f} msgs/s (joint states + commands)'
+    )
     verdicts.append(('bag grows linearly (R^2 > 0.99)', r2 > 0.99, f'R^2 {r2:.5f}'))
     if bag is not None:
         c = bag['counts']
         total = sum(c.values())
-        print(f'Bag read back with rosbags in {bag["read_s"]:.1f} s: {bag["bags"]} bag(s), '
-              f'{final_bytes / 1e6:.2f} MB, {total} messages deserialised '
-              f'({final_bytes / max(total, 1):.1f} bytes/message on disk), span '
-              f'{bag["span_s"]:.1f} s, malformed {bag["bad"]}')
+        print(
+            f'Bag read back with rosbags in {bag["read_s"]:.1f} s: {bag["bags"]} bag(s), '
+            f'{final_bytes / 1e6:.2f} MB, {total} messages deserialised '
+            f'({final_bytes / max(total, 1):.1f} bytes/message on disk), span '
+            f'{bag["span_s"]:.1f} s, malformed {bag["bad"]}'
+        )
         for topic, n in sorted(c.items()):
-            print(f'  {topic}: {n} read, {bag["metadata_counts"].get(topic, 0)} in the metadata, '
-                  f'logger counters {logger.get(f"received {topic}", "?")} received / '
-                  f'{logger.get(f"written {topic}", "?")} written (1 s before the stop)')
-        print(f'  joint-state header stamps: {bag["states_expected"]} expected from the first '
-              f'to the last at {args.rate:g} Hz, {bag["states_missing"]} missing in '
-              f'{bag["state_gaps"]} gaps, {bag["duplicates"]} duplicates; logger dropped '
-              f'{logger.get("dropped", "?")}, dds_lost {logger.get("dds_lost", "?")}, '
-              f'write errors {logger.get("write_errors", "?")}')
+            print(
+                f'  {topic}: {n} read, {bag["metadata_counts"].get(topic, 0)} in the metadata, '
+                f'logger counters {logger.get(f"received {topic}", "?")} received / '
+                f'{logger.get(f"written {topic}", "?")} written (1 s before the stop)'
+            )
+        print(
+            f'  joint-state header stamps: {bag["states_expected"]} expected from the first '
+            f'to the last at {args.rate:g} Hz, {bag["states_missing"]} missing in '
+            f'{bag["state_gaps"]} gaps, {bag["duplicates"]} duplicates; logger dropped '
+            f'{logger.get("dropped", "?")}, dds_lost {logger.get("dds_lost", "?")}, '
+            f'write errors {logger.get("write_errors", "?")}'
+        )
         n_js = c.get('/joint_states', 0)
-        ok = (bag['bad'] == 0 and n_js > 0 and bag['states_missing'] <= 0.001 * n_js
-              and all(c.get(k, 0) == v for k, v in bag['metadata_counts'].items()))
-        verdicts.append(('bag complete and readable (every message deserialised, metadata '
-                         'counts match, < 0.1 % joint states missing)', ok,
-                         f'{n_js} joint states, {bag["states_missing"]} missing'))
+        ok = (
+            bag['bad'] == 0
+            and n_js > 0
+            and bag['states_missing'] <= 0.001 * n_js
+            and all(c.get(k, 0) == v for k, v in bag['metadata_counts'].items())
+        )
+        verdicts.append(
+            (
+                'bag complete and readable (every message deserialised, metadata '
+                'counts match, < 0.1 % joint states missing)',
+                ok,
+                f'{n_js} joint states, {bag["states_missing"]} missing',
+            )
+        )
     else:
         verdicts.append(('bag complete and readable', False, 'not read (see the log)'))
     # ---------------------------------------------------------------- control loop
@@ -342,21 +448,28 @@ def summarise(args, rows: List[Dict], mem0: Dict, mem: List[Dict], sizes: List[T
     worst = max((r['max'] for r in rows if math.isfinite(r['max'])), default=math.nan)
     trips = int(diag1.get('watchdog_trips', 0)) - int(diag0.get('watchdog_trips', 0))
     fallbacks = int(diag1.get('fallbacks', 0)) - int(diag0.get('fallbacks', 0))
-    print(f'\nControl loop over the soak: {missed} missed cycles of {states} '
-          f'({100.0 * missed / max(states, 1):.2f} %), {sum(r["extra"] for r in rows)} late '
-          f'extra commands, worst window p99 {fmt(worst_p99)} us, max {fmt(worst)} us; '
-          f'watchdog trips {trips}, fallbacks to PD {fallbacks}; learner '
-          f'v{rows[-1]["version"]}, {rows[-1]["steps"]} optimiser steps, its last status '
-          f'{rows[-1]["learner_message"]!r}')
+    print(
+        f'\nControl loop over the soak: {missed} missed cycles of {states} '
+        f'({100.0 * missed / max(states, 1):.2f} %), {sum(r["extra"] for r in rows)} late '
+        f'extra commands, worst window p99 {fmt(worst_p99)} us, max {fmt(worst)} us; '
+        f'watchdog trips {trips}, fallbacks to PD {fallbacks}; learner '
+        f'v{rows[-1]["version"]}, {rows[-1]["steps"]} optimiser steps, its last status '
+        f'{rows[-1]["learner_message"]!r}'
+    )
     delan = [r for r in rows if r['model'] == 'delan']
     d_missed = sum(r['missed'] for r in delan)
     d_p99 = max((r['p99'] for r in delan if math.isfinite(r['p99'])), default=math.nan)
-    verdicts.append((f'control loop within the benchmark bound for model=delan ({TARGET}, '
-                     'every window)', bool(delan) and all(target_met(r) for r in delan),
-                     f'{len(delan)} of {len(rows)} windows with delan throughout: {d_missed} '
-                     f'missed, worst p99 {fmt(d_p99)} us' if delan else
-                     'no window with model=delan throughout (no version passed the learner\'s '
-                     'quality gate in time)'))
+    verdicts.append(
+        (
+            f'control loop within the benchmark bound for model=delan ({TARGET}, every window)',
+            bool(delan) and all(target_met(r) for r in delan),
+            f'{len(delan)} of {len(rows)} windows with delan throughout: {d_missed} '
+            f'missed, worst p99 {fmt(d_p99)} us'
+            if delan
+            else "no window with model=delan throughout (no version passed the learner's "
+            'quality gate in time)',
+        )
+    )
     print('\nVerdicts:')
     for what, ok, detail in verdicts:
         print(f'  {"PASS" if ok else "FAIL"}  {what}: {detail}')

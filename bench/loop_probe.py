@@ -8,6 +8,7 @@ alone: the probe's own speed does not enter, it only has to keep up on average (
 Shared by ``bench_control_loop.py`` (one window per model) and ``bench_soak.py`` (back-to-back
 one-minute windows for ten minutes).
 """
+
 from __future__ import annotations
 
 import threading
@@ -36,14 +37,15 @@ class Probe:
 
         from delan_common.ros.qos import LATCHED
         from delan_msgs.msg import ModelStatus, ModelUpdate
+
         self.node = rclpy.create_node('bench_probe')
         self._lock = threading.Lock()
-        self.states = array('q')       # source stamps [ns, system clock] of the joint states
-        self.commands = array('q')     # ... and of the commands (since the last discard)
-        self.diag: Dict[str, str] = {}          # torque_controller's diagnostics
-        self.diag_log: List[Tuple[int, Dict[str, str]]] = []   # (sequence, values), recent
+        self.states = array('q')  # source stamps [ns, system clock] of the joint states
+        self.commands = array('q')  # ... and of the commands (since the last discard)
+        self.diag: Dict[str, str] = {}  # torque_controller's diagnostics
+        self.diag_log: List[Tuple[int, Dict[str, str]]] = []  # (sequence, values), recent
         self.diag_seq = 0
-        self.logger_diag: Dict[str, str] = {}   # data_logger's
+        self.logger_diag: Dict[str, str] = {}  # data_logger's
         self.status = None
         self.updates = 0
         self.last_update = None
@@ -56,14 +58,17 @@ class Probe:
         qos = QoSProfile(depth=10000, reliability=ReliabilityPolicy.BEST_EFFORT)
         # raw: no deserialisation, the probe only needs the stamps of the samples
         if stamps:
-            self.node.create_subscription(JointState, 'joint_states', self._on_state, qos,
-                                          raw=True)
-            self.node.create_subscription(Float64MultiArray, 'effort_controller/commands',
-                                          self._on_command, qos, raw=True)
+            self.node.create_subscription(
+                JointState, 'joint_states', self._on_state, qos, raw=True
+            )
+            self.node.create_subscription(
+                Float64MultiArray, 'effort_controller/commands', self._on_command, qos, raw=True
+            )
         self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
         self.node.create_subscription(ModelStatus, 'learner/status', self._on_status, 10)
-        self.node.create_subscription(ModelUpdate, 'learner/model_update', self._on_update,
-                                      LATCHED)
+        self.node.create_subscription(
+            ModelUpdate, 'learner/model_update', self._on_update, LATCHED
+        )
         self.params = AsyncParameterClient(self.node, 'torque_controller')
         self.ex = SingleThreadedExecutor()
         self.ex.add_node(self.node)
@@ -103,6 +108,7 @@ class Probe:
     def set_model(self, model: str) -> None:
         """``ros2 param set /torque_controller model <model>``; refused is an error."""
         from rclpy.parameter import Parameter
+
         if not self.params.wait_for_services(timeout_sec=60.0):
             raise RuntimeError('torque_controller parameter services not available')
         future = self.params.set_parameters([Parameter('model', value=model)])
@@ -118,8 +124,7 @@ class Probe:
     # -------------------------------------------------------------------------- stamps
     def stamps(self) -> Tuple[np.ndarray, np.ndarray]:
         with self._lock:
-            return (np.array(self.states, dtype=np.int64),
-                    np.array(self.commands, dtype=np.int64))
+            return (np.array(self.states, dtype=np.int64), np.array(self.commands, dtype=np.int64))
 
     def discard_before(self, t_ns: int) -> None:
         """Forget stamps older than ``t_ns`` (a soak keeps only what its next window needs)."""
@@ -135,8 +140,12 @@ class Probe:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
-                if (len(self.states) and self.states[-1] > t1 + 50_000_000
-                        and len(self.commands) and self.commands[-1] > t1):
+                if (
+                    len(self.states)
+                    and self.states[-1] > t1 + 50_000_000
+                    and len(self.commands)
+                    and self.commands[-1] > t1
+                ):
                     return True
             time.sleep(0.05)
         return False
@@ -168,23 +177,32 @@ class Probe:
         messages ``first`` and ``last``: the cumulative latency histogram subtracted, the maxima
         of the periods in between, missed cycles and states counted by the loop."""
         from delan_control.loop_stats import parse_histogram, percentile_us
+
         with self._lock:
             log = {seq: v for seq, v in self.diag_log if first <= seq <= last}
         a, b = log[first], log[last]
         if 'latency_histogram_10us' not in b:
             raise RuntimeError('torque_controller publishes no loop timing (an older build?)')
         hist = parse_histogram(b['latency_histogram_10us']) - parse_histogram(
-            a['latency_histogram_10us'])
+            a['latency_histogram_10us']
+        )
 
         def diff(key):
             return int(b[key]) - int(a[key])
+
         states, missed = diff('joint_states_received'), diff('missed_cycles')
         periods = [v for seq, v in log.items() if seq > first]
-        return {'states': states, 'commands': diff('commands_sent'), 'extra': 0,
-                'rate_hz': states / max(len(periods), 1),
-                'p50': percentile_us(hist, 50), 'p99': percentile_us(hist, 99),
-                'max': max(float(v['loop_latency_max_us']) for v in periods),
-                'missed': missed, 'missed_pct': 100.0 * missed / max(states, 1)}
+        return {
+            'states': states,
+            'commands': diff('commands_sent'),
+            'extra': 0,
+            'rate_hz': states / max(len(periods), 1),
+            'p50': percentile_us(hist, 50),
+            'p99': percentile_us(hist, 99),
+            'max': max(float(v['loop_latency_max_us']) for v in periods),
+            'missed': missed,
+            'missed_pct': 100.0 * missed / max(states, 1),
+        }
 
     def close(self) -> None:
         self.ex.shutdown(timeout_sec=5.0)
@@ -202,28 +220,42 @@ def analyse(states: np.ndarray, commands: np.ndarray, t0: int, t1: int) -> Dict:
     states = np.sort(states)
     commands = np.sort(commands)
     i0, i1 = np.searchsorted(states, [t0, t1])
-    states = states[i0:min(i1, len(states) - 1) + 1]    # + the next one, closing the last cycle
+    states = states[i0 : min(i1, len(states) - 1) + 1]  # + the next one, closing the last cycle
     nan = float('nan')
     if len(states) < 2:
-        return {'states': len(states), 'rate_hz': 0.0, 'commands': 0, 'extra': 0, 'p50': nan,
-                'p99': nan, 'max': nan, 'missed': 0, 'missed_pct': nan}
+        return {
+            'states': len(states),
+            'rate_hz': 0.0,
+            'commands': 0,
+            'extra': 0,
+            'p50': nan,
+            'p99': nan,
+            'max': nan,
+            'missed': 0,
+            'missed_pct': nan,
+        }
     commands = commands[(commands > states[0]) & (commands < states[-1])]
     # index of the state preceding each command
     k = np.searchsorted(states, commands, side='right') - 1
     first = np.ones(len(k), dtype=bool)
-    first[1:] = k[1:] != k[:-1]          # the first command after each state answers it
+    first[1:] = k[1:] != k[:-1]  # the first command after each state answers it
     answered = np.zeros(len(states), dtype=bool)
     answered[k[first]] = True
     latency_us = (commands[first] - states[k[first]]) * 1e-3
-    n = len(states) - 1                  # the last state only closes the window
+    n = len(states) - 1  # the last state only closes the window
     missed = int(np.count_nonzero(~answered[:n]))
     span = (states[-1] - states[0]) * 1e-9
-    return {'states': len(states), 'rate_hz': (len(states) - 1) / span if span > 0 else 0.0,
-            'commands': len(commands), 'extra': int(np.count_nonzero(~first)),
-            'p50': float(np.percentile(latency_us, 50)) if len(latency_us) else nan,
-            'p99': float(np.percentile(latency_us, 99)) if len(latency_us) else nan,
-            'max': float(latency_us.max()) if len(latency_us) else nan,
-            'missed': missed, 'missed_pct': 100.0 * missed / max(n, 1)}
+    return {
+        'states': len(states),
+        'rate_hz': (len(states) - 1) / span if span > 0 else 0.0,
+        'commands': len(commands),
+        'extra': int(np.count_nonzero(~first)),
+        'p50': float(np.percentile(latency_us, 50)) if len(latency_us) else nan,
+        'p99': float(np.percentile(latency_us, 99)) if len(latency_us) else nan,
+        'max': float(latency_us.max()) if len(latency_us) else nan,
+        'missed': missed,
+        'missed_pct': 100.0 * missed / max(n, 1),
+    }
 
 
 def target_met(row: Dict) -> bool:

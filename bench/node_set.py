@@ -8,6 +8,7 @@ joint states, real time instead of lockstep), and the demo's PD gains from the U
 controller's default gains fit the 2-link arm only: on the light wrist of the 7-DoF arm they are
 unstable at 1 kHz).
 """
+
 from __future__ import annotations
 
 import os
@@ -46,15 +47,26 @@ def provenance() -> str:
     """The commit measured, and whether the working tree differs from it (the code under test
     changes while people work: a figure without its commit cannot be compared)."""
     try:
-        head = subprocess.run(['git', 'log', '-1', '--oneline', '--no-decorate'], cwd=ROOT,
-                              capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'],
-                               cwd=ROOT, capture_output=True, text=True, timeout=10).stdout
+        head = subprocess.run(
+            ['git', 'log', '-1', '--oneline', '--no-decorate'],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ['git', 'status', '--porcelain', '--untracked-files=no'],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return 'commit unknown'
     changed = [line[3:] for line in dirty.splitlines() if line.strip()]
-    return f'commit {head[:60]}' + (f' + uncommitted changes in {", ".join(changed)}'
-                                    if changed else '')
+    return f'commit {head[:60]}' + (
+        f' + uncommitted changes in {", ".join(changed)}' if changed else ''
+    )
 
 
 def load_text() -> str:
@@ -102,7 +114,7 @@ def dir_bytes(path: str) -> int:
             try:
                 total += os.path.getsize(os.path.join(dirpath, name))
             except OSError:
-                pass        # a file renamed or removed while we walk
+                pass  # a file renamed or removed while we walk
     return total
 
 
@@ -118,6 +130,7 @@ def sim_mismatch():
     """The plant mismatch of the parameter file's sim as a ``Mismatch`` (for the simulated
     identification data of model=identified: the same arm the sim node simulates)."""
     from delan_common.robot_model import Mismatch
+
     return Mismatch.from_params(node_params('sim'))
 
 
@@ -126,11 +139,14 @@ def pd_gains(urdf: str, rate: float = 500.0) -> Dict[str, str]:
     range, stable at ``rate`` Hz) of ``make demo``'s PD controller, by the same function."""
     from delan_common.robot_model import RobotModel
     from delan_control.control_laws import pd_gains as gains_of
+
     model = RobotModel(urdf)
     lo, hi = model.sample_bounds()
     gains = gains_of(model.mass_matrix(0.5 * (lo + hi)), 1.0 / rate)
-    return {k: '[' + ','.join(f'{v:.6g}' for v in np.asarray(g)) + ']'
-            for k, g in zip(('kp', 'kd'), gains)}
+    return {
+        k: '[' + ','.join(f'{v:.6g}' for v in np.asarray(g)) + ']'
+        for k, g in zip(('kp', 'kd'), gains)
+    }
 
 
 def identified_params(urdf: str, path: str) -> None:
@@ -138,8 +154,10 @@ def identified_params(urdf: str, path: str) -> None:
     ``urdf`` -- a few seconds; what model=identified loads."""
     from delan_control.datagen import generate_dataset
     from delan_control.sysid import identify_dataset
-    data = generate_dataset(urdf, trajectories=3, duration=8.0, rate=500.0, seed=5,
-                            mismatch=sim_mismatch())
+
+    data = generate_dataset(
+        urdf, trajectories=3, duration=8.0, rate=500.0, seed=5, mismatch=sim_mismatch()
+    )
     model, _ = identify_dataset(urdf, data)
     model.save(path)
 
@@ -148,8 +166,12 @@ def realtime_sim(rate: float) -> Dict:
     """Overrides of the parameter file's lockstep sim: joint states at ``rate`` Hz in real time
     whether or not the controller keeps up (a late command is then a missed cycle), no /clock
     (the nodes run on the system clock)."""
-    return {'publish_rate': rate, 'lockstep': 'false', 'real_time_factor': 1.0,
-            'publish_clock': 'false'}
+    return {
+        'publish_rate': rate,
+        'lockstep': 'false',
+        'real_time_factor': 1.0,
+        'publish_clock': 'false',
+    }
 
 
 class NodeSet:
@@ -164,13 +186,15 @@ class NodeSet:
 
     def start(self, package: str, executable: str, params: Dict) -> subprocess.Popen:
         from delan_testing.processes import node_process
+
         ros_args = ['--params-file', PARAMS_FILE, '-p', f'urdf_path:={self.urdf}']
         for k, v in params.items():
             ros_args += ['-p', f'{k}:={v}']
         f = open(os.path.join(self.folder, f'{executable}.log'), 'w')
         self._logs.append(f)
-        p = node_process(package, executable, ros_args, stdout=f, stderr=subprocess.STDOUT,
-                         cwd=self.folder)
+        p = node_process(
+            package, executable, ros_args, stdout=f, stderr=subprocess.STDOUT, cwd=self.folder
+        )
         self.procs[executable] = p
         return p
 
@@ -180,8 +204,9 @@ class NodeSet:
     def check_alive(self) -> None:
         for name, p in self.procs.items():
             if p.poll() is not None:
-                raise RuntimeError(f'{name} exited with {p.returncode}; log in '
-                                   f'{self.folder}/{name}.log')
+                raise RuntimeError(
+                    f'{name} exited with {p.returncode}; log in {self.folder}/{name}.log'
+                )
 
     def wait(self, what: str, predicate: Callable[[], bool], timeout: float) -> None:
         """Until ``predicate()``; a node that dies meanwhile or the timeout is an error."""

@@ -15,7 +15,7 @@ setup(
     maintainer='delan_ros maintainers',
     maintainer_email='maintainers@delan-ros.invalid',
     description='Robot description, joint-state mapping and analytic dynamics shared by '
-                'delan_ros.',
+    'delan_ros.',
     license='BSD-3-Clause',
     extras_require={'test': ['pytest']},
 )

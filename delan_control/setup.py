@@ -1,4 +1,3 @@
-
 from setuptools import find_packages, setup
 
 package_name = 'delan_control'
@@ -16,7 +15,7 @@ setup(
     maintainer='delan_ros maintainers',
     maintainer_email='maintainers@delan-ros.invalid',
     description='Torque controllers, analytic and identified dynamics, trajectories, '
-                'simulated plant.',
+    'simulated plant.',
     license='BSD-3-Clause',
     extras_require={'test': ['pytest']},
     entry_points={

@@ -1,5 +1,6 @@
 """Every installed console script of the Python packages starts: nodes come up on the ROS graph,
 spin, and exit cleanly (code 0) on SIGINT and SIGTERM; CLIs answer --help."""
+
 import ast
 import os
 import signal
@@ -28,8 +29,12 @@ def console_scripts(package):
     """(name, module) of each console script in the package's setup.py."""
     tree = ast.parse(open(os.path.join(ROOT, package, 'setup.py')).read())
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and ' = ' in node.value \
-                and ':' in node.value:
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and ' = ' in node.value
+            and ':' in node.value
+        ):
             name, target = (s.strip() for s in node.value.split('=', 1))
             yield package, name, target.split(':')[0]
 
@@ -62,8 +67,15 @@ def test_node_starts_spins_and_exits_cleanly(package, executable, sig, tmp_path)
     args = list(NODE_ARGS.get(executable, [])) + ['-r', f'__node:={unique}']
     if executable == 'data_logger':
         args += ['-p', f'bag_dir:={tmp_path / "bags"}']
-    proc = node_process(package, executable, args, stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    proc = node_process(
+        package,
+        executable,
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
     try:
         assert _wait_for_node(unique), f'{executable} never appeared on the ROS graph'
         assert proc.poll() is None, proc.stdout.read()

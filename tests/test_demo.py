@@ -2,6 +2,7 @@
 mismatched 2-link arm. Asserts what the demo exists to show: models learned from the logged /
 streamed data (identified, DeLaN) beat the nominal URDF model, in torque prediction and
 tracking."""
+
 import json
 import os
 import subprocess
@@ -12,16 +13,37 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_short_demo_end_to_end(tmp_path):
     out = tmp_path / 'demo'
-    res = subprocess.run([sys.executable, '-m', 'delan_control.demo', '--out', str(out),
-                          '--excitation', '30', '--max-extra', '30', '--plateau', '0',
-                          '--test-duration', '4'],
-                         capture_output=True, text=True, timeout=900, cwd=ROOT)
+    res = subprocess.run(
+        [
+            sys.executable,
+            '-m',
+            'delan_control.demo',
+            '--out',
+            str(out),
+            '--excitation',
+            '30',
+            '--max-extra',
+            '30',
+            '--plateau',
+            '0',
+            '--test-duration',
+            '4',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
     report = (out / 'report.md').read_text()
     for ctrl in ('pd', 'pinocchio', 'identified', 'delan'):
         assert report.count(f'| {ctrl} |') == 2, ctrl  # 1x and 2x rows
-    for png in ('learning_curve.png', 'tracking_error.png', 'torque_prediction.png',
-                'dynamics_structure.png'):
+    for png in (
+        'learning_curve.png',
+        'tracking_error.png',
+        'torque_prediction.png',
+        'dynamics_structure.png',
+    ):
         assert (out / png).stat().st_size > 10_000, png
         assert f']({png})' in report
     r = json.loads((out / 'results.json').read_text())
@@ -40,7 +62,7 @@ def test_short_demo_end_to_end(tmp_path):
     assert r['learner']['model_version'] >= 1
     assert 'Traceback' not in res.stdout + res.stderr
     # the loop's floor (the sim's own model, replayed) is in the results and the report
-    assert sorted(r['loop_floor_rms']) == ['1.0', '2.0'] and 'the loop\'s floor' in report
+    assert sorted(r['loop_floor_rms']) == ['1.0', '2.0'] and "the loop's floor" in report
     _replay_matches_the_demo(out, r, 'two_link_arm.urdf', test_duration=4.0)
 
 
@@ -53,19 +75,24 @@ def _replay_matches_the_demo(out, r, robot: str, test_duration: float) -> None:
     from delan_common.robot_model import find_urdf
     from delan_control.model_loader import load_dynamics_model
     from delan_control.replay import EvaluationSetup, replay_tracking
-    setup = EvaluationSetup.from_params(find_urdf(robot), os.path.join(
-        ROOT, 'delan_bringup', 'config', 'sim_params.yaml'))
-    models = {'pinocchio': setup.nominal,
-              'identified': load_dynamics_model('identified', setup.robot,
-                                                identified_params=str(out / 'identified.json')),
-              'delan': load_dynamics_model('delan', setup.robot,
-                                           checkpoint=r['learner']['checkpoint'])}
+
+    setup = EvaluationSetup.from_params(
+        find_urdf(robot), os.path.join(ROOT, 'delan_bringup', 'config', 'sim_params.yaml')
+    )
+    models = {
+        'pinocchio': setup.nominal,
+        'identified': load_dynamics_model(
+            'identified', setup.robot, identified_params=str(out / 'identified.json')
+        ),
+        'delan': load_dynamics_model('delan', setup.robot, checkpoint=r['learner']['checkpoint']),
+    }
     measured = {(e['controller'], e['speed']): np.asarray(e['rms']) for e in r['tracking']}
     for (name, speed), rms in measured.items():
         if name in models:
             replayed = replay_tracking(setup, models[name], speed, duration=test_duration)
-            np.testing.assert_allclose(replayed, rms, rtol=0.05, atol=2e-5,
-                                       err_msg=f'{name} at {speed}x')
+            np.testing.assert_allclose(
+                replayed, rms, rtol=0.05, atol=2e-5, err_msg=f'{name} at {speed}x'
+            )
 
 
 def test_short_demo_on_the_seven_dof_arm(tmp_path):
@@ -75,11 +102,31 @@ def test_short_demo_on_the_seven_dof_arm(tmp_path):
     the full demo's bound is 1/3), no controller but PD diverges, and the identification is
     consistent."""
     out = tmp_path / 'demo7'
-    res = subprocess.run([sys.executable, '-m', 'delan_control.demo', '--out', str(out),
-                          '--robot', 'seven_dof_arm.urdf', '--excitation', '60',
-                          '--max-extra', '60', '--plateau', '0', '--test-duration', '4',
-                          '--max-delan-ratio', '0.7'],
-                         capture_output=True, text=True, timeout=900, cwd=ROOT)
+    res = subprocess.run(
+        [
+            sys.executable,
+            '-m',
+            'delan_control.demo',
+            '--out',
+            str(out),
+            '--robot',
+            'seven_dof_arm.urdf',
+            '--excitation',
+            '60',
+            '--max-extra',
+            '60',
+            '--plateau',
+            '0',
+            '--test-duration',
+            '4',
+            '--max-delan-ratio',
+            '0.7',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
     r = json.loads((out / 'results.json').read_text())
     assert r['verdict']['passed'] and not r['verdict']['failures']
@@ -95,9 +142,21 @@ def test_a_start_posture_the_arm_cannot_hold_fails_before_launching(tmp_path):
     shoulder's 22 N m by the URDF alone. Every model saturated there after six minutes of
     learning; the demo now says why at once and launches nothing."""
     out = tmp_path / 'demo'
-    res = subprocess.run([sys.executable, '-m', 'delan_control.demo', '--out', str(out),
-                          '--robot', 'talos_left_arm.urdf'],
-                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    res = subprocess.run(
+        [
+            sys.executable,
+            '-m',
+            'delan_control.demo',
+            '--out',
+            str(out),
+            '--robot',
+            'talos_left_arm.urdf',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     text = res.stdout + res.stderr
     assert res.returncode == 1, text[-4000:]
     assert 'FAILED: holding the start posture' in text and 'arm_left_2_joint' in text, text

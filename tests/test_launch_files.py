@@ -5,6 +5,7 @@ descriptions of those that need nothing beyond them; robot.launch.py runs next t
 ros2_control (the sim named effort_controller) and stops on Ctrl-C. tests/test_ros2_cli.py runs
 sim.launch.py as the README types it. The compiled controller (controller_impl:=rt) is checked
 against the parameters its C source reads, and its own start-up validation runs on them."""
+
 import ast
 import importlib
 import inspect
@@ -48,18 +49,25 @@ def node_calls(path):
     Node(...); derived: it takes a variable assigned from ``rt_controller_parameters(...)``
     (the compiled controller's parameters computed from the URDF)."""
     tree = ast.parse(open(path).read(), path)
-    assigned = {t.id: n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
-                for t in n.targets if isinstance(t, ast.Name)}
+    assigned = {
+        t.id: n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
     out = []
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and getattr(n.func, 'id', None) == 'Node':
             kw = {k.arg: k.value for k in n.keywords}
             get = lambda k: kw[k].value if k in kw and isinstance(kw[k], ast.Constant) else None  # noqa
             keys, yamls, derived = set(), [], False
-            for el in (kw['parameters'].elts if 'parameters' in kw else []):
+            for el in kw['parameters'].elts if 'parameters' in kw else []:
                 call = assigned.get(el.id) if isinstance(el, ast.Name) else None
-                if isinstance(call, ast.Call) and \
-                        getattr(call.func, 'id', None) == 'rt_controller_parameters':
+                if (
+                    isinstance(call, ast.Call)
+                    and getattr(call.func, 'id', None) == 'rt_controller_parameters'
+                ):
                     derived = True
                     continue
                 if isinstance(el, ast.Name) and isinstance(assigned.get(el.id), ast.Dict):
@@ -81,10 +89,13 @@ def yaml_of(path):
     ``PathJoinSubstitution([FindPackageShare('delan_bringup'), 'config', 'x.yaml'])``."""
     tree = ast.parse(open(path).read())
     for n in ast.walk(tree):
-        if isinstance(n, ast.Assign) and any(getattr(t, 'id', None) == 'PARAMS'
-                                             for t in n.targets):
-            parts = [e.args[0].value if isinstance(e, ast.Call) else e.value
-                     for e in n.value.args[0].elts]
+        if isinstance(n, ast.Assign) and any(
+            getattr(t, 'id', None) == 'PARAMS' for t in n.targets
+        ):
+            parts = [
+                e.args[0].value if isinstance(e, ast.Call) else e.value
+                for e in n.value.args[0].elts
+            ]
             assert parts[0] == 'delan_bringup', parts
             return os.path.join(BRINGUP, *parts[1:])
     raise AssertionError(f'PARAMS not found in {path}')
@@ -93,31 +104,43 @@ def yaml_of(path):
 @pytest.mark.parametrize('name', FILES)
 def test_launch_file_is_valid_python_with_generate_function(name):
     tree = ast.parse(open(os.path.join(LAUNCH, name)).read())
-    assert any(isinstance(n, ast.FunctionDef) and n.name == 'generate_launch_description'
-               for n in tree.body)
+    assert any(
+        isinstance(n, ast.FunctionDef) and n.name == 'generate_launch_description'
+        for n in tree.body
+    )
 
 
 def node_class(module_name):
     mod = importlib.import_module(module_name)
-    classes = [c for _, c in inspect.getmembers(mod, inspect.isclass)
-               if issubclass(c, Node) and c is not Node and c.__module__ == mod.__name__]
+    classes = [
+        c
+        for _, c in inspect.getmembers(mod, inspect.isclass)
+        if issubclass(c, Node) and c is not Node and c.__module__ == mod.__name__
+    ]
     assert len(classes) == 1, classes
     return classes[0]
 
 
-CASES = [(f, call) for f in FILES for call in node_calls(os.path.join(LAUNCH, f))
-         if call[0] in OURS]
+CASES = [
+    (f, call) for f in FILES for call in node_calls(os.path.join(LAUNCH, f)) if call[0] in OURS
+]
 
 
-RT_CASES = [(f, call) for f in FILES for call in node_calls(os.path.join(LAUNCH, f))
-            if call[0] == RT]
+RT_CASES = [
+    (f, call) for f in FILES for call in node_calls(os.path.join(LAUNCH, f)) if call[0] == RT
+]
 
 
 def test_launch_files_start_all_our_nodes():
     started = {(p, e) for _, (p, e, *_) in CASES + RT_CASES}
-    assert {('delan_control', 'sim'), ('delan_control', 'torque_controller'),
-            ('delan_control', 'reference'), ('delan_learning', 'learner'),
-            ('delan_learning', 'data_logger'), (RT, 'torque_controller_rt')} <= started
+    assert {
+        ('delan_control', 'sim'),
+        ('delan_control', 'torque_controller'),
+        ('delan_control', 'reference'),
+        ('delan_learning', 'learner'),
+        ('delan_learning', 'data_logger'),
+        (RT, 'torque_controller_rt'),
+    } <= started
     # controller_impl:=rt in the launch files that start the Python controller
     python_ctl = {f for f, (p, e, *_) in CASES if e == 'torque_controller'}
     assert python_ctl == {f for f, _ in RT_CASES}
@@ -131,7 +154,7 @@ def test_nodes_and_parameters_exist(fname, call, tmp_path):
     assert name == executable
     cls = node_class(eps[(package, executable)])
     overrides = {} if executable == 'data_logger' else {'urdf_path': URDF}
-    if yaml_vars:   # the launch file's default parameter file
+    if yaml_vars:  # the launch file's default parameter file
         path = yaml_of(os.path.join(LAUNCH, fname))
         assert os.path.isfile(path), path
         doc = yaml.safe_load(open(path))
@@ -147,8 +170,9 @@ def test_nodes_and_parameters_exist(fname, call, tmp_path):
         overrides['checkpoint_dir'] = str(tmp_path / 'ck')
     with ros_context() as ctx:
         # constructing the node with the YAML values runs their validation
-        node = cls(context=ctx, parameter_overrides=[Parameter(k, value=v)
-                                                     for k, v in overrides.items()])
+        node = cls(
+            context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()]
+        )
         try:
             missing = [k for k in set(keys) | set(overrides) if not node.has_parameter(k)]
             assert not missing, f'{executable} does not declare {missing}'
@@ -198,10 +222,12 @@ def test_compiled_controller_and_its_parameters(fname, call, tmp_path):
     file's section and the tools find it), given only parameters its C source reads; then the
     node itself validates them (it exits with the reason when one is bad)."""
     from delan_control.rt_params import RT_MODELS, controller_node
+
     package, executable, name, keys, yaml_vars, derived = call
     cmake = open(os.path.join(ROOT, RT, 'CMakeLists.txt')).read()
-    assert f'add_executable({executable} ' in cmake and \
-        re.search(rf'install\(TARGETS {executable}\b', cmake), executable
+    assert f'add_executable({executable} ' in cmake and re.search(
+        rf'install\(TARGETS {executable}\b', cmake
+    ), executable
     assert name == 'torque_controller'
     assert derived, 'the compiled node needs the URDF-derived parameters (controller_node)'
     read = rt_parameters_read()
@@ -215,16 +241,29 @@ def test_compiled_controller_and_its_parameters(fname, call, tmp_path):
     assert section.get('model', 'pd') in RT_MODELS
     # the node's own validation of the file + the derived values
     from delan_testing.processes import node_process
+
     exe = os.path.join(ROOT, 'install', RT, 'lib', RT, executable)
     if not os.path.exists(exe):
         pytest.skip(f'{RT} is not built ({exe} missing; make setup builds it)')
     derived_file = tmp_path / 'derived.yaml'
     derived_file.write_text(yaml.safe_dump({f'/**/{name}': {'ros__parameters': given}}))
     log = open(tmp_path / 'node.log', 'w+')
-    proc = node_process(package, executable, ['-r', f'__node:={name}', '--params-file', path,
-                                              '--params-file', str(derived_file),
-                                              '-p', 'realtime_priority:=0'],
-                        stdout=log, stderr=subprocess.STDOUT)
+    proc = node_process(
+        package,
+        executable,
+        [
+            '-r',
+            f'__node:={name}',
+            '--params-file',
+            path,
+            '--params-file',
+            str(derived_file),
+            '-p',
+            'realtime_priority:=0',
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 20.0
         while proc.poll() is None and 'controlling' not in open(log.name).read():
@@ -233,8 +272,10 @@ def test_compiled_controller_and_its_parameters(fname, call, tmp_path):
         text = open(log.name).read()
         assert proc.poll() is None, text
         n = len(given['joint_names'])
-        assert f'controlling {n} joints with model={section.get("model", "pd")} ' \
-               f'law={section.get("law", "computed_torque")}' in text, text
+        assert (
+            f'controlling {n} joints with model={section.get("model", "pd")} '
+            f'law={section.get("law", "computed_torque")}' in text
+        ), text
     finally:
         proc.terminate()
         proc.wait(timeout=10)

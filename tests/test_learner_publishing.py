@@ -12,6 +12,7 @@ stamp, with the learner's own split into training and validation chunks).
   version 40x worse than the one before (torque nMSE 0.092 vs 0.0022; a burst of x -2.5 is
   caught by the rollbacks instead: its absurd data make every model far worse).
 """
+
 from __future__ import annotations
 
 import math
@@ -33,23 +34,34 @@ BURST_GAIN = 1.5
 def _dataset(seed: int, **kw):
     pytest.importorskip('pinocchio')
     from delan_control.datagen import generate_dataset
+
     return generate_dataset(URDF, trajectories=2, duration=12.0, rate=RATE, seed=seed, **kw)
 
 
 def _payload(mass: float):
     from delan_common.robot_model import Mismatch
+
     return Mismatch(payload_mass=mass)
 
 
 def _learner(ctx, tmp_path, **params):
     from delan_learning.nodes.learner import LearnerNode
-    base = dict(urdf_path=URDF, checkpoint_dir=str(tmp_path), resume=False,
-                training_enabled=False, steps_per_round=50, batch_size=256,
-                estimate_publish_rate=0.0, keep_versions=1000,
-                publish_period=3600.0)   # the stream decides when a round may publish
+
+    base = dict(
+        urdf_path=URDF,
+        checkpoint_dir=str(tmp_path),
+        resume=False,
+        training_enabled=False,
+        steps_per_round=50,
+        batch_size=256,
+        estimate_publish_rate=0.0,
+        keep_versions=1000,
+        publish_period=3600.0,
+    )  # the stream decides when a round may publish
     base.update(params)
-    return LearnerNode(context=ctx, parameter_overrides=[
-        Parameter(k, value=v) for k, v in base.items()])
+    return LearnerNode(
+        context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in base.items()]
+    )
 
 
 class Stream:
@@ -59,15 +71,17 @@ class Stream:
     def __init__(self, node, rng, decide_every: int = 1):
         self.node, self.rng, self.t = node, rng, 0.0
         self.decide_every, self._rounds = decide_every, 0
-        self.published = []   # (stamp at publication, version, path)
+        self.published = []  # (stamp at publication, version, path)
 
     def add(self, data, seconds: float = math.inf, scale: float = 1.0, start: int = 0) -> int:
         n = int(round(min(len(data['q']) - start, seconds * RATE)))
         for i in range(start, start + n):
-            s = Sample(self.t, data['q'][i], data['qd'][i], data['qdd'][i],
-                       scale * data['tau'][i])
-            (self.node.val_buf if held_out(s.t, self.node.validation_every)
-             else self.node.train_buf).add(s)
+            s = Sample(self.t, data['q'][i], data['qd'][i], data['qdd'][i], scale * data['tau'][i])
+            (
+                self.node.val_buf
+                if held_out(s.t, self.node.validation_every)
+                else self.node.train_buf
+            ).add(s)
             self.t += 1.0 / RATE
         return start + n
 
@@ -88,8 +102,9 @@ class Stream:
                 return k + 1
         return -1
 
-    def play(self, data, seconds_per_round: float, scale: float = 1.0,
-             seconds: float = math.inf) -> None:
+    def play(
+        self, data, seconds_per_round: float, scale: float = 1.0, seconds: float = math.inf
+    ) -> None:
         """Stream ``seconds`` of ``data`` (all by default), a round after each piece."""
         i, end = 0, int(round(min(len(data['q']), seconds * RATE)))
         while i < end:
@@ -108,6 +123,7 @@ def _torque_nmse(path: str, data) -> float:
     import torch
 
     from delan_learning.checkpoint import load_model
+
     model, _ = load_model(path)
     with torch.no_grad():
         pred = model.inverse(*(torch.as_tensor(data[k]) for k in ('q', 'qd', 'qdd'))).numpy()
@@ -126,15 +142,17 @@ def test_publishing_goes_on_after_a_lasting_change_raises_the_error_floor(tmp_pa
             # the robot picks up a payload, its sensors get noisier: a higher error floor
             stream.play(after, seconds_per_round=0.5)
             stream.rounds(lambda: node.version > v_before, 60)
-            print(f'\nbefore: v{v_before} (validation loss {published_loss:.3g}); after the '
-                  f'change: validation loss {node.policy.best_val:.3g}, nMSE '
-                  f'{np.round(node.val_nmse, 4).tolist()}, versions '
-                  f'{[(round(t, 1), v) for t, v, _ in stream.published]}, held: '
-                  f'{node.policy.shift_t is not None}')
+            print(
+                f'\nbefore: v{v_before} (validation loss {published_loss:.3g}); after the '
+                f'change: validation loss {node.policy.best_val:.3g}, nMSE '
+                f'{np.round(node.val_nmse, 4).tolist()}, versions '
+                f'{[(round(t, 1), v) for t, v, _ in stream.published]}, held: '
+                f'{node.policy.shift_t is not None}'
+            )
             assert node.version > v_before, 'no version published after the change'
             # what went out is better than the old version on the new data, and a good model
             assert max(node.policy.good_nmse) < 0.05, node.policy.good_nmse
-            assert node.policy.best_val > published_loss   # the floor rose: the case under test
+            assert node.policy.best_val > published_loss  # the floor rose: the case under test
             assert _torque_nmse(node.checkpoint_path, after) < _torque_nmse(path_before, after)
         finally:
             node.close()
@@ -159,15 +177,18 @@ def test_no_version_fitted_to_a_burst_of_bad_data_goes_out(tmp_path):
             t_burst = stream.t
             stream.play(good, seconds_per_round=0.1, scale=BURST_GAIN, seconds=5.0)
             t_clean = stream.t
-            stream.play(good, seconds_per_round=0.1)   # 24 s of good data
-            recovered = stream.rounds(lambda: node.version > v_before and stream.published[-1][0]
-                                      > t_clean + 12.0, 200)
+            stream.play(good, seconds_per_round=0.1)  # 24 s of good data
+            recovered = stream.rounds(
+                lambda: node.version > v_before and stream.published[-1][0] > t_clean + 12.0, 200
+            )
             reference = _torque_nmse(path_before, good)
             after = [(t, v, _torque_nmse(p, good)) for t, v, p in stream.published if t > t_burst]
-            print(f'\nv{v_before} before the burst (stamps {t_burst:.1f}-{t_clean:.1f}), torque '
-                  f'nMSE {reference:.4f}; versions after: '
-                  f'{[(round(t, 1), v, round(x, 4)) for t, v, x in after]}; '
-                  f'rollbacks {node.policy.rollbacks}; {node.message}')
+            print(
+                f'\nv{v_before} before the burst (stamps {t_burst:.1f}-{t_clean:.1f}), torque '
+                f'nMSE {reference:.4f}; versions after: '
+                f'{[(round(t, 1), v, round(x, 4)) for t, v, x in after]}; '
+                f'rollbacks {node.policy.rollbacks}; {node.message}'
+            )
             for t, v, x in after:
                 assert x < 3.0 * reference, (t, v, x, reference)
             # and publishing goes on once the burst is out of the buffers

@@ -1,5 +1,6 @@
 """package.xml files are valid format-3 manifests and declare every module the code imports, so
 `rosdep install` + `colcon build` on an apt ROS 2 machine work unchanged."""
+
 import ast
 import os
 import sys
@@ -8,23 +9,51 @@ import pytest
 from catkin_pkg.package import parse_package
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ['delan_msgs', 'delan_common', 'delan_learning', 'delan_control', 'delan_bringup',
-            'delan_control_rt']
+PACKAGES = [
+    'delan_msgs',
+    'delan_common',
+    'delan_learning',
+    'delan_control',
+    'delan_bringup',
+    'delan_control_rt',
+]
 
 # top-level Python module -> rosdep key
 ROSDEP_KEYS = {
-    'numpy': 'python3-numpy', 'scipy': 'python3-scipy', 'torch': 'python3-torch',
-    'yaml': 'python3-yaml', 'matplotlib': 'python3-matplotlib', 'pinocchio': 'pinocchio',
-    'rosbags': 'python3-rosbags-pip', 'psutil': 'python3-psutil', 'pytest': 'python3-pytest',
-    'catkin_pkg': 'python3-catkin-pkg', 'example_robot_data': 'example-robot-data',
-    'launch': 'launch', 'launch_ros': 'launch_ros', 'ament_index_python': 'ament_index_python',
+    'numpy': 'python3-numpy',
+    'scipy': 'python3-scipy',
+    'torch': 'python3-torch',
+    'yaml': 'python3-yaml',
+    'matplotlib': 'python3-matplotlib',
+    'pinocchio': 'pinocchio',
+    'rosbags': 'python3-rosbags-pip',
+    'psutil': 'python3-psutil',
+    'pytest': 'python3-pytest',
+    'catkin_pkg': 'python3-catkin-pkg',
+    'example_robot_data': 'example-robot-data',
+    'launch': 'launch',
+    'launch_ros': 'launch_ros',
+    'ament_index_python': 'ament_index_python',
     'threadpoolctl': 'python3-threadpoolctl',
 }
 # ROS packages imported by their own name
-ROS_PACKAGES = {'xacro', 'rclpy', 'std_msgs', 'std_srvs', 'sensor_msgs', 'trajectory_msgs',
-                'builtin_interfaces', 'rosgraph_msgs', 'rcl_interfaces', 'diagnostic_msgs',
-                'delan_msgs', 'delan_common', 'delan_learning', 'delan_control',
-                'delan_bringup'}
+ROS_PACKAGES = {
+    'xacro',
+    'rclpy',
+    'std_msgs',
+    'std_srvs',
+    'sensor_msgs',
+    'trajectory_msgs',
+    'builtin_interfaces',
+    'rosgraph_msgs',
+    'rcl_interfaces',
+    'diagnostic_msgs',
+    'delan_msgs',
+    'delan_common',
+    'delan_learning',
+    'delan_control',
+    'delan_bringup',
+}
 
 # runtime imports a package makes only where used, declared as test dependencies: delan_control
 # needs delan_learning (torch) only for the learned models and the demo
@@ -62,8 +91,10 @@ def test_manifest_is_format_3_and_valid(name):
     assert pkg.licenses and pkg.maintainers and pkg.description
 
 
-@pytest.mark.parametrize('name', ['delan_common', 'delan_learning', 'delan_control',
-                                  'delan_bringup', 'delan_control_rt'])
+@pytest.mark.parametrize(
+    'name',
+    ['delan_common', 'delan_learning', 'delan_control', 'delan_bringup', 'delan_control_rt'],
+)
 def test_manifest_declares_every_import(name):
     pkg = parse_package(os.path.join(ROOT, name, 'package.xml'))
     runtime = {d.name for d in pkg.exec_depends + pkg.build_export_depends}
@@ -75,17 +106,19 @@ def test_manifest_declares_every_import(name):
             if mod in stdlib or mod == name or mod.startswith('test_') or mod == 'conftest':
                 continue
             if os.path.isfile(os.path.join(ROOT, name, sub, mod + '.py')):
-                continue    # a helper module beside the tests (delan_control_rt/test/rt_build)
+                continue  # a helper module beside the tests (delan_control_rt/test/rt_build)
             if mod == 'delan_testing':
-                continue    # the repository's test-only helpers (testing/), never installed
+                continue  # the repository's test-only helpers (testing/), never installed
             key = mod if mod in ROS_PACKAGES else ROSDEP_KEYS.get(mod)
             if key is None:
                 problems.append(f'{mod} (imported in {where[0]}) has no known rosdep key')
             elif key in OPTIONAL_RUNTIME.get(name, ()) and key in test:
                 continue
             elif key not in runtime and not (is_test and key in test):
-                problems.append(f'{mod} -> <{"test_" if is_test else "exec_"}depend>{key}'
-                                f' missing (imported in {where[0]})')
+                problems.append(
+                    f'{mod} -> <{"test_" if is_test else "exec_"}depend>{key}'
+                    f' missing (imported in {where[0]})'
+                )
     assert not problems, '\n'.join(problems)
 
 
@@ -95,7 +128,7 @@ def test_ament_python_layout(name):
     assert os.path.isfile(os.path.join(base, 'resource', name))
     setup = open(os.path.join(base, 'setup.py')).read()
     assert "'resource/' + package_name" in setup and "'package.xml'" in setup
-    assert "install_scripts=$base/lib/" + name in open(os.path.join(base, 'setup.cfg')).read()
+    assert 'install_scripts=$base/lib/' + name in open(os.path.join(base, 'setup.cfg')).read()
 
 
 def test_bringup_installs_its_launch_config_and_urdf_folders():

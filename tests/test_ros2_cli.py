@@ -7,6 +7,7 @@ conftest.py), so parallel runs do not hear each other.
 The launch files are found in the installed delan_bringup package, as on an apt ROS 2 machine;
 the commands run in a temporary folder, where the bags and checkpoints they write land.
 robot.launch.py runs beside the sim standing in for ros2_control's effort controller."""
+
 import os
 import re
 import shlex
@@ -25,8 +26,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = open(os.path.join(ROOT, 'README.md')).read()
 
 LAUNCH = 'ros2 launch delan_bringup sim.launch.py model:=pd record:=true'
-ROBOT_LAUNCH = ('ros2 launch delan_bringup robot.launch.py urdf:=two_link_arm.urdf '
-                'model:=pinocchio record:=false reference:=false namespace:=arm1')
+ROBOT_LAUNCH = (
+    'ros2 launch delan_bringup robot.launch.py urdf:=two_link_arm.urdf '
+    'model:=pinocchio record:=false reference:=false namespace:=arm1'
+)
 NODE_LIST = 'ros2 node list'
 HZ = 'ros2 topic hz /joint_states'
 ECHO_JOINT_STATES = 'ros2 topic echo --once /joint_states'
@@ -66,8 +69,10 @@ class Output:
 
     def wait_for(self, pattern: str, timeout: float = WAIT) -> re.Match:
         """The first match of ``pattern``; fails the test if none comes within ``timeout``."""
+
         def found():
             return re.search(pattern, ''.join(self.lines), re.MULTILINE)
+
         with self._cv:
             self._cv.wait_for(lambda: found() or self.closed, timeout)
             match = found()
@@ -76,9 +81,14 @@ class Output:
 
 
 def start(command: str, cwd: str) -> tuple:
-    proc = subprocess.Popen(shlex.split(command), cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED='1'))
+    proc = subprocess.Popen(
+        shlex.split(command),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED='1'),
+    )
     return proc, Output(proc)
 
 
@@ -90,8 +100,13 @@ def run_until(command: str, cwd: str, ok, timeout: float = WAIT, attempt: float 
     deadline = time.monotonic() + timeout
     while True:
         try:
-            r = subprocess.run(shlex.split(command), cwd=cwd, capture_output=True, text=True,
-                               timeout=max(1.0, min(attempt, deadline - time.monotonic())))
+            r = subprocess.run(
+                shlex.split(command),
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                timeout=max(1.0, min(attempt, deadline - time.monotonic())),
+            )
             out = r.stdout + r.stderr
             if r.returncode == 0 and ok(r.stdout):
                 return r.stdout
@@ -116,11 +131,13 @@ def commands_on(topic: str, out, count: int = 20) -> list:
     from std_msgs.msg import Float64MultiArray
 
     from delan_testing.ros import ros_context, spin_until
+
     commands = []
     with ros_context() as ctx:
         node = rclpy.create_node('command_listener', context=ctx)
-        node.create_subscription(Float64MultiArray, topic,
-                                 lambda m: commands.append(list(m.data)), 10)
+        node.create_subscription(
+            Float64MultiArray, topic, lambda m: commands.append(list(m.data)), 10
+        )
         ex = SingleThreadedExecutor(context=ctx)
         ex.add_node(node)
         assert spin_until(ex, lambda: len(commands) > count, WAIT), out.text[-3000:]
@@ -189,8 +206,9 @@ def test_learner_status_is_published(suite, workdir):
 def test_param_set_switches_the_controller_model_and_get_reads_it_back(suite, workdir):
     _, out = suite
     out.wait_for(r'\[torque_controller\]: controlling .* with model=pd')
-    set_out = run_until(SET_MODEL, workdir, lambda s: 'Set parameter successful' in s,
-                        attempt=PARAM_ATTEMPT)
+    set_out = run_until(
+        SET_MODEL, workdir, lambda s: 'Set parameter successful' in s, attempt=PARAM_ATTEMPT
+    )
     assert 'Set parameter successful' in set_out
     out.wait_for(r'\[torque_controller\]: switched model pd -> pinocchio')
     got = run_until(GET_MODEL, workdir, lambda s: 'String value is' in s, attempt=PARAM_ATTEMPT)
@@ -212,17 +230,31 @@ def test_ctrl_c_stops_every_node_cleanly(suite):
     assert not alive
 
 
-@pytest.mark.parametrize('argument,message', [
-    ('record:=maybe', 'Argument "record" provided value "maybe" is not valid. Valid options are: '
-                      "['true', 'false']"),
-    ('model:=fast', "model:=fast is not a model kind; valid: "
-                    "['pd', 'pinocchio', 'identified', 'delan', 'delan_residual']"),
-    ('controller:=fast', 'controller:=fast is not a model kind'),
-    ('urdf:=no_such_arm.urdf', "URDF 'no_such_arm.urdf' not found"),
-])
+@pytest.mark.parametrize(
+    'argument,message',
+    [
+        (
+            'record:=maybe',
+            'Argument "record" provided value "maybe" is not valid. Valid options are: '
+            "['true', 'false']",
+        ),
+        (
+            'model:=fast',
+            'model:=fast is not a model kind; valid: '
+            "['pd', 'pinocchio', 'identified', 'delan', 'delan_residual']",
+        ),
+        ('controller:=fast', 'controller:=fast is not a model kind'),
+        ('urdf:=no_such_arm.urdf', "URDF 'no_such_arm.urdf' not found"),
+    ],
+)
 def test_bad_launch_argument_is_a_clear_error(workdir, argument, message):
-    r = subprocess.run(shlex.split(f'ros2 launch delan_bringup sim.launch.py {argument}'),
-                       cwd=workdir, capture_output=True, text=True, timeout=WAIT)
+    r = subprocess.run(
+        shlex.split(f'ros2 launch delan_bringup sim.launch.py {argument}'),
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert message in out
@@ -233,19 +265,34 @@ def test_robot_launch_commands_the_effort_controller_and_stops_on_ctrl_c(workdir
     """The README's real-arm launch: the torque controller reads the effort controller's joints,
     commands flow to it, and Ctrl-C stops every node cleanly."""
     from delan_testing.ros import node_process
+
     # ros2_control's part, played by the sim under the effort controller's name; all in a
     # namespace of their own, apart from the sim.launch.py suite of the tests above
-    robot = node_process('delan_control', 'sim', [
-        '-r', '__node:=effort_controller', '-r', '__ns:=/arm1',
-        '-p', 'urdf_path:=two_link_arm.urdf',
-        '-p', 'publish_clock:=false', '-p', 'lockstep:=false'], cwd=workdir,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    robot = node_process(
+        'delan_control',
+        'sim',
+        [
+            '-r',
+            '__node:=effort_controller',
+            '-r',
+            '__ns:=/arm1',
+            '-p',
+            'urdf_path:=two_link_arm.urdf',
+            '-p',
+            'publish_clock:=false',
+            '-p',
+            'lockstep:=false',
+        ],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     launch, out = start(ROBOT_LAUNCH, workdir)
     try:
         out.wait_for(r'\[arm1\.torque_controller\]: controlling .* with model=pinocchio')
         commands = commands_on('/arm1/effort_controller/commands', out)
         assert all(len(c) == len(JOINTS) for c in commands)
-        out.wait_for(r'\[arm1\.learner\]: robot from')    # up (a slow import is not a hang)
+        out.wait_for(r'\[arm1\.learner\]: robot from')  # up (a slow import is not a hang)
         nodes = psutil.Process(launch.pid).children(recursive=True)
         launch.send_signal(signal.SIGINT)
         assert launch.wait(timeout=WAIT) == 0, out.text[-3000:]
@@ -255,8 +302,7 @@ def test_robot_launch_commands_the_effort_controller_and_stops_on_ctrl_c(workdir
         assert not psutil.wait_procs(nodes, timeout=WAIT)[1]
     finally:
         # after a failure: what the launch leaves behind is killed
-        left = psutil.Process(launch.pid).children(recursive=True) if launch.poll() is None \
-            else []
+        left = psutil.Process(launch.pid).children(recursive=True) if launch.poll() is None else []
         stop_process(launch)
         for node in psutil.wait_procs(left, timeout=WAIT)[1]:
             node.kill()
@@ -266,25 +312,27 @@ def test_robot_launch_commands_the_effort_controller_and_stops_on_ctrl_c(workdir
 def test_sim_launch_with_the_compiled_controller(workdir):
     """``controller_impl:=rt``: the launch starts delan_control_rt's torque_controller_rt in the
     Python controller's place (same node name), it commands the sim, and Ctrl-C stops it."""
-    exe = os.path.join(ROOT, 'install', 'delan_control_rt', 'lib', 'delan_control_rt',
-                       'torque_controller_rt')
+    exe = os.path.join(
+        ROOT, 'install', 'delan_control_rt', 'lib', 'delan_control_rt', 'torque_controller_rt'
+    )
     if not os.path.exists(exe):
         pytest.skip(f'delan_control_rt is not built ({exe} missing; make setup builds it)')
-    launch, out = start('ros2 launch delan_bringup sim.launch.py controller_impl:=rt '
-                        'record:=false namespace:=rt1', workdir)
+    launch, out = start(
+        'ros2 launch delan_bringup sim.launch.py controller_impl:=rt record:=false namespace:=rt1',
+        workdir,
+    )
     try:
         out.wait_for(r'\[torque_controller_rt-\d+\]: process started')
         out.wait_for(r'controlling 2 joints with model=pd law=computed_torque')
         commands = commands_on('/rt1/effort_controller/commands', out)
         assert all(len(c) == len(JOINTS) for c in commands)
-        assert any(abs(x) > 1e-6 for c in commands for x in c)     # gravity is held
+        assert any(abs(x) > 1e-6 for c in commands for x in c)  # gravity is held
         assert not re.search(r'\[torque_controller-\d+\]: process started', out.text)
         launch.send_signal(signal.SIGINT)
         assert launch.wait(timeout=WAIT) == 0, out.text[-3000:]
         out.wait_for(r'\[torque_controller_rt-\d+\]: process has finished cleanly')
     finally:
-        left = psutil.Process(launch.pid).children(recursive=True) if launch.poll() is None \
-            else []
+        left = psutil.Process(launch.pid).children(recursive=True) if launch.poll() is None else []
         stop_process(launch)
         for node in psutil.wait_procs(left, timeout=WAIT)[1]:
             node.kill()

@@ -7,6 +7,7 @@ same seed twice -- once on the bag directly, once on its ``.npz`` conversion -- 
 scores both; the results must agree (training on CPU with one thread and a fixed seed is
 deterministic, so "closely" is in fact to rounding).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,9 @@ RATE = 500.0
 
 def cli(name: str, *args: str) -> str:
     """Run an installed CLI of delan_learning; return its stdout (fails the test on exit != 0)."""
-    prefix = os.environ.get('COLCON_PREFIX_PATH', '').split(os.pathsep)[0] or \
-        os.path.join(ROOT, 'install')
+    prefix = os.environ.get('COLCON_PREFIX_PATH', '').split(os.pathsep)[0] or os.path.join(
+        ROOT, 'install'
+    )
     exe = os.path.join(prefix, 'delan_learning', 'lib', 'delan_learning', name)
     proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f'{name} {" ".join(args)} -> {proc.returncode}:\n{proc.stderr}'
@@ -56,10 +58,14 @@ def write_bag(bag_dir: str, data, command_joints: Optional[Sequence[str]] = None
     rng = np.random.default_rng(5)
     cmd_col = [names.index(j) for j in command_joints or names]
     cmd_dt = 300_000 if command_joints is None else -300_000
-    writer = SplitBagWriter(bag_dir, [
-        TopicSpec('/joint_states', JOINT_STATE_TYPE, (qos_profile(),)),
-        TopicSpec('/effort_controller/commands', COMMAND_TYPE, (qos_profile(),))],
-        storage='mcap')
+    writer = SplitBagWriter(
+        bag_dir,
+        [
+            TopicSpec('/joint_states', JOINT_STATE_TYPE, (qos_profile(),)),
+            TopicSpec('/effort_controller/commands', COMMAND_TYPE, (qos_profile(),)),
+        ],
+        storage='mcap',
+    )
     t_ns = 1_700_000_000 * 1_000_000_000
     count = 0
     msg = JointState()
@@ -76,8 +82,11 @@ def write_bag(bag_dir: str, data, command_joints: Optional[Sequence[str]] = None
                 msg.position = [np.append(data['q'][i], 0.01)[k] for k in order]
                 msg.velocity = [np.append(data['qd'][i], 0.0)[k] for k in order]
             writer.write('/joint_states', t_ns, serialize_message(msg))
-            writer.write('/effort_controller/commands', t_ns + cmd_dt, serialize_message(
-                Float64MultiArray(data=data['tau'][i, cmd_col].tolist())))
+            writer.write(
+                '/effort_controller/commands',
+                t_ns + cmd_dt,
+                serialize_message(Float64MultiArray(data=data['tau'][i, cmd_col].tolist())),
+            )
             count += 1
             t_ns += int(round(1e9 / RATE))
         t_ns += 2_000_000_000
@@ -90,10 +99,16 @@ def bag(tmp_path_factory):
     pytest.importorskip('pinocchio')
     from delan_common.robot_model import Mismatch
     from delan_control.datagen import generate_dataset
+
     tmp = tmp_path_factory.mktemp('bag')
-    data = generate_dataset(URDF, trajectories=4, duration=6.0, rate=RATE, seed=11,
-                            mismatch=Mismatch(payload_mass=0.6, viscous_scale=2.0,
-                                              coulomb_scale=2.0))
+    data = generate_dataset(
+        URDF,
+        trajectories=4,
+        duration=6.0,
+        rate=RATE,
+        seed=11,
+        mismatch=Mismatch(payload_mass=0.6, viscous_scale=2.0, coulomb_scale=2.0),
+    )
     n = write_bag(str(tmp / 'session'), data)
     return {'dir': str(tmp / 'session'), 'samples': n, 'tmp': tmp, 'data': data}
 
@@ -113,9 +128,27 @@ def test_bag_reads_back_as_written(bag):
 
 
 def _train(source: List[str], out: str) -> dict:
-    return json.loads(cli('delan-train', *source, '--out', out, '--epochs', '6', '--seed', '3',
-                          '--width', '32', '--batch', '256', '--patience', '0', '--quiet',
-                          '--threads', '1'))
+    return json.loads(
+        cli(
+            'delan-train',
+            *source,
+            '--out',
+            out,
+            '--epochs',
+            '6',
+            '--seed',
+            '3',
+            '--width',
+            '32',
+            '--batch',
+            '256',
+            '--patience',
+            '0',
+            '--quiet',
+            '--threads',
+            '1',
+        )
+    )
 
 
 def test_delan_train_on_bag_reproduces_npz_training(bag):
@@ -129,14 +162,18 @@ def test_delan_train_on_bag_reproduces_npz_training(bag):
         assert from_bag[key] == from_npz[key], key
     assert from_bag['n_train'] + from_bag['n_val'] == bag['samples']
     for j in from_npz['val_nmse']:
-        assert from_bag['val_nmse'][j] == pytest.approx(from_npz['val_nmse'][j], rel=1e-6,
-                                                        abs=1e-12)
+        assert from_bag['val_nmse'][j] == pytest.approx(
+            from_npz['val_nmse'][j], rel=1e-6, abs=1e-12
+        )
     # the models score alike on the same data, whichever way each reads it
     ev_npz = json.loads(cli('delan-eval', '--model', str(tmp / 'from_npz.pt'), '--data', npz))
-    ev_bag = json.loads(cli('delan-eval', '--model', str(tmp / 'from_bag.pt'), '--bag',
-                            bag['dir']))
-    print(f'\nnMSE trained on npz: {ev_npz["inverse"]["nmse"]}, trained on the bag: '
-          f'{ev_bag["inverse"]["nmse"]}')
+    ev_bag = json.loads(
+        cli('delan-eval', '--model', str(tmp / 'from_bag.pt'), '--bag', bag['dir'])
+    )
+    print(
+        f'\nnMSE trained on npz: {ev_npz["inverse"]["nmse"]}, trained on the bag: '
+        f'{ev_bag["inverse"]["nmse"]}'
+    )
     assert ev_bag['n_samples'] == ev_npz['n_samples'] == bag['samples']
     for metric in ('mse', 'nmse'):
         for j, v in ev_npz['inverse'][metric].items():
@@ -153,28 +190,47 @@ def test_training_on_a_ros2_control_bag_matches_the_logger_bag(bag):
     ros2_control = str(tmp / 'ros2_control')
     assert write_bag(ros2_control, bag['data'], ['elbow', 'shoulder']) == bag['samples']
     controllers = tmp / 'controllers.yaml'
-    controllers.write_text('effort_controller:\n  ros__parameters:\n'
-                           '    joints: [elbow, shoulder]\n')
+    controllers.write_text(
+        'effort_controller:\n  ros__parameters:\n    joints: [elbow, shoulder]\n'
+    )
     from delan_common.robot_model import Mismatch
     from delan_control.datagen import generate_dataset
+
     heldout = str(tmp / 'heldout')
-    write_bag(heldout, generate_dataset(
-        URDF, trajectories=2, duration=6.0, rate=RATE, seed=12,
-        mismatch=Mismatch(payload_mass=0.6, viscous_scale=2.0, coulomb_scale=2.0)))
+    write_bag(
+        heldout,
+        generate_dataset(
+            URDF,
+            trajectories=2,
+            duration=6.0,
+            rate=RATE,
+            seed=12,
+            mismatch=Mismatch(payload_mass=0.6, viscous_scale=2.0, coulomb_scale=2.0),
+        ),
+    )
     # the recovered arrays are the logger bag's, joint by joint
     ref = read_bag_arrays(bag['dir'], match_torque=False)
-    got = read_bag_arrays(ros2_control, ['shoulder', 'elbow'], match_torque=False,
-                          command_joints=['elbow', 'shoulder'])
-    assert got['rejected'] == {}        # rclpy pads a JointState without effort: still read
+    got = read_bag_arrays(
+        ros2_control,
+        ['shoulder', 'elbow'],
+        match_torque=False,
+        command_joints=['elbow', 'shoulder'],
+    )
+    assert got['rejected'] == {}  # rclpy pads a JointState without effort: still read
     for key in ('q', 'qd', 'tau'):
         np.testing.assert_array_equal(got[key], ref[key])
     _train(['--bag', bag['dir']], str(tmp / 'logger.pt'))
-    trained = _train(['--bag', ros2_control, '--controllers-yaml', str(controllers)],
-                     str(tmp / 'ros2_control.pt'))
-    assert trained['joint_names'] == ['elbow', 'shoulder']      # the commanded joints
-    nmse = {name: json.loads(cli('delan-eval', '--model', str(tmp / f'{name}.pt'), '--bag',
-                                 heldout))['inverse']['nmse_mean']
-            for name in ('logger', 'ros2_control')}
+    trained = _train(
+        ['--bag', ros2_control, '--controllers-yaml', str(controllers)],
+        str(tmp / 'ros2_control.pt'),
+    )
+    assert trained['joint_names'] == ['elbow', 'shoulder']  # the commanded joints
+    nmse = {
+        name: json.loads(cli('delan-eval', '--model', str(tmp / f'{name}.pt'), '--bag', heldout))[
+            'inverse'
+        ]['nmse_mean']
+        for name in ('logger', 'ros2_control')
+    }
     print(f'\nheld-out nMSE: {nmse}')
     assert nmse['logger'] < 0.2
     assert nmse['ros2_control'] < 1.5 * nmse['logger'] + 0.005

@@ -8,6 +8,7 @@ model kind), ``model:=<checkpoint file>`` (a value that is not a model kind is a
 ``robot:=``. :func:`resolve_arguments` is the plain rule; :func:`resolved` applies it in a launch
 context.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List, NamedTuple, Sequence, Tuple
@@ -36,50 +37,72 @@ def declare_suite_arguments() -> List[DeclareLaunchArgument]:
     """The arguments every launch file of the suite declares (sim, robot, Gazebo)."""
     return [
         DeclareLaunchArgument(
-            'urdf', default_value='',
+            'urdf',
+            default_value='',
             description='Robot description (.urdf / .xacro): a path, or a file name of this '
-                        f"package's urdf/ folder or of example-robot-data ('' = {DEFAULT_URDF})"),
+            f"package's urdf/ folder or of example-robot-data ('' = {DEFAULT_URDF})",
+        ),
         DeclareLaunchArgument(
-            'model', default_value='pd',
+            'model',
+            default_value='pd',
             description='Dynamics model of the torque controller: one of '
-                        f'{list(CONTROLLER_KINDS)}'),
+            f'{list(CONTROLLER_KINDS)}',
+        ),
         DeclareLaunchArgument(
-            'delan_checkpoint', default_value='',
-            description="Checkpoint for model:=delan / delan_residual ('' = the learner's "
-                        "latest)"),
+            'delan_checkpoint',
+            default_value='',
+            description="Checkpoint for model:=delan / delan_residual ('' = the learner's latest)",
+        ),
         DeclareLaunchArgument(
-            'learner_model', default_value='', choices=['', *LEARNED_KINDS],
+            'learner_model',
+            default_value='',
+            choices=['', *LEARNED_KINDS],
             description="What the learner learns ('' = delan_residual when model:= is, else "
-                        "delan)"),
-        DeclareLaunchArgument('robot', default_value='',
-                              description='Deprecated name of urdf'),
-        DeclareLaunchArgument('controller', default_value='',
-                              description='Deprecated name of model (the model kind)'),
+            'delan)',
+        ),
+        DeclareLaunchArgument('robot', default_value='', description='Deprecated name of urdf'),
+        DeclareLaunchArgument(
+            'controller', default_value='', description='Deprecated name of model (the model kind)'
+        ),
     ]
 
 
 def declare_node_arguments() -> List[DeclareLaunchArgument]:
     """The arguments of the launch files that start the suite's nodes (sim and robot)."""
     return [
-        DeclareLaunchArgument('record', default_value='true', choices=['true', 'false'],
-                              description='Record joint states and commands to a rosbag2'),
+        DeclareLaunchArgument(
+            'record',
+            default_value='true',
+            choices=['true', 'false'],
+            description='Record joint states and commands to a rosbag2',
+        ),
         DeclareLaunchArgument('bag_dir', default_value='bags', description='Where bags go'),
-        DeclareLaunchArgument('identified_params', default_value='',
-                              description='delan-sysid output for model:=identified'),
-        DeclareLaunchArgument('checkpoint_dir', default_value='delan_checkpoints',
-                              description="Learner's checkpoint folder"),
+        DeclareLaunchArgument(
+            'identified_params',
+            default_value='',
+            description='delan-sysid output for model:=identified',
+        ),
+        DeclareLaunchArgument(
+            'checkpoint_dir',
+            default_value='delan_checkpoints',
+            description="Learner's checkpoint folder",
+        ),
         DeclareLaunchArgument('namespace', default_value='', description='Namespace of all nodes'),
         DeclareLaunchArgument(
-            'controller_impl', default_value='python', choices=['python', 'rt'],
+            'controller_impl',
+            default_value='python',
+            choices=['python', 'rt'],
             description='The torque controller: python (delan_control torque_controller, all '
-                        'models, runtime parameter changes) or rt (delan_control_rt '
-                        'torque_controller_rt, compiled: models pd and delan, parameters read '
-                        'once, holds its first position)'),
+            'models, runtime parameter changes) or rt (delan_control_rt '
+            'torque_controller_rt, compiled: models pd and delan, parameters read '
+            'once, holds its first position)',
+        ),
     ]
 
 
-def resolve_arguments(values: Dict[str, str],
-                      kinds: Sequence[str] = CONTROLLER_KINDS) -> Tuple[SuiteArguments, List[str]]:
+def resolve_arguments(
+    values: Dict[str, str], kinds: Sequence[str] = CONTROLLER_KINDS
+) -> Tuple[SuiteArguments, List[str]]:
     """The shared arguments from their launch values, and the deprecation warnings to log.
 
     Raises ``ValueError`` with the message a user needs when the values contradict each other
@@ -90,35 +113,40 @@ def resolve_arguments(values: Dict[str, str],
     if robot:
         warnings.append(f"launch argument 'robot' is deprecated: use urdf:={robot}")
         if urdf and urdf != robot:
-            raise ValueError(f"urdf:={urdf} and its deprecated name robot:={robot} disagree")
+            raise ValueError(f'urdf:={urdf} and its deprecated name robot:={robot} disagree')
         urdf = urdf or robot
     model = values.get('model', '') or 'pd'
     controller = values.get('controller', '')
     checkpoint = values.get('delan_checkpoint', '')
     if model not in kinds:
         if not controller and not model.endswith('.pt'):
-            raise ValueError(f"model:={model} is not a model kind; valid: {list(kinds)} "
-                             "(a DeLaN checkpoint goes in delan_checkpoint:=)")
+            raise ValueError(
+                f'model:={model} is not a model kind; valid: {list(kinds)} '
+                '(a DeLaN checkpoint goes in delan_checkpoint:=)'
+            )
         # the first release's model:= was the checkpoint
-        warnings.append(f"launch argument 'model' as a checkpoint is deprecated: use "
-                        f"delan_checkpoint:={model}")
+        warnings.append(
+            f"launch argument 'model' as a checkpoint is deprecated: use delan_checkpoint:={model}"
+        )
         if checkpoint and checkpoint != model:
             raise ValueError(f'two checkpoints: delan_checkpoint:={checkpoint} and model:={model}')
         checkpoint, model = model, 'pd'
     if controller:
         warnings.append(f"launch argument 'controller' is deprecated: use model:={controller}")
         if controller not in kinds:
-            raise ValueError(f'controller:={controller} is not a model kind; valid: '
-                             f'{list(kinds)}')
+            raise ValueError(f'controller:={controller} is not a model kind; valid: {list(kinds)}')
         if model != 'pd' and model != controller:
-            raise ValueError(f'model:={model} and its deprecated name controller:={controller} '
-                             'disagree')
+            raise ValueError(
+                f'model:={model} and its deprecated name controller:={controller} disagree'
+            )
         model = controller
-    learner_model = values.get('learner_model', '') or \
-        (model if model in LEARNED_KINDS else 'delan')
+    learner_model = values.get('learner_model', '') or (
+        model if model in LEARNED_KINDS else 'delan'
+    )
     if model in LEARNED_KINDS and model != learner_model:
-        raise ValueError(f'model:={model} cannot follow a learner of learner_model:='
-                         f'{learner_model}')
+        raise ValueError(
+            f'model:={model} cannot follow a learner of learner_model:={learner_model}'
+        )
     return SuiteArguments(urdf or DEFAULT_URDF, model, checkpoint, learner_model), warnings
 
 
@@ -136,6 +164,7 @@ def resolved(context: LaunchContext) -> SuiteArguments:
     for w in warnings:
         logger.warning(w)
     from delan_common.robot_model import find_urdf
+
     try:
         return args._replace(urdf=find_urdf(args.urdf))
     except FileNotFoundError as err:
@@ -148,9 +177,11 @@ def rt_controller_parameters(context: LaunchContext, args: SuiteArguments, param
     derives them; ``<checkpoint>.cw`` exported first for ``model:=delan`` with a checkpoint. A
     model it does not have stops the launch."""
     from delan_control.rt_params import RT_MODELS, controller_node, ensure_weights
+
     if args.model not in RT_MODELS:
-        raise RuntimeError(f'controller_impl:=rt has models {list(RT_MODELS)}, not '
-                           f'model:={args.model}')
+        raise RuntimeError(
+            f'controller_impl:=rt has models {list(RT_MODELS)}, not model:={args.model}'
+        )
     if args.model == 'delan' and args.delan_checkpoint:
         ensure_weights(args.delan_checkpoint)
     return controller_node('rt', args.urdf, params.perform(context))[2]

@@ -8,6 +8,7 @@ online learner.
 Parameters come from config/sim_params.yaml of this package (``params_file:=`` names another);
 the arguments below override them.
 """
+
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, GroupAction, OpaqueFunction
 from launch.conditions import IfCondition
@@ -35,47 +36,105 @@ def _nodes(context):
     if LaunchConfiguration('controller_impl').perform(context) == 'rt':
         # named torque_controller, so the parameter file's section applies to it too
         derived = rt_controller_parameters(context, args, params)
-        controller = Node(package='delan_control_rt', executable='torque_controller_rt',
-                          name='torque_controller', output=output,
-                          parameters=[params, derived, {
-                              'model': args.model,
-                              'delan_checkpoint': args.delan_checkpoint}])
+        controller = Node(
+            package='delan_control_rt',
+            executable='torque_controller_rt',
+            name='torque_controller',
+            output=output,
+            parameters=[
+                params,
+                derived,
+                {'model': args.model, 'delan_checkpoint': args.delan_checkpoint},
+            ],
+        )
     else:
-        controller = Node(package='delan_control', executable='torque_controller',
-                          name='torque_controller', output=output,
-                          parameters=[params, common, {
-                              'model': args.model,
-                              'delan_checkpoint': args.delan_checkpoint,
-                              'identified_params': LaunchConfiguration('identified_params')}])
-    return [GroupAction([
-        PushRosNamespace(LaunchConfiguration('namespace')),
-        Node(package='delan_control', executable='sim', name='sim', output=output,
-             parameters=[params, {'urdf_path': args.urdf, 'publish_clock': sim_time}]),
-        Node(package='delan_control', executable='reference', name='reference',
-             output=output, parameters=[params, common]),
-        controller,
-        Node(package='delan_learning', executable='data_logger', name='data_logger',
-             output=output, condition=IfCondition(LaunchConfiguration('record')),
-             parameters=[params, {'use_sim_time': sim_time,
-                                  'bag_dir': LaunchConfiguration('bag_dir')}]),
-        Node(package='delan_learning', executable='learner', name='learner', output=output,
-             parameters=[params, common, {
-                 'checkpoint_dir': LaunchConfiguration('checkpoint_dir'),
-                 'model': args.learner_model}]),
-    ])]
+        controller = Node(
+            package='delan_control',
+            executable='torque_controller',
+            name='torque_controller',
+            output=output,
+            parameters=[
+                params,
+                common,
+                {
+                    'model': args.model,
+                    'delan_checkpoint': args.delan_checkpoint,
+                    'identified_params': LaunchConfiguration('identified_params'),
+                },
+            ],
+        )
+    return [
+        GroupAction(
+            [
+                PushRosNamespace(LaunchConfiguration('namespace')),
+                Node(
+                    package='delan_control',
+                    executable='sim',
+                    name='sim',
+                    output=output,
+                    parameters=[params, {'urdf_path': args.urdf, 'publish_clock': sim_time}],
+                ),
+                Node(
+                    package='delan_control',
+                    executable='reference',
+                    name='reference',
+                    output=output,
+                    parameters=[params, common],
+                ),
+                controller,
+                Node(
+                    package='delan_learning',
+                    executable='data_logger',
+                    name='data_logger',
+                    output=output,
+                    condition=IfCondition(LaunchConfiguration('record')),
+                    parameters=[
+                        params,
+                        {'use_sim_time': sim_time, 'bag_dir': LaunchConfiguration('bag_dir')},
+                    ],
+                ),
+                Node(
+                    package='delan_learning',
+                    executable='learner',
+                    name='learner',
+                    output=output,
+                    parameters=[
+                        params,
+                        common,
+                        {
+                            'checkpoint_dir': LaunchConfiguration('checkpoint_dir'),
+                            'model': args.learner_model,
+                        },
+                    ],
+                ),
+            ]
+        )
+    ]
 
 
 def generate_launch_description():
-    return LaunchDescription([
-        *declare_suite_arguments(),
-        *declare_node_arguments(),
-        DeclareLaunchArgument('params_file', default_value=PARAMS,
-                              description='Node parameter file (the arguments here override it)'),
-        DeclareLaunchArgument('output', default_value='screen',
-                              choices=['screen', 'log', 'both', 'own_log', 'full'],
-                              description="Nodes' output (launch's output configurations; "
-                                          "own_log: a file per node in the launch log folder)"),
-        DeclareLaunchArgument('use_sim_time', default_value='true', choices=['true', 'false'],
-                              description='Run on the /clock the sim publishes'),
-        OpaqueFunction(function=_nodes),
-    ])
+    return LaunchDescription(
+        [
+            *declare_suite_arguments(),
+            *declare_node_arguments(),
+            DeclareLaunchArgument(
+                'params_file',
+                default_value=PARAMS,
+                description='Node parameter file (the arguments here override it)',
+            ),
+            DeclareLaunchArgument(
+                'output',
+                default_value='screen',
+                choices=['screen', 'log', 'both', 'own_log', 'full'],
+                description="Nodes' output (launch's output configurations; "
+                'own_log: a file per node in the launch log folder)',
+            ),
+            DeclareLaunchArgument(
+                'use_sim_time',
+                default_value='true',
+                choices=['true', 'false'],
+                description='Run on the /clock the sim publishes',
+            ),
+            OpaqueFunction(function=_nodes),
+        ]
+    )

@@ -8,6 +8,7 @@ list naming other joints cannot be mapped at all. :class:`CommandOrder` reorders
 controller when it publishes, the bag reader when it reads recorded commands back);
 :func:`command_joints_from_controllers_yaml` reads a controller's ``joints`` from its config.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,7 +64,8 @@ class CommandOrder:
         position = {name: i for i, name in enumerate(model_joints)}
         index = np.array([position[name] for name in self.joints], dtype=np.intp)
         self.index: Optional[np.ndarray] = (
-            None if np.array_equal(index, np.arange(len(index))) else index)
+            None if np.array_equal(index, np.arange(len(index))) else index
+        )
 
     @property
     def is_model_order(self) -> bool:
@@ -82,8 +84,9 @@ class CommandOrder:
         return out
 
 
-def command_joints_from_controllers_yaml(path: Union[str, os.PathLike],
-                                         controller: str = 'effort_controller') -> List[str]:
+def command_joints_from_controllers_yaml(
+    path: Union[str, os.PathLike], controller: str = 'effort_controller'
+) -> List[str]:
     """The ``joints`` parameter of ``controller`` in a ros2_control controllers yaml
     (``<controller>: ros__parameters: joints: [...]``; a namespaced key such as
     ``/arm/<controller>`` counts too): the order in which that controller applies its commands.
@@ -100,15 +103,22 @@ def command_joints_from_controllers_yaml(path: Union[str, os.PathLike],
     keys = [k for k in doc if isinstance(k, str) and k.rstrip('/').split('/')[-1] == controller]
     if len(keys) != 1:
         found = 'several' if keys else 'no'
-        raise ValueError(f'{path}: {found} entry for controller {controller!r} '
-                         f'(top-level keys: {sorted(map(str, doc))})')
+        raise ValueError(
+            f'{path}: {found} entry for controller {controller!r} '
+            f'(top-level keys: {sorted(map(str, doc))})'
+        )
     params = doc[keys[0]]
     params = params.get('ros__parameters') if isinstance(params, dict) else None
     joints = params.get('joints') if isinstance(params, dict) else None
-    if (not isinstance(joints, list) or not joints
-            or not all(isinstance(j, str) and j for j in joints)):
-        raise ValueError(f'{path}: {keys[0]}.ros__parameters.joints is not a list of joint '
-                         f'names (got {joints!r})')
+    if (
+        not isinstance(joints, list)
+        or not joints
+        or not all(isinstance(j, str) and j for j in joints)
+    ):
+        raise ValueError(
+            f'{path}: {keys[0]}.ros__parameters.joints is not a list of joint '
+            f'names (got {joints!r})'
+        )
     return list(joints)
 
 
@@ -124,14 +134,23 @@ def add_command_order_args(parser: argparse.ArgumentParser) -> None:
     """``--command-joints`` / ``--controllers-yaml`` (one or the other): the joint order of a
     bag's torque commands, for the CLIs that read bags."""
     group = parser.add_mutually_exclusive_group()
-    group.add_argument('--command-joints', type=csv_list, default=None, metavar='A,B,...',
-                       help='joint order of the recorded torque commands (the effort '
-                            "controller's joints parameter); default: the order of the joints "
-                            'read; where no joints are selected, also the joints read (a '
-                            'gripper in the joint states that no command drives is left out)')
-    group.add_argument('--controllers-yaml', default=None, metavar='FILE',
-                       help='ros2_control controllers yaml whose effort_controller joints give '
-                            'the command order (as --command-joints)')
+    group.add_argument(
+        '--command-joints',
+        type=csv_list,
+        default=None,
+        metavar='A,B,...',
+        help='joint order of the recorded torque commands (the effort '
+        "controller's joints parameter); default: the order of the joints "
+        'read; where no joints are selected, also the joints read (a '
+        'gripper in the joint states that no command drives is left out)',
+    )
+    group.add_argument(
+        '--controllers-yaml',
+        default=None,
+        metavar='FILE',
+        help='ros2_control controllers yaml whose effort_controller joints give '
+        'the command order (as --command-joints)',
+    )
 
 
 def command_joints_of(args: argparse.Namespace) -> Optional[List[str]]:

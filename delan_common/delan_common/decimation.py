@@ -1,6 +1,7 @@
 """Decimation of a fast stream (1 kHz control cycles, joint-state samples) to a rate a viewer or
 a recorder wants, decided per event without ROS: the nodes ask :meth:`Decimator.due` and publish
 only then, so the fast path pays one comparison for every event it does not publish."""
+
 from __future__ import annotations
 
 import math
@@ -42,7 +43,7 @@ class Decimator:
         if t < nxt - 1e-3 * period:
             if t >= nxt - period:
                 return False
-            nxt = -math.inf             # the clock went back: start over
+            nxt = -math.inf  # the clock went back: start over
         if math.isinf(period):
             return False
         self._next = nxt + period if t - nxt < period else t + period

@@ -8,6 +8,7 @@ matrices ``(n, n)`` or ``(B, n, n)``. Torques follow
 
 with ``tau_f`` the dissipative friction torque the motors must overcome.
 """
+
 from __future__ import annotations
 
 from typing import List, Protocol, Tuple, runtime_checkable
@@ -55,6 +56,9 @@ def gravity_stiffness(model: DynamicsModel, q: np.ndarray, step: float = 1e-6) -
     """``dg/dq (n, n)`` at ``q``: negative eigenvalues pull the arm away from ``q`` (an
     inverted pendulum), positive ones pull it back (a hanging one)."""
     q = np.asarray(q, dtype=np.float64)
-    cols = [(np.asarray(model.gravity(q + step * e)) - np.asarray(model.gravity(q - step * e)))
-            / (2.0 * step) for e in np.eye(q.size)]
+    cols = [
+        (np.asarray(model.gravity(q + step * e)) - np.asarray(model.gravity(q - step * e)))
+        / (2.0 * step)
+        for e in np.eye(q.size)
+    ]
     return np.array(cols).T

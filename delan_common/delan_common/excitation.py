@@ -5,6 +5,7 @@ base_freq`` and is periodic, so q, qd, qdd are analytic and consistent. Amplitud
 from a seed, then the whole trajectory is scaled so that position and velocity stay inside the
 given limits (with a margin).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,11 +44,17 @@ class FourierTrajectory:
         return FourierTrajectory(self.q0, self.a, self.b, self.base_freq, speed)
 
 
-def random_fourier_trajectory(lower: np.ndarray, upper: np.ndarray, max_velocity: np.ndarray,
-                              seed: Optional[int] = None, n_harmonics: int = 5,
-                              base_freq: float = 0.1, margin: float = 0.1,
-                              velocity_fraction: float = 0.6,
-                              center: Optional[np.ndarray] = None) -> FourierTrajectory:
+def random_fourier_trajectory(
+    lower: np.ndarray,
+    upper: np.ndarray,
+    max_velocity: np.ndarray,
+    seed: Optional[int] = None,
+    n_harmonics: int = 5,
+    base_freq: float = 0.1,
+    margin: float = 0.1,
+    velocity_fraction: float = 0.6,
+    center: Optional[np.ndarray] = None,
+) -> FourierTrajectory:
     """A seeded random excitation inside ``[lower, upper]`` and
     ``|qd| <= velocity_fraction * vmax``.
 
@@ -75,11 +82,12 @@ def random_fourier_trajectory(lower: np.ndarray, upper: np.ndarray, max_velocity
     b = rng.normal(size=(n, n_harmonics)) / k
     w = 2.0 * np.pi * base_freq
     # bounds of the series from the coefficients (|sum| <= sum of |amplitudes|)
-    amp = np.sqrt(a ** 2 + b ** 2)
+    amp = np.sqrt(a**2 + b**2)
     pos_bound = amp.sum(axis=1)
     vel_bound = (amp * k * w).sum(axis=1)
     room = np.minimum(hi_m - mid, mid - lo_m)
     room = np.maximum(room, 1e-6)
     scale = np.minimum(room / pos_bound, velocity_fraction * vmax / vel_bound)
-    return FourierTrajectory(q0=mid.copy(), a=a * scale[:, None], b=b * scale[:, None],
-                             base_freq=base_freq)
+    return FourierTrajectory(
+        q0=mid.copy(), a=a * scale[:, None], b=b * scale[:, None], base_freq=base_freq
+    )

@@ -30,13 +30,14 @@ model's ``forward`` / ``inverse`` / ``friction`` / ``gravity`` / ``energy`` repo
 The dynamics then read ``H qdd + c + g + k (q - q0) + tau_f(qd) = tau``: the truth model counts
 the spring in ``g = dV/dq`` and in the potential energy.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from delan_common.dynamics import COULOMB_SMOOTHING, friction_torque
 
-_TINY = 1e-300   # keeps |x| > 0 in tanh(x) / x, whose limit at rest is 1
+_TINY = 1e-300  # keeps |x| > 0 in tanh(x) / x, whose limit at rest is 1
 
 
 class JointEffects:
@@ -47,9 +48,17 @@ class JointEffects:
     what the plain law gives, so a robot without these effects computes as it always has.
     """
 
-    def __init__(self, viscous: np.ndarray, coulomb: np.ndarray, *,
-                 static_ratio: np.ndarray, stribeck_velocity: np.ndarray,
-                 asymmetry: np.ndarray, stiffness: np.ndarray, offset: np.ndarray):
+    def __init__(
+        self,
+        viscous: np.ndarray,
+        coulomb: np.ndarray,
+        *,
+        static_ratio: np.ndarray,
+        stribeck_velocity: np.ndarray,
+        asymmetry: np.ndarray,
+        stiffness: np.ndarray,
+        offset: np.ndarray,
+    ):
         arrays = (viscous, coulomb, static_ratio, stribeck_velocity, asymmetry, stiffness, offset)
         viscous, coulomb, r, vs, a, k, q0 = (np.asarray(x, dtype=np.float64) for x in arrays)
         if np.any(r < 1.0):
@@ -79,8 +88,9 @@ class JointEffects:
 
     def _level(self, qd: np.ndarray, t: np.ndarray) -> np.ndarray:
         """``fc(qd)`` given ``t = tanh(qd / eps)`` (the friction needs ``t`` itself too)."""
-        return (self.coulomb + self._fc_a * t) * (1.0 + self._dr * np.exp(qd * qd
-                                                                          * self._neg_inv_vs2))
+        return (self.coulomb + self._fc_a * t) * (
+            1.0 + self._dr * np.exp(qd * qd * self._neg_inv_vs2)
+        )
 
     def friction(self, qd: np.ndarray) -> np.ndarray:
         """``tau_f(qd)`` ``(..., n)``: the URDF's law (``friction_torque``) with the Coulomb

@@ -3,6 +3,7 @@
 Pure numpy and duck-typed (anything with ``name``, ``position``, ``velocity``, ``effort``), so the
 same checks serve the ROS nodes, the bag reader and the tests.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,9 @@ class JointStateMapper:
     and non-finite values raise :class:`JointStateError`.
     """
 
-    def __init__(self, joint_names: Sequence[str], allow_extra: bool = True,
-                 require_velocity: bool = True):
+    def __init__(
+        self, joint_names: Sequence[str], allow_extra: bool = True, require_velocity: bool = True
+    ):
         if len(set(joint_names)) != len(joint_names):
             raise ValueError(f'duplicated joint names in model: {list(joint_names)}')
         if len(joint_names) == 0:
@@ -58,8 +60,9 @@ class JointStateMapper:
         pos = {n: i for i, n in enumerate(key)}
         missing = [n for n in self.joint_names if n not in pos]
         if missing:
-            raise JointStateError('missing_joints',
-                                  f'message lacks joints {missing} (has {list(key)})')
+            raise JointStateError(
+                'missing_joints', f'message lacks joints {missing} (has {list(key)})'
+            )
         if not self.allow_extra:
             extra = [n for n in key if n not in set(self.joint_names)]
             if extra:
@@ -78,20 +81,25 @@ class JointStateMapper:
         velocity = np.asarray(msg.velocity, dtype=np.float64)
         effort = np.asarray(msg.effort, dtype=np.float64)
         if position.shape != (n_msg,):
-            raise JointStateError('length_mismatch',
-                                  f'{n_msg} names but {position.size} positions')
+            raise JointStateError(
+                'length_mismatch', f'{n_msg} names but {position.size} positions'
+            )
         if velocity.size == 0 and self.require_velocity:
             raise JointStateError('no_velocity', 'joint state carries no velocities')
         if velocity.size not in (0, n_msg):
-            raise JointStateError('length_mismatch',
-                                  f'{n_msg} names but {velocity.size} velocities')
+            raise JointStateError(
+                'length_mismatch', f'{n_msg} names but {velocity.size} velocities'
+            )
         if effort.size not in (0, n_msg):
             raise JointStateError('length_mismatch', f'{n_msg} names but {effort.size} efforts')
         q = position[idx]
         qd = velocity[idx] if velocity.size else np.zeros(len(idx))
         tau = effort[idx] if effort.size else None
-        if not (np.isfinite(q).all() and np.isfinite(qd).all()
-                and (tau is None or np.isfinite(tau).all())):
+        if not (
+            np.isfinite(q).all()
+            and np.isfinite(qd).all()
+            and (tau is None or np.isfinite(tau).all())
+        ):
             raise JointStateError('non_finite', 'NaN or Inf in joint state')
         return MappedJointState(q, qd, tau)
 
@@ -125,16 +133,23 @@ class StampGate:
         """Raise :class:`JointStateError` unless ``t`` is acceptable; remember it if it is."""
         if not np.isfinite(t):
             raise JointStateError('bad_stamp', f'stamp {t}')
-        if self.last is None or self._continues(self.last, t) or \
-                self._continues(self._candidate, t):
+        if (
+            self.last is None
+            or self._continues(self.last, t)
+            or self._continues(self._candidate, t)
+        ):
             self.last, self._candidate = t, None
             return
         last, self._candidate = self.last, t
         if t - last > self.max_jump:
-            raise JointStateError('stamp_jump', f'stamp {t:.6f} is {t - last:.3f} s after the '
-                                  f'previous {last:.6f} (> {self.max_jump} s)')
-        raise JointStateError('stamp_backwards', f'stamp {t:.6f} is not after the previous '
-                              f'{last:.6f}')
+            raise JointStateError(
+                'stamp_jump',
+                f'stamp {t:.6f} is {t - last:.3f} s after the '
+                f'previous {last:.6f} (> {self.max_jump} s)',
+            )
+        raise JointStateError(
+            'stamp_backwards', f'stamp {t:.6f} is not after the previous {last:.6f}'
+        )
 
     def reset(self) -> None:
         self.last = self._candidate = None

@@ -9,6 +9,7 @@ nominal one adds term by term:
 semidefinite, so ``H`` stays positive definite and the forward model and the energies stay
 defined whatever the residual learned.
 """
+
 from __future__ import annotations
 
 from typing import List, Tuple
@@ -23,8 +24,10 @@ class NominalPlusResidual:
 
     def __init__(self, nominal: DynamicsModel, residual: DynamicsModel):
         if list(nominal.joint_names) != list(residual.joint_names):
-            raise ValueError(f'residual joints {list(residual.joint_names)} are not the nominal '
-                             f"model's {list(nominal.joint_names)}")
+            raise ValueError(
+                f'residual joints {list(residual.joint_names)} are not the nominal '
+                f"model's {list(nominal.joint_names)}"
+            )
         self.nominal, self.residual = nominal, residual
         self.joint_names: List[str] = list(nominal.joint_names)
         #: the learner's version of the residual (0 when not from the learner)

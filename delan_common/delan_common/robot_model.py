@@ -31,6 +31,7 @@ select the same joints in the same order. What was read other than written is li
 One :class:`RobotModel` owns one ``pinocchio.Data`` and is not thread-safe; give each thread its
 own :meth:`RobotModel.copy`.
 """
+
 from __future__ import annotations
 
 import math
@@ -97,17 +98,21 @@ def find_urdf(name: str) -> str:
     shipped = example_robot_data_files().get(base)
     if shipped:
         return shipped
-    raise FileNotFoundError(f'URDF {name!r} not found (looked at {name!r} and at {base} in '
-                            f'$DELAN_URDF_DIR, in the urdf/ folder of {BRINGUP} and in '
-                            'example-robot-data)')
+    raise FileNotFoundError(
+        f'URDF {name!r} not found (looked at {name!r} and at {base} in '
+        f'$DELAN_URDF_DIR, in the urdf/ folder of {BRINGUP} and in '
+        'example-robot-data)'
+    )
 
 
 def example_robot_data_files() -> Dict[str, str]:
     """File name -> path of the URDF/xacro files ``example-robot-data`` ships ({} when it is
     not installed; the first of equal names in sorted path order)."""
     import sysconfig
-    root = os.path.join(sysconfig.get_paths()['purelib'], 'cmeel.prefix', 'share',
-                        'example-robot-data', 'robots')
+
+    root = os.path.join(
+        sysconfig.get_paths()['purelib'], 'cmeel.prefix', 'share', 'example-robot-data', 'robots'
+    )
     found: Dict[str, str] = {}
     for dirpath, _, files in sorted(os.walk(root)):
         for f in sorted(files):
@@ -120,8 +125,9 @@ def package_share_directory(package: str) -> str:
     """``share/<package>`` of the first prefix in ``$AMENT_PREFIX_PATH`` whose ament index lists
     the package (what ``ament_index_python.get_package_share_directory`` returns)."""
     for prefix in os.environ.get('AMENT_PREFIX_PATH', '').split(os.pathsep):
-        if prefix and os.path.isfile(os.path.join(prefix, 'share', 'ament_index',
-                                                  'resource_index', 'packages', package)):
+        if prefix and os.path.isfile(
+            os.path.join(prefix, 'share', 'ament_index', 'resource_index', 'packages', package)
+        ):
             return os.path.join(prefix, 'share', package)
     raise FileNotFoundError(f'package {package!r} not found in AMENT_PREFIX_PATH')
 
@@ -139,8 +145,9 @@ def resolve_package_paths(xml: str) -> str:
     config as ``$(find delan_bringup)/config/...yaml``; gz_ros2_control reads ``<parameters>``
     verbatim, so a Gazebo launch passes the description through xacro or through this function.
     """
-    return re.sub(r'\$\(find\s+([A-Za-z0-9_]+)\)',
-                  lambda match: package_share_directory(match.group(1)), xml)
+    return re.sub(
+        r'\$\(find\s+([A-Za-z0-9_]+)\)', lambda match: package_share_directory(match.group(1)), xml
+    )
 
 
 @dataclass(frozen=True)
@@ -163,17 +170,19 @@ class RobotSpec:
     effort_limit: np.ndarray
     damping: np.ndarray
     friction: np.ndarray
-    link_names: List[str]          # child link of each joint
-    total_mass: float              # all links, fixed ones included [kg]
-    moving_mass: float             # links that move with some joint [kg]
+    link_names: List[str]  # child link of each joint
+    total_mass: float  # all links, fixed ones included [kg]
+    moving_mass: float  # links that move with some joint [kg]
     position_given: Optional[np.ndarray] = None
     velocity_given: Optional[np.ndarray] = None
     effort_given: Optional[np.ndarray] = None
 
     def __post_init__(self) -> None:
-        finite = {'position_given': np.isfinite(self.lower) & np.isfinite(self.upper),
-                  'velocity_given': np.isfinite(self.velocity_limit),
-                  'effort_given': np.isfinite(self.effort_limit)}
+        finite = {
+            'position_given': np.isfinite(self.lower) & np.isfinite(self.upper),
+            'velocity_given': np.isfinite(self.velocity_limit),
+            'effort_given': np.isfinite(self.effort_limit),
+        }
         for name, default in finite.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, default)
@@ -184,17 +193,27 @@ class RobotSpec:
 
     def to_dict(self) -> Dict:
         def arr(x):
-            return [float(v) if math.isfinite(v) else (math.inf if v > 0 else -math.inf)
-                    for v in x]
-        return {'name': self.name, 'joint_names': list(self.joint_names),
-                'joint_types': list(self.joint_types), 'lower': arr(self.lower),
-                'upper': arr(self.upper), 'velocity_limit': arr(self.velocity_limit),
-                'effort_limit': arr(self.effort_limit), 'damping': arr(self.damping),
-                'friction': arr(self.friction), 'link_names': list(self.link_names),
-                'total_mass': self.total_mass, 'moving_mass': self.moving_mass,
-                'position_given': [bool(v) for v in self.position_given],
-                'velocity_given': [bool(v) for v in self.velocity_given],
-                'effort_given': [bool(v) for v in self.effort_given]}
+            return [
+                float(v) if math.isfinite(v) else (math.inf if v > 0 else -math.inf) for v in x
+            ]
+
+        return {
+            'name': self.name,
+            'joint_names': list(self.joint_names),
+            'joint_types': list(self.joint_types),
+            'lower': arr(self.lower),
+            'upper': arr(self.upper),
+            'velocity_limit': arr(self.velocity_limit),
+            'effort_limit': arr(self.effort_limit),
+            'damping': arr(self.damping),
+            'friction': arr(self.friction),
+            'link_names': list(self.link_names),
+            'total_mass': self.total_mass,
+            'moving_mass': self.moving_mass,
+            'position_given': [bool(v) for v in self.position_given],
+            'velocity_given': [bool(v) for v in self.velocity_given],
+            'effort_given': [bool(v) for v in self.effort_given],
+        }
 
 
 @dataclass(frozen=True)
@@ -251,18 +270,25 @@ class Mismatch:
         ``viscous``/``coulomb`` list of negatives means the URDF's values; the effects by their
         field names, 1 value or one per joint; ``mismatch_preset``). A parameter at its off
         default leaves the preset's value in place, any other value replaces it."""
+
         def given(v):
             return None if v is None or all(x < 0 for x in v) else list(v)
+
         scale = float(p.get('friction_scale', 1.0))
         effects = {name: _param_array(p[name]) for name in JOINT_EFFECT_FIELDS if name in p}
-        return cls(mass_scale=p.get('mass_scale', 1.0),
-                   inertia_scale=p.get('inertia_scale', 1.0),
-                   payload_mass=float(p.get('payload_mass', 0.0)),
-                   payload_offset=tuple(p.get('payload_offset', (0.0, 0.0, 0.0))),
-                   payload_radius=float(p.get('payload_radius', 0.0)),
-                   viscous=given(p.get('viscous')), coulomb=given(p.get('coulomb')),
-                   viscous_scale=scale, coulomb_scale=scale,
-                   preset=str(p.get('mismatch_preset', '')), **effects)
+        return cls(
+            mass_scale=p.get('mass_scale', 1.0),
+            inertia_scale=p.get('inertia_scale', 1.0),
+            payload_mass=float(p.get('payload_mass', 0.0)),
+            payload_offset=tuple(p.get('payload_offset', (0.0, 0.0, 0.0))),
+            payload_radius=float(p.get('payload_radius', 0.0)),
+            viscous=given(p.get('viscous')),
+            coulomb=given(p.get('coulomb')),
+            viscous_scale=scale,
+            coulomb_scale=scale,
+            preset=str(p.get('mismatch_preset', '')),
+            **effects,
+        )
 
     @classmethod
     def from_preset(cls, name: str, robot: 'RobotModel') -> 'Mismatch':
@@ -284,19 +310,31 @@ class Mismatch:
         """Whether any effect of :mod:`delan_common.joint_effects` is on (or a preset)."""
         return bool(self.preset) or not all(
             _at_default(getattr(self, f.name), f.default)
-            for f in fields(self) if f.name in JOINT_EFFECT_FIELDS)
+            for f in fields(self)
+            if f.name in JOINT_EFFECT_FIELDS
+        )
 
     def is_identity(self) -> bool:
-        return (np.all(np.asarray(self.mass_scale) == 1.0)
-                and np.all(np.asarray(self.inertia_scale) == 1.0)
-                and self.payload_mass == 0.0 and self.viscous is None and self.coulomb is None
-                and self.viscous_scale == 1.0 and self.coulomb_scale == 1.0
-                and not self.has_joint_effects())
+        return (
+            np.all(np.asarray(self.mass_scale) == 1.0)
+            and np.all(np.asarray(self.inertia_scale) == 1.0)
+            and self.payload_mass == 0.0
+            and self.viscous is None
+            and self.coulomb is None
+            and self.viscous_scale == 1.0
+            and self.coulomb_scale == 1.0
+            and not self.has_joint_effects()
+        )
 
 
 #: the per-joint effect fields of :class:`Mismatch` (and sim parameters of the same names)
-JOINT_EFFECT_FIELDS = ('stribeck_static_ratio', 'stribeck_velocity', 'coulomb_asymmetry',
-                       'spring_stiffness', 'spring_offset')
+JOINT_EFFECT_FIELDS = (
+    'stribeck_static_ratio',
+    'stribeck_velocity',
+    'coulomb_asymmetry',
+    'spring_stiffness',
+    'spring_offset',
+)
 #: the largest share of a joint's effort limit that the weight of the demo's payload and of the
 #: ``realistic`` preset's may take (:meth:`RobotModel.payload_capacity`)
 PAYLOAD_EFFORT_SHARE = 0.15
@@ -310,9 +348,15 @@ PULL_SAMPLES = 32
 #: gravity torque scale [1/rad] on the first two joints with a gravity load, payload [kg, at
 #: most :meth:`RobotModel.payload_capacity`], friction scale, and the Coulomb friction of a
 #: joint whose URDF gives none (a fraction of its effort limit)
-REALISTIC = {'stribeck_static_ratio': 1.5, 'stribeck_velocity': 0.1, 'coulomb_asymmetry': 0.25,
-             'spring_fraction': 0.15, 'payload_mass': 0.6, 'friction_scale': 2.0,
-             'coulomb_of_effort': 0.01}
+REALISTIC = {
+    'stribeck_static_ratio': 1.5,
+    'stribeck_velocity': 0.1,
+    'coulomb_asymmetry': 0.25,
+    'spring_fraction': 0.15,
+    'payload_mass': 0.6,
+    'friction_scale': 2.0,
+    'coulomb_of_effort': 0.01,
+}
 
 
 def _realistic(nominal: 'RobotModel') -> Dict[str, Any]:
@@ -333,15 +377,20 @@ def _realistic(nominal: 'RobotModel') -> Dict[str, Any]:
     fc = np.asarray(nominal.spec.friction, dtype=np.float64)
     extra = {}
     if np.any(fc <= 0.0):
-        extra['coulomb'] = np.where(fc > 0.0, fc, p['coulomb_of_effort']
-                                    * nominal.operating_effort_limit()).tolist()
-    return {**extra, 'payload_mass': min(p['payload_mass'], nominal.payload_capacity()),
-            'viscous_scale': p['friction_scale'], 'coulomb_scale': p['friction_scale'],
-            'stribeck_static_ratio': p['stribeck_static_ratio'],
-            'stribeck_velocity': p['stribeck_velocity'],
-            'coulomb_asymmetry': [p['coulomb_asymmetry'] * (-1.0) ** i for i in range(n)],
-            'spring_stiffness': stiffness.tolist(),
-            'spring_offset': (0.5 * (lo + hi)).tolist()}
+        extra['coulomb'] = np.where(
+            fc > 0.0, fc, p['coulomb_of_effort'] * nominal.operating_effort_limit()
+        ).tolist()
+    return {
+        **extra,
+        'payload_mass': min(p['payload_mass'], nominal.payload_capacity()),
+        'viscous_scale': p['friction_scale'],
+        'coulomb_scale': p['friction_scale'],
+        'stribeck_static_ratio': p['stribeck_static_ratio'],
+        'stribeck_velocity': p['stribeck_velocity'],
+        'coulomb_asymmetry': [p['coulomb_asymmetry'] * (-1.0) ** i for i in range(n)],
+        'spring_stiffness': stiffness.tolist(),
+        'spring_offset': (0.5 * (lo + hi)).tolist(),
+    }
 
 
 #: mismatch presets by name (``Mismatch.preset``, the sim's ``mismatch_preset``)
@@ -355,7 +404,7 @@ def _at_default(value: Any, default: Any) -> bool:
     a, b = np.asarray(value, dtype=np.float64), np.asarray(default, dtype=np.float64)
     try:
         return bool(np.all(a == b))
-    except ValueError:                      # shapes that do not broadcast
+    except ValueError:  # shapes that do not broadcast
         return False
 
 
@@ -366,8 +415,9 @@ def _param_array(value: Any) -> Union[float, List[float]]:
     return [float(x) for x in value]
 
 
-def _per_joint(value: ArrayLike, n: int, what: str, positive: bool = False,
-               nonnegative: bool = False) -> np.ndarray:
+def _per_joint(
+    value: ArrayLike, n: int, what: str, positive: bool = False, nonnegative: bool = False
+) -> np.ndarray:
     arr = np.asarray(value, dtype=np.float64).reshape(-1)
     if arr.size == 1:
         arr = np.full(n, float(arr[0]))
@@ -382,8 +432,9 @@ def _per_joint(value: ArrayLike, n: int, what: str, positive: bool = False,
     return arr
 
 
-def _gravity_pull(nominal: 'RobotModel', carried: 'RobotModel', q: np.ndarray,
-                  step: float = 1e-6) -> float:
+def _gravity_pull(
+    nominal: 'RobotModel', carried: 'RobotModel', q: np.ndarray, step: float = 1e-6
+) -> float:
     """How strongly [1/s^2] the payload ``carried`` adds to ``nominal`` pulls the arm away from
     ``q``: the largest ``lambda`` of ``-dG v = lambda H v``, ``dG`` the symmetric part of the
     payload's gravity stiffness ``d(g_carried - g_nominal)/dq`` and ``H`` the URDF's mass
@@ -425,11 +476,16 @@ class RobotModel:
     ``<inertial>``); ``FileNotFoundError`` for a missing file.
     """
 
-    def __init__(self, urdf: str, mismatch: Optional[Mismatch] = None,
-                 joints: Optional[Sequence[str]] = None,
-                 locked: Optional[Mapping[str, float]] = None, *,
-                 effort_limits: Optional[Sequence[float]] = None,
-                 velocity_limits: Optional[Sequence[float]] = None):
+    def __init__(
+        self,
+        urdf: str,
+        mismatch: Optional[Mismatch] = None,
+        joints: Optional[Sequence[str]] = None,
+        locked: Optional[Mapping[str, float]] = None,
+        *,
+        effort_limits: Optional[Sequence[float]] = None,
+        velocity_limits: Optional[Sequence[float]] = None,
+    ):
         if not isinstance(urdf, str) or not urdf.strip():
             raise RobotDescriptionError('empty robot description')
         if is_xml(urdf):
@@ -443,19 +499,23 @@ class RobotModel:
                 raise RobotDescriptionError(str(err)) from None
             self.source = path
         self.mismatch = mismatch if mismatch is not None else Mismatch()
-        self._selection_args = (list(joints or []), dict(locked or {}), effort_limits,
-                                velocity_limits)
+        self._selection_args = (
+            list(joints or []),
+            dict(locked or {}),
+            effort_limits,
+            velocity_limits,
+        )
         self._build()
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_urdf_file(cls, path: str, mismatch: Optional[Mismatch] = None,
-                       **selection) -> 'RobotModel':
+    def from_urdf_file(
+        cls, path: str, mismatch: Optional[Mismatch] = None, **selection
+    ) -> 'RobotModel':
         return cls(path, mismatch, **selection)
 
     @classmethod
-    def from_xml(cls, xml: str, mismatch: Optional[Mismatch] = None,
-                 **selection) -> 'RobotModel':
+    def from_xml(cls, xml: str, mismatch: Optional[Mismatch] = None, **selection) -> 'RobotModel':
         if not is_xml(xml):
             raise RobotDescriptionError('robot_description does not look like XML')
         return cls(xml, mismatch, **selection)
@@ -482,9 +542,12 @@ class RobotModel:
     def selection_kwargs(self) -> Dict:
         """What ``RobotModel(xml, **kwargs)`` needs for the same joints, locks and limits (of
         this or an edited XML of the same robot)."""
-        return {'joints': list(self.joint_names), 'locked': dict(self.locked),
-                'effort_limits': self.spec.effort_limit.tolist(),
-                'velocity_limits': self.spec.velocity_limit.tolist()}
+        return {
+            'joints': list(self.joint_names),
+            'locked': dict(self.locked),
+            'effort_limits': self.spec.effort_limit.tolist(),
+            'velocity_limits': self.spec.velocity_limit.tolist(),
+        }
 
     def _fail(self, msg: str) -> RobotDescriptionError:
         return RobotDescriptionError(f'{self.source}: {msg}')
@@ -493,9 +556,11 @@ class RobotModel:
         """Pinocchio's model of the whole URDF (every movable joint free)."""
         for j in root.findall('joint'):
             if j.get('type') in ('floating', 'planar'):
-                raise self._fail(f'joint {j.get("name")!r} is {j.get("type")} (only fixed-base '
-                                 f'robots with revolute/continuous/prismatic joints are '
-                                 f'supported)')
+                raise self._fail(
+                    f'joint {j.get("name")!r} is {j.get("type")} (only fixed-base '
+                    f'robots with revolute/continuous/prismatic joints are '
+                    f'supported)'
+                )
         try:
             return pin.buildModelFromXML(self.xml)
         except (ValueError, RuntimeError) as exc:
@@ -505,8 +570,9 @@ class RobotModel:
     def _select(self, root: ET.Element):
         joints, locked, effort_limits, velocity_limits = self._selection_args
         try:
-            return select_joints(root, joints, locked, effort_limits=effort_limits,
-                                 velocity_limits=velocity_limits)
+            return select_joints(
+                root, joints, locked, effort_limits=effort_limits, velocity_limits=velocity_limits
+            )
         except JointSelectionError:
             raise
         except UrdfError as exc:
@@ -523,8 +589,8 @@ class RobotModel:
             if jid >= full.njoints:
                 raise self._fail(f'Pinocchio has no joint {name!r}')
             jm = full.joints[jid]
-            if jm.nq == 2:           # continuous: (cos, sin)
-                q_ref[jm.idx_q:jm.idx_q + 2] = math.cos(value), math.sin(value)
+            if jm.nq == 2:  # continuous: (cos, sin)
+                q_ref[jm.idx_q : jm.idx_q + 2] = math.cos(value), math.sin(value)
             else:
                 q_ref[jm.idx_q] = value
             ids.append(jid)
@@ -550,12 +616,15 @@ class RobotModel:
         names = [model.names[j] for j in jids]
         selected = list(selection.joints)
         if names != [j.name for j in selected]:
-            raise self._fail(f'Pinocchio orders the joints {names}, the URDF reader '
-                             f'{[j.name for j in selected]}')
+            raise self._fail(
+                f'Pinocchio orders the joints {names}, the URDF reader '
+                f'{[j.name for j in selected]}'
+            )
         for jid, name in zip(jids, names):
             if model.joints[jid].nv != 1:
-                raise self._fail(f'joint {name!r} has {model.joints[jid].nv} degrees of freedom '
-                                 f'(unsupported)')
+                raise self._fail(
+                    f'joint {name!r} has {model.joints[jid].nv} degrees of freedom (unsupported)'
+                )
         types = [j.type for j in selected]
         links = [xml_links[nm].get('link') if xml_links[nm] is not None else '' for nm in names]
         n = len(names)
@@ -570,14 +639,18 @@ class RobotModel:
         self._plain_v = np.flatnonzero(~cont)
         self._plain_q = self._idx_q[~cont]
         self._nq = model.nq
-        self._identity_config = (model.nq == n and np.array_equal(self._idx_q, np.arange(n))
-                                 and np.array_equal(self._idx_v, np.arange(n)))
+        self._identity_config = (
+            model.nq == n
+            and np.array_equal(self._idx_q, np.arange(n))
+            and np.array_equal(self._idx_v, np.arange(n))
+        )
         if not np.array_equal(self._idx_v, np.arange(n)):
             raise self._fail('unexpected Pinocchio velocity layout')
 
         # limits and friction as the URDF reader reads them (not given: see urdf_joints)
         def arr(key: str, dtype=np.float64) -> np.ndarray:
             return np.array([getattr(j, key) for j in selected], dtype=dtype)
+
         lower, upper, vel, eff = arr('lower'), arr('upper'), arr('velocity'), arr('effort')
         damping, friction = arr('damping'), arr('friction')
         given = {k: arr(k, bool) for k in ('position_given', 'velocity_given', 'effort_given')}
@@ -588,9 +661,12 @@ class RobotModel:
         last = jids[-1]
         tool = None
         for f in model.frames:
-            if f.parentJoint == last and f.name != model.names[last] and \
-                    f.type in (pin.FrameType.BODY, pin.FrameType.FIXED_JOINT,
-                               pin.FrameType.OP_FRAME):
+            if (
+                f.parentJoint == last
+                and f.name != model.names[last]
+                and f.type
+                in (pin.FrameType.BODY, pin.FrameType.FIXED_JOINT, pin.FrameType.OP_FRAME)
+            ):
                 tool = f.placement.translation.copy()
         nominal_lever = model.inertias[last].lever.copy()
         if tool is None or (np.allclose(tool, 0.0) and model.inertias[last].mass > 0):
@@ -603,8 +679,9 @@ class RobotModel:
         for i, jid in enumerate(jids):
             I = model.inertias[jid]
             if ms[i] != 1.0 or isc[i] != 1.0:
-                model.inertias[jid] = pin.Inertia(I.mass * ms[i], I.lever.copy(),
-                                                  I.inertia.copy() * ms[i] * isc[i])
+                model.inertias[jid] = pin.Inertia(
+                    I.mass * ms[i], I.lever.copy(), I.inertia.copy() * ms[i] * isc[i]
+                )
         if mm.payload_mass < 0 or mm.payload_radius < 0:
             raise ValueError('payload_mass and payload_radius must be >= 0')
         if mm.payload_mass > 0:
@@ -613,8 +690,9 @@ class RobotModel:
                 raise ValueError(f'payload_offset needs 3 values, got {off.size}')
             pos = tool + off
             r = float(mm.payload_radius)
-            payload = pin.Inertia(float(mm.payload_mass), pos,
-                                  np.eye(3) * (0.4 * mm.payload_mass * r * r))
+            payload = pin.Inertia(
+                float(mm.payload_mass), pos, np.eye(3) * (0.4 * mm.payload_mass * r * r)
+            )
             model.inertias[last] = model.inertias[last] + payload
         if mm.viscous is not None:
             damping = _per_joint(mm.viscous, n, 'viscous', nonnegative=True)
@@ -625,12 +703,14 @@ class RobotModel:
         damping = damping * float(mm.viscous_scale)
         friction = friction * float(mm.coulomb_scale)
         self.effects = JointEffects(
-            damping, friction,
+            damping,
+            friction,
             static_ratio=_per_joint(mm.stribeck_static_ratio, n, 'stribeck_static_ratio'),
             stribeck_velocity=_per_joint(mm.stribeck_velocity, n, 'stribeck_velocity'),
             asymmetry=_per_joint(mm.coulomb_asymmetry, n, 'coulomb_asymmetry'),
             stiffness=_per_joint(mm.spring_stiffness, n, 'spring_stiffness'),
-            offset=_per_joint(mm.spring_offset, n, 'spring_offset'))
+            offset=_per_joint(mm.spring_offset, n, 'spring_offset'),
+        )
 
         # Pinocchio's own friction/damping fields are not used by its algorithms for the
         # suite's model; keep them equal to ours for anyone reading model.damping.
@@ -643,12 +723,20 @@ class RobotModel:
         self.coulomb = friction
         self.tool_point = tool
         self.spec = RobotSpec(
-            name=self.name, joint_names=list(names), joint_types=types, lower=lower,
-            upper=upper, velocity_limit=vel, effort_limit=eff, damping=damping.copy(),
-            friction=friction.copy(), link_names=links,
+            name=self.name,
+            joint_names=list(names),
+            joint_types=types,
+            lower=lower,
+            upper=upper,
+            velocity_limit=vel,
+            effort_limit=eff,
+            damping=damping.copy(),
+            friction=friction.copy(),
+            link_names=links,
             total_mass=float(sum(model.inertias[j].mass for j in range(model.njoints))),
             moving_mass=float(sum(model.inertias[j].mass for j in range(1, model.njoints))),
-            **given)
+            **given,
+        )
         self._config_fn = self._make_config_fn()
         self._mapper = JointStateMapper(names, allow_extra=False)
         self._mapper_extra = JointStateMapper(names, allow_extra=True)
@@ -662,12 +750,15 @@ class RobotModel:
             H = self.mass_matrix(q)
             worst = min(worst, float(np.linalg.eigvalsh(H)[0]))
         if not worst > 1e-10:
-            no_inertial = [ln.get('name') for ln in root.findall('link')
-                           if ln.find('inertial') is None and ln.get('name') in
-                           set(self.spec.link_names)]
+            no_inertial = [
+                ln.get('name')
+                for ln in root.findall('link')
+                if ln.find('inertial') is None and ln.get('name') in set(self.spec.link_names)
+            ]
             raise self._fail(
                 f'singular mass matrix (smallest eigenvalue {worst:.3g}): a moving link chain '
-                f'has no mass/inertia; links without <inertial>: {no_inertial or "none"}')
+                f'has no mass/inertia; links without <inertial>: {no_inertial or "none"}'
+            )
 
     # ------------------------------------------------------------------ defaults
     def sample_bounds(self) -> Tuple[np.ndarray, np.ndarray]:
@@ -686,8 +777,9 @@ class RobotModel:
         model.default_effort_limit())``.
         """
         q = self._load_samples(samples)
-        load = np.abs(self.gravity(q)) + (np.diagonal(self.mass_matrix(q), axis1=1, axis2=2)
-                                          * NOMINAL_ACCELERATION)
+        load = np.abs(self.gravity(q)) + (
+            np.diagonal(self.mass_matrix(q), axis1=1, axis2=2) * NOMINAL_ACCELERATION
+        )
         return EFFORT_SAFETY * load.max(axis=0)
 
     def gravity_scale(self, samples: int = 64) -> np.ndarray:
@@ -695,9 +787,13 @@ class RobotModel:
         the gravity torque each joint must hold at worst (0 where gravity never loads it)."""
         return np.abs(self.gravity(self._load_samples(samples))).max(axis=0)
 
-    def payload_capacity(self, share: float = PAYLOAD_EFFORT_SHARE,
-                         loop_stiffness: Optional[float] = None,
-                         pull_share: float = PAYLOAD_PULL_SHARE, samples: int = 64) -> float:
+    def payload_capacity(
+        self,
+        share: float = PAYLOAD_EFFORT_SHARE,
+        loop_stiffness: Optional[float] = None,
+        pull_share: float = PAYLOAD_PULL_SHARE,
+        samples: int = 64,
+    ) -> float:
         """The heaviest payload [kg] at the tool point (where :class:`Mismatch` puts
         ``payload_mass``) whose weight takes at most ``share`` of each joint's given effort limit
         at the configurations of :meth:`default_effort_limit` -- a weak shoulder (a humanoid's
@@ -738,8 +834,9 @@ class RobotModel:
         (:meth:`default_effort_limit`) where not."""
         if np.all(self.spec.effort_given):
             return self.spec.effort_limit.copy()
-        return np.where(self.spec.effort_given, self.spec.effort_limit,
-                        self.default_effort_limit())
+        return np.where(
+            self.spec.effort_given, self.spec.effort_limit, self.default_effort_limit()
+        )
 
     # ------------------------------------------------------------------ spec helpers
     @property
@@ -788,6 +885,7 @@ class RobotModel:
                 c[iq] = cos(a)
                 c[iq + 1] = sin(a)
             return c
+
         return config
 
     def angles(self, config: np.ndarray) -> np.ndarray:
@@ -820,16 +918,18 @@ class RobotModel:
             raise JointStateError('duplicate_names', f'joint names repeat: {names}')
         unknown = [nm for nm in names if nm not in set(self.joint_names)]
         if unknown:
-            raise JointStateError('unknown_joints', f'unknown joints {unknown} '
-                                  f'(model has {self.joint_names})')
+            raise JointStateError(
+                'unknown_joints', f'unknown joints {unknown} (model has {self.joint_names})'
+            )
         pos = {nm: i for i, nm in enumerate(names)}
         missing = [nm for nm in self.joint_names if nm not in pos]
         if missing:
             raise JointStateError('missing_joints', f'missing joints {missing} (got {names})')
         values = np.asarray(values, dtype=np.float64)
         if values.shape[-1] != len(names):
-            raise JointStateError('length_mismatch',
-                                  f'{len(names)} names but {values.shape[-1]} values')
+            raise JointStateError(
+                'length_mismatch', f'{len(names)} names but {values.shape[-1]} values'
+            )
         return values[..., [pos[nm] for nm in self.joint_names]]
 
     # ------------------------------------------------------------------ dynamics
@@ -839,8 +939,9 @@ class RobotModel:
         n = self.n
         for a in out:
             if a.shape[-1] != n or a.ndim not in (1, 2) or a.shape[:-1] != out[0].shape[:-1]:
-                raise ValueError(f'expected arrays shaped ({n},) or (B, {n}); got '
-                                 f'{[x.shape for x in out]}')
+                raise ValueError(
+                    f'expected arrays shaped ({n},) or (B, {n}); got {[x.shape for x in out]}'
+                )
         if single:
             out = [a[None, :] for a in out]
         return out, single
@@ -852,13 +953,14 @@ class RobotModel:
     def inverse(self, q, qd, qdd) -> np.ndarray:
         """RNEA + friction (+ spring): the torque that produces ``qdd`` at ``(q, qd)``."""
         out = self.rigid_body_torque(q, qd, qdd)
-        return out + self.effects.passive(np.asarray(q, dtype=np.float64),
-                                          np.asarray(qd, dtype=np.float64))
+        return out + self.effects.passive(
+            np.asarray(q, dtype=np.float64), np.asarray(qd, dtype=np.float64)
+        )
 
     def rigid_body_torque(self, q, qd, qdd) -> np.ndarray:
         """RNEA alone, ``H qdd + c + g_rigid`` (no friction, no spring of the mismatch)."""
         q = np.asarray(q, dtype=np.float64)
-        if q.ndim == 1 and q.shape == (self.n,):   # fast path: one state (controllers)
+        if q.ndim == 1 and q.shape == (self.n,):  # fast path: one state (controllers)
             qd = np.asarray(qd, dtype=np.float64)
             qdd = np.asarray(qdd, dtype=np.float64)
             if qd.shape == q.shape and qdd.shape == q.shape:

@@ -41,6 +41,7 @@ Limits not given
 
 ``.xacro`` files are run through the ``xacro`` package (``$(find pkg)`` via AMENT_PREFIX_PATH).
 """
+
 from __future__ import annotations
 
 import math
@@ -62,8 +63,10 @@ END_STOP_TOLERANCE = 1e-3
 DEFAULT_VELOCITY = {'revolute': 2.0, 'continuous': 2.0, 'prismatic': 0.5}
 #: A joint named like this (case-insensitive) at the end of the main chain drives a gripper.
 GRIPPER_NAME = re.compile(r'gripper|finger|jaw|claw', re.IGNORECASE)
-MIMIC_UNSUPPORTED = ("Pinocchio 4.1's mimic models (buildModelFromXML(xml, mimic=True)) have no "
-                     "ABA, joint-torque regressor or energy")
+MIMIC_UNSUPPORTED = (
+    "Pinocchio 4.1's mimic models (buildModelFromXML(xml, mimic=True)) have no "
+    'ABA, joint-torque regressor or energy'
+)
 
 
 class UrdfError(ValueError):
@@ -108,13 +111,14 @@ class JointSelection:
     joints: Tuple[UrdfJoint, ...]
     locked: Dict[str, float]
     warnings: List[str]
-    movable: Tuple[str, ...]      # every movable joint, depth first
+    movable: Tuple[str, ...]  # every movable joint, depth first
 
 
 def middle_of_limits(lower, upper):
     """The middle of each joint's limits ``(n,)``, 0 where there are none: a start posture
     inside every arm's range (0 lies outside some, a Panda's elbow)."""
     import numpy as np
+
     lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
     finite = np.isfinite(lo) & np.isfinite(hi)
     return np.where(finite, 0.5 * (np.where(finite, lo, 0.0) + np.where(finite, hi, 0.0)), 0.0)
@@ -124,6 +128,7 @@ def at_position_limit(q, lower, upper, tol: float = END_STOP_TOLERANCE):
     """Where joint positions ``q`` (``(n,)`` or ``(k, n)``) are within ``tol`` of a finite
     limit (``lower``, ``upper`` ``(n,)``): at an end stop, whose force no dynamics model has."""
     import numpy as np
+
     q = np.asarray(q, dtype=np.float64)
     return (q <= np.asarray(lower) + tol) | (q >= np.asarray(upper) - tol)
 
@@ -148,8 +153,9 @@ def _run_xacro(path: str) -> str:
     try:
         import xacro
     except ImportError:
-        raise UrdfError(f'{path}: reading .xacro needs the xacro package '
-                        '(pip install xacro)') from None
+        raise UrdfError(
+            f'{path}: reading .xacro needs the xacro package (pip install xacro)'
+        ) from None
     try:
         return xacro.process_file(path).toprettyxml(indent='  ')
     except Exception as err:  # noqa: BLE001 -- xacro raises many kinds; all mean "unusable"
@@ -202,14 +208,16 @@ def _depth_first(root: ET.Element) -> Tuple[List[ET.Element], Dict[str, List[ET.
     return order, children, roots[0]
 
 
-def _main_chain(children: Dict[str, List[ET.Element]], order: List[ET.Element],
-                root_link: str) -> List[str]:
+def _main_chain(
+    children: Dict[str, List[ET.Element]], order: List[ET.Element], root_link: str
+) -> List[str]:
     """Movable joints from the root while exactly one child branch holds movable joints."""
     movable_below: Dict[str, bool] = {}
     for j in reversed(order):
         below = children.get(j.find('child').get('link'), [])
-        movable_below[j.get('name')] = (j.get('type') in ACTUATED_TYPES
-                                        or any(movable_below[c.get('name')] for c in below))
+        movable_below[j.get('name')] = j.get('type') in ACTUATED_TYPES or any(
+            movable_below[c.get('name')] for c in below
+        )
     chain, link = [], root_link
     while True:
         branches = [j for j in children.get(link, []) if movable_below[j.get('name')]]
@@ -250,23 +258,36 @@ def _read_joint(j: ET.Element) -> UrdfJoint:
     mimic = None
     if mim is not None:
         multiplier = _number(mim, 'multiplier', name)
-        mimic = Mimic(mim.get('joint', ''), 1.0 if multiplier is None else multiplier,
-                      _number(mim, 'offset', name) or 0.0)
+        mimic = Mimic(
+            mim.get('joint', ''),
+            1.0 if multiplier is None else multiplier,
+            _number(mim, 'offset', name) or 0.0,
+        )
     return UrdfJoint(
-        name=name, type=jtype, lower=lower, upper=upper,
+        name=name,
+        type=jtype,
+        lower=lower,
+        upper=upper,
         velocity=velocity if velocity_given else inf,
         effort=effort if effort and effort > 0 else inf,
         damping=_number(dyn, 'damping', name) or 0.0,
-        friction=_number(dyn, 'friction', name) or 0.0, position_given=position_given,
-        velocity_given=velocity_given, effort_given=bool(effort and effort > 0),
-        mimic=mimic)
+        friction=_number(dyn, 'friction', name) or 0.0,
+        position_given=position_given,
+        velocity_given=velocity_given,
+        effort_given=bool(effort and effort > 0),
+        mimic=mimic,
+    )
 
 
 # ---------------------------------------------------------------------------------- selection
-def select_joints(root: ET.Element, joints: Optional[Sequence[str]] = None,
-                  locked: Optional[Mapping[str, float]] = None, *,
-                  effort_limits: Optional[Sequence[float]] = None,
-                  velocity_limits: Optional[Sequence[float]] = None) -> JointSelection:
+def select_joints(
+    root: ET.Element,
+    joints: Optional[Sequence[str]] = None,
+    locked: Optional[Mapping[str, float]] = None,
+    *,
+    effort_limits: Optional[Sequence[float]] = None,
+    velocity_limits: Optional[Sequence[float]] = None,
+) -> JointSelection:
     """The joints to learn (``joints``, default: the main chain) and where the others are locked.
 
     Raises :class:`JointSelectionError` for unknown, repeated, mimic or mimic-master joints in
@@ -290,20 +311,27 @@ def select_joints(root: ET.Element, joints: Optional[Sequence[str]] = None,
     else:
         chain = [nm for nm in _main_chain(children, order, root_link) if nm not in tied]
         gripper = _trailing_gripper(chain)
-        chosen = set(chain[:len(chain) - len(gripper)]) or set(names) - tied
+        chosen = set(chain[: len(chain) - len(gripper)]) or set(names) - tied
         if not chosen:
-            raise UrdfError(f'URDF has no joint to learn: its movable joints {names} are all '
-                            f'mimic joints or their masters ({MIMIC_UNSUPPORTED})')
+            raise UrdfError(
+                f'URDF has no joint to learn: its movable joints {names} are all '
+                f'mimic joints or their masters ({MIMIC_UNSUPPORTED})'
+            )
     selected = tuple(j for j in movable if j.name in chosen)
     selected = _with_limits(selected, effort_limits, 'effort')
     selected = _with_limits(selected, velocity_limits, 'velocity')
     positions = _locked_positions(movable, chosen, dict(locked or {}), names)
     warnings = _lock_warnings(positions, by_name) + _limit_warnings(selected)
     if gripper and not chosen & set(gripper):
-        warnings.append(f'gripper joints at the end of the arm chain left out: {gripper} '
-                        '(name them in joints to learn them)')
-    outside = [f'{nm}={v:g}' for nm, v in positions.items()
-               if by_name[nm].position_given and not by_name[nm].lower <= v <= by_name[nm].upper]
+        warnings.append(
+            f'gripper joints at the end of the arm chain left out: {gripper} '
+            '(name them in joints to learn them)'
+        )
+    outside = [
+        f'{nm}={v:g}'
+        for nm, v in positions.items()
+        if by_name[nm].position_given and not by_name[nm].lower <= v <= by_name[nm].upper
+    ]
     if outside:
         warnings.append(f'locked joints outside their limits (kept there): {outside}')
     return JointSelection(selected, positions, warnings, tuple(names))
@@ -318,12 +346,14 @@ def _trailing_gripper(chain: Sequence[str]) -> List[str]:
     return list(chain[k:]) if k > 0 else []
 
 
-def _check_selection(joints: List[str], names: List[str], by_name: Dict[str, UrdfJoint],
-                     masters: set) -> set:
+def _check_selection(
+    joints: List[str], names: List[str], by_name: Dict[str, UrdfJoint], masters: set
+) -> set:
     unknown = [nm for nm in joints if nm not in by_name]
     if unknown:
-        raise JointSelectionError(f'unknown joints {unknown} in joints; the movable joints are '
-                                  f'{names}')
+        raise JointSelectionError(
+            f'unknown joints {unknown} in joints; the movable joints are {names}'
+        )
     if len(set(joints)) != len(joints):
         raise JointSelectionError(f'joints repeat in {joints}')
     mimics = [nm for nm in joints if by_name[nm].mimic is not None]
@@ -332,16 +362,19 @@ def _check_selection(joints: List[str], names: List[str], by_name: Dict[str, Urd
         raise JointSelectionError(
             f'cannot learn mimic joints {mimics} or masters of mimic joints {drives} '
             f'({MIMIC_UNSUPPORTED}); leave them out of joints: they are locked, the mimic '
-            f'joints following their locked master')
+            f'joints following their locked master'
+        )
     return set(joints)
 
 
-def _locked_positions(movable: Sequence[UrdfJoint], chosen: set, given: Dict[str, float],
-                      names: List[str]) -> Dict[str, float]:
+def _locked_positions(
+    movable: Sequence[UrdfJoint], chosen: set, given: Dict[str, float], names: List[str]
+) -> Dict[str, float]:
     unknown = [nm for nm in given if nm not in names]
     if unknown:
-        raise JointSelectionError(f'unknown joints {unknown} in locked; the movable joints are '
-                                  f'{names}')
+        raise JointSelectionError(
+            f'unknown joints {unknown} in locked; the movable joints are {names}'
+        )
     both = [nm for nm in given if nm in chosen]
     if both:
         raise JointSelectionError(f'joints {both} are both selected and locked')
@@ -357,59 +390,80 @@ def _locked_positions(movable: Sequence[UrdfJoint], chosen: set, given: Dict[str
             raise UrdfError(f'mimic joints mimic each other in a loop: {list(seen)}')
         j = by_name[nm]
         if j.mimic is not None:
-            return (j.mimic.multiplier * position(j.mimic.joint, seen + (nm,))
-                    + j.mimic.offset)
+            return j.mimic.multiplier * position(j.mimic.joint, seen + (nm,)) + j.mimic.offset
         return min(max(0.0, j.lower), j.upper)
+
     return {j.name: position(j.name) for j in movable if j.name not in chosen}
 
 
-def _with_limits(joints: Tuple[UrdfJoint, ...], values: Optional[Sequence[float]],
-                 kind: str) -> Tuple[UrdfJoint, ...]:
+def _with_limits(
+    joints: Tuple[UrdfJoint, ...], values: Optional[Sequence[float]], kind: str
+) -> Tuple[UrdfJoint, ...]:
     """``joints`` with the overrides of one limit (0 or inf entries keep the URDF's)."""
     if values is None or len(values) == 0:
         return joints
     vals = [float(v) for v in values]
     if len(vals) != len(joints):
-        raise UrdfError(f'{kind}_limits: {len(vals)} values for the {len(joints)} joints '
-                        f'{[j.name for j in joints]}')
+        raise UrdfError(
+            f'{kind}_limits: {len(vals)} values for the {len(joints)} joints '
+            f'{[j.name for j in joints]}'
+        )
     if any(math.isnan(v) or v < 0 for v in vals):
         raise UrdfError(f'{kind}_limits must be >= 0 (0 = from the URDF), got {vals}')
-    return tuple(replace(j, **{kind: v, f'{kind}_given': True}) if 0 < v < math.inf else j
-                 for j, v in zip(joints, vals))
+    return tuple(
+        replace(j, **{kind: v, f'{kind}_given': True}) if 0 < v < math.inf else j
+        for j, v in zip(joints, vals)
+    )
 
 
 def _lock_warnings(positions: Dict[str, float], by_name: Dict[str, UrdfJoint]) -> List[str]:
     if not positions:
         return []
-    parts = [f'{nm}={v:g}' + (f' (mimics {by_name[nm].mimic.joint})'
-                              if by_name[nm].mimic is not None else '')
-             for nm, v in positions.items()]
+    parts = [
+        f'{nm}={v:g}'
+        + (f' (mimics {by_name[nm].mimic.joint})' if by_name[nm].mimic is not None else '')
+        for nm, v in positions.items()
+    ]
     return [f'locked joints (not learned or controlled): {", ".join(parts)}']
 
 
 def _limit_warnings(joints: Sequence[UrdfJoint]) -> List[str]:
     def names(pred) -> List[str]:
         return [j.name for j in joints if pred(j)]
+
     out = []
     for what, sel in (
-            ('no position limits (lower == upper): unlimited, like continuous joints',
-             lambda j: j.type == 'revolute' and not j.position_given),
-            (f'no position limits (lower == upper): +-{PRISMATIC_RANGE:g} m around lower',
-             lambda j: j.type == 'prismatic' and not j.position_given),
-            ('no effort limit (effort 0 or missing): unlimited; RobotModel.'
-             'default_effort_limit() derives one from the inertia', lambda j: not j.effort_given),
-            ('no velocity limit (velocity 0, missing or a placeholder of '
-             f'{PLACEHOLDER_VELOCITY:g} or more): unlimited; the default is '
-             f'{DEFAULT_VELOCITY["revolute"]:g} rad/s, {DEFAULT_VELOCITY["prismatic"]:g} m/s',
-             lambda j: not j.velocity_given)):
+        (
+            'no position limits (lower == upper): unlimited, like continuous joints',
+            lambda j: j.type == 'revolute' and not j.position_given,
+        ),
+        (
+            f'no position limits (lower == upper): +-{PRISMATIC_RANGE:g} m around lower',
+            lambda j: j.type == 'prismatic' and not j.position_given,
+        ),
+        (
+            'no effort limit (effort 0 or missing): unlimited; RobotModel.'
+            'default_effort_limit() derives one from the inertia',
+            lambda j: not j.effort_given,
+        ),
+        (
+            'no velocity limit (velocity 0, missing or a placeholder of '
+            f'{PLACEHOLDER_VELOCITY:g} or more): unlimited; the default is '
+            f'{DEFAULT_VELOCITY["revolute"]:g} rad/s, {DEFAULT_VELOCITY["prismatic"]:g} m/s',
+            lambda j: not j.velocity_given,
+        ),
+    ):
         hit = names(sel)
         if hit:
             out.append(f'joints {hit}: {what}')
     return out
 
 
-def actuated_joints(xml_or_path: str, joints: Optional[Sequence[str]] = None,
-                    locked: Optional[Mapping[str, float]] = None) -> List[UrdfJoint]:
+def actuated_joints(
+    xml_or_path: str,
+    joints: Optional[Sequence[str]] = None,
+    locked: Optional[Mapping[str, float]] = None,
+) -> List[UrdfJoint]:
     """The selected joints of a URDF file path or XML string, in Pinocchio's order."""
     return list(select_joints(_parse(xml_or_path), joints, locked).joints)
 
@@ -426,20 +480,33 @@ class RobotDescription:
     warnings: List[str] = field(default_factory=list)
 
     @classmethod
-    def load(cls, xml_or_path: str, joints: Optional[Sequence[str]] = None,
-             locked: Optional[Mapping[str, float]] = None, *,
-             effort_limits: Optional[Sequence[float]] = None,
-             velocity_limits: Optional[Sequence[float]] = None) -> 'RobotDescription':
+    def load(
+        cls,
+        xml_or_path: str,
+        joints: Optional[Sequence[str]] = None,
+        locked: Optional[Mapping[str, float]] = None,
+        *,
+        effort_limits: Optional[Sequence[float]] = None,
+        velocity_limits: Optional[Sequence[float]] = None,
+    ) -> 'RobotDescription':
         xml, source = read_description(xml_or_path)
-        sel = select_joints(parse_xml(xml, source), joints, locked,
-                            effort_limits=effort_limits, velocity_limits=velocity_limits)
+        sel = select_joints(
+            parse_xml(xml, source),
+            joints,
+            locked,
+            effort_limits=effort_limits,
+            velocity_limits=velocity_limits,
+        )
         return cls(xml, source, sel.joints, dict(sel.locked), list(sel.warnings))
 
     def selection_kwargs(self) -> Dict:
         """What ``RobotModel(self.xml, **kwargs)`` needs to select the same joints and limits."""
-        return {'joints': self.joint_names, 'locked': dict(self.locked),
-                'effort_limits': self.effort_limits.tolist(),
-                'velocity_limits': self.velocity_limits.tolist()}
+        return {
+            'joints': self.joint_names,
+            'locked': dict(self.locked),
+            'effort_limits': self.effort_limits.tolist(),
+            'velocity_limits': self.velocity_limits.tolist(),
+        }
 
     @property
     def name(self) -> str:
@@ -456,6 +523,7 @@ class RobotDescription:
 
     def _array(self, field: str):
         import numpy as np
+
         return np.array([getattr(j, field) for j in self.joints])
 
     @property
@@ -482,6 +550,7 @@ class RobotDescription:
     def planning_velocity_limits(self):
         """Velocity limits to plan with: the URDF's where given, DEFAULT_VELOCITY elsewhere."""
         import numpy as np
+
         default = np.array([DEFAULT_VELOCITY[t] for t in self.joint_types])
         return np.where(self.velocity_given, self.velocity_limits, default)
 

@@ -1,5 +1,6 @@
 """The byte-level joint-state reader and command writer agree with the middleware's own
 (de)serialisation on every layout (name and frame-id lengths move the alignment of the arrays)."""
+
 import numpy as np
 import pytest
 from rclpy.serialization import deserialize_message, serialize_message
@@ -15,7 +16,7 @@ def _random_state(rng) -> JointState:
     names = [''.join(rng.choice(letters, size=int(rng.integers(1, 12)))) for _ in range(n)]
     msg = JointState(name=names)
     msg.header.frame_id = ''.join(rng.choice(letters, size=int(rng.integers(0, 8))))
-    msg.header.stamp.sec = int(rng.integers(-2**31, 2**31))
+    msg.header.stamp.sec = int(rng.integers(-(2**31), 2**31))
     msg.header.stamp.nanosec = int(rng.integers(0, 10**9))
     for field in ('position', 'velocity', 'effort'):
         k = int(rng.choice([0, n, n + 1, max(n - 1, 0)]))
@@ -51,23 +52,24 @@ def test_names_are_reread_when_they_change():
 
 
 def test_truncated_and_foreign_bytes_are_errors_not_crashes():
-    msg = JointState(name=['shoulder', 'elbow'], position=[0.1, 0.2], velocity=[0.0, 0.0],
-                     effort=[1.0, 2.0])
+    msg = JointState(
+        name=['shoulder', 'elbow'], position=[0.1, 0.2], velocity=[0.0, 0.0], effort=[1.0, 2.0]
+    )
     data = serialize_message(msg)
     reader = JointStateReader()
     for k in range(4, len(data)):
         with pytest.raises(CdrError):
             reader.read(data[:k])
-    with pytest.raises(CdrError):           # big-endian / other encapsulations: not ours
+    with pytest.raises(CdrError):  # big-endian / other encapsulations: not ours
         reader.read(b'\x00\x00' + data[2:])
     assert not reader.supports(b'\x00\x00' + data[2:])
     # a name count that cannot fit, a sequence length running past the end
     with pytest.raises(CdrError):
         reader.read(data[:12] + b'\xff\xff\xff\x7f' + data[16:])
     bad = bytearray(data)
-    at = locate_float64_runs(data, [np.array([1.0, 2.0])])[0]       # the efforts
-    count_at = next(k for k in (at - 4, at - 8) if data[k:k + 4] == (2).to_bytes(4, 'little'))
-    bad[count_at:count_at + 4] = (1000).to_bytes(4, 'little')
+    at = locate_float64_runs(data, [np.array([1.0, 2.0])])[0]  # the efforts
+    count_at = next(k for k in (at - 4, at - 8) if data[k : k + 4] == (2).to_bytes(4, 'little'))
+    bad[count_at : count_at + 4] = (1000).to_bytes(4, 'little')
     with pytest.raises(CdrError):
         reader.read(bytes(bad))
 

@@ -1,4 +1,5 @@
 """Decimator: the rate a fast stream is published at (controller state, dynamics estimates)."""
+
 import numpy as np
 import pytest
 
@@ -19,14 +20,14 @@ def test_a_1khz_stream_keeps_the_rate_and_its_phase_exactly():
 
 def test_jitter_does_not_lower_the_average_rate():
     rng = np.random.default_rng(0)
-    t = np.cumsum(rng.uniform(0.0005, 0.0015, 20000))       # ~1 kHz, +-50 % jitter
+    t = np.cumsum(rng.uniform(0.0005, 0.0015, 20000))  # ~1 kHz, +-50 % jitter
     out = passed(Decimator(50.0), t)
     assert len(out) == pytest.approx(50.0 * (t[-1] - t[0]), abs=2)
-    assert np.diff(out).min() > 0.5 / 50.0    # never two in a row
+    assert np.diff(out).min() > 0.5 / 50.0  # never two in a row
 
 
 def test_a_slower_input_passes_every_event():
-    t = np.arange(100) * 0.05                                  # 20 Hz in, 100 Hz wanted
+    t = np.arange(100) * 0.05  # 20 Hz in, 100 Hz wanted
     assert len(passed(Decimator(100.0), t)) == 100
 
 
@@ -41,7 +42,7 @@ def test_a_gap_restarts_the_schedule_without_a_burst():
 def test_a_clock_that_goes_back_restarts():
     dec = Decimator(10.0)
     assert passed(dec, np.arange(100.0, 101.0, 0.01)).size == 10
-    out = passed(dec, np.arange(0.0, 1.0, 0.01))              # a restarted sim: stamps from 0
+    out = passed(dec, np.arange(0.0, 1.0, 0.01))  # a restarted sim: stamps from 0
     assert out.size == 10 and out[0] == 0.0
 
 

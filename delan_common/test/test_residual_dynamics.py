@@ -1,4 +1,5 @@
 """NominalPlusResidual adds two dynamics models term by term (Euler-Lagrange is linear in L)."""
+
 import numpy as np
 import pytest
 
@@ -15,16 +16,20 @@ def _states(model, n_samples=32, seed=0):
     rng = np.random.default_rng(seed)
     lo, hi = model.sample_bounds()
     n = model.n
-    return (rng.uniform(lo, hi, (n_samples, n)), rng.normal(0, 1, (n_samples, n)),
-            rng.normal(0, 3, (n_samples, n)))
+    return (
+        rng.uniform(lo, hi, (n_samples, n)),
+        rng.normal(0, 1, (n_samples, n)),
+        rng.normal(0, 3, (n_samples, n)),
+    )
 
 
 def test_sum_is_term_by_term_and_forward_inverts_inverse(panda):
     payload = panda.mismatched(Mismatch(payload_mass=2.0))
     both = NominalPlusResidual(panda, payload)
     q, qd, qdd = _states(panda)
-    assert np.allclose(both.inverse(q, qd, qdd),
-                       panda.inverse(q, qd, qdd) + payload.inverse(q, qd, qdd))
+    assert np.allclose(
+        both.inverse(q, qd, qdd), panda.inverse(q, qd, qdd) + payload.inverse(q, qd, qdd)
+    )
     H = both.mass_matrix(q)
     assert np.allclose(H, panda.mass_matrix(q) + payload.mass_matrix(q))
     assert np.linalg.eigvalsh(H).min() > 0

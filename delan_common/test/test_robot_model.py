@@ -1,5 +1,6 @@
 """The analytic model: algorithms agree, protocol and shapes, joint mapping, bad URDFs, the 7-DoF
 arm."""
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -52,12 +53,18 @@ def test_decomposition_and_protocol(robot):
     assert isinstance(robot, DynamicsModel)
     q, qd, qdd = random_states(robot, 8, seed=3)
     H = robot.mass_matrix(q)
-    lhs = np.einsum('bij,bj->bi', H, qdd) + robot.coriolis(q, qd) + robot.gravity(q) \
+    lhs = (
+        np.einsum('bij,bj->bi', H, qdd)
+        + robot.coriolis(q, qd)
+        + robot.gravity(q)
         + robot.friction(qd)
+    )
     np.testing.assert_allclose(lhs, robot.inverse(q, qd, qdd), atol=1e-10)
     # friction is the suite's model with the URDF's <dynamics>
-    np.testing.assert_allclose(robot.friction(qd), robot.spec.damping * qd
-                               + robot.spec.friction * np.tanh(qd / COULOMB_SMOOTHING))
+    np.testing.assert_allclose(
+        robot.friction(qd),
+        robot.spec.damping * qd + robot.spec.friction * np.tanh(qd / COULOMB_SMOOTHING),
+    )
     # C qd = c
     C = robot.coriolis_matrix(q, qd)
     np.testing.assert_allclose(np.einsum('bij,bj->bi', C, qd), robot.coriolis(q, qd), atol=1e-10)
@@ -70,9 +77,14 @@ def test_batched_equals_loop_and_shapes(robot):
     assert robot.mass_matrix(q).shape == (6, n, n)
     T, V = robot.energy(q, qd)
     assert T.shape == (6,) and V.shape == (6,)
-    for name, args in [('inverse', (q, qd, qdd)), ('forward', (q, qd, qdd)),
-                       ('mass_matrix', (q,)), ('coriolis', (q, qd)), ('gravity', (q,)),
-                       ('friction', (qd,))]:
+    for name, args in [
+        ('inverse', (q, qd, qdd)),
+        ('forward', (q, qd, qdd)),
+        ('mass_matrix', (q,)),
+        ('coriolis', (q, qd)),
+        ('gravity', (q,)),
+        ('friction', (qd,)),
+    ]:
         fn = getattr(robot, name)
         batch = fn(*args)
         loop = np.stack([fn(*(a[i] for a in args)) for i in range(6)])
@@ -90,12 +102,24 @@ def test_energy_consistent_with_gravity_and_coriolis(robot):
     h = 1e-6
     for qi, qdi in zip(q, qd):
         E = np.eye(robot.n)
-        dV = np.array([(robot.energy(qi + h * e, qdi)[1] - robot.energy(qi - h * e, qdi)[1])
-                       / (2 * h) for e in E])
+        dV = np.array(
+            [
+                (robot.energy(qi + h * e, qdi)[1] - robot.energy(qi - h * e, qdi)[1]) / (2 * h)
+                for e in E
+            ]
+        )
         np.testing.assert_allclose(dV, robot.gravity(qi), rtol=1e-5, atol=1e-6)
         Hdot = (robot.mass_matrix(qi + h * qdi) - robot.mass_matrix(qi - h * qdi)) / (2 * h)
-        dT = np.array([(qdi @ robot.mass_matrix(qi + h * e) @ qdi
-                        - qdi @ robot.mass_matrix(qi - h * e) @ qdi) / (2 * h) for e in E])
+        dT = np.array(
+            [
+                (
+                    qdi @ robot.mass_matrix(qi + h * e) @ qdi
+                    - qdi @ robot.mass_matrix(qi - h * e) @ qdi
+                )
+                / (2 * h)
+                for e in E
+            ]
+        )
         c = Hdot @ qdi - 0.5 * dT
         np.testing.assert_allclose(c, robot.coriolis(qi, qdi), rtol=1e-5, atol=1e-6)
         T, _ = robot.energy(qi, qdi)
@@ -120,23 +144,27 @@ def test_continuous_joint_is_one_angle():
 def test_joint_state_mapping():
     m = RobotModel('two_link_arm.urdf')
     assert m.joint_names == ['shoulder', 'elbow']
-    msg = SimpleNamespace(name=['elbow', 'shoulder'], position=[0.2, 0.1], velocity=[2.0, 1.0],
-                          effort=[])
+    msg = SimpleNamespace(
+        name=['elbow', 'shoulder'], position=[0.2, 0.1], velocity=[2.0, 1.0], effort=[]
+    )
     js = m.map_joint_state(msg)
     np.testing.assert_array_equal(js.position, [0.1, 0.2])
     np.testing.assert_array_equal(js.velocity, [1.0, 2.0])
     with pytest.raises(JointStateError) as err:
-        m.map_joint_state(SimpleNamespace(name=['shoulder'], position=[0.0], velocity=[0.0],
-                                          effort=[]))
+        m.map_joint_state(
+            SimpleNamespace(name=['shoulder'], position=[0.0], velocity=[0.0], effort=[])
+        )
     assert err.value.reason == 'missing_joints' and 'elbow' in str(err.value)
-    extra = SimpleNamespace(name=['shoulder', 'elbow', 'gripper'], position=[0, 0, 0],
-                            velocity=[0, 0, 0], effort=[])
+    extra = SimpleNamespace(
+        name=['shoulder', 'elbow', 'gripper'], position=[0, 0, 0], velocity=[0, 0, 0], effort=[]
+    )
     with pytest.raises(JointStateError) as err:
         m.map_joint_state(extra)
     assert err.value.reason == 'unknown_joints' and 'gripper' in str(err.value)
     assert m.map_joint_state(extra, allow_extra=True).position.shape == (2,)
-    np.testing.assert_array_equal(m.to_model_order(['elbow', 'shoulder'], [[1.0, 2.0]]),
-                                  [[2.0, 1.0]])
+    np.testing.assert_array_equal(
+        m.to_model_order(['elbow', 'shoulder'], [[1.0, 2.0]]), [[2.0, 1.0]]
+    )
     with pytest.raises(JointStateError):
         m.to_model_order(['elbow', 'wrist'], [1.0, 2.0])
 
@@ -145,8 +173,10 @@ def test_broken_urdfs_give_clear_errors(tmp_path):
     with pytest.raises(RobotDescriptionError, match='not valid XML'):
         RobotModel('<robot name="x"><link name="a"></robot>')
     bad = tmp_path / 'broken.urdf'
-    bad.write_text('<robot name="x"><link name="a"/><joint name="j" type="revolute">'
-                   '<parent link="a"/><child link="missing"/></joint></robot>')
+    bad.write_text(
+        '<robot name="x"><link name="a"/><joint name="j" type="revolute">'
+        '<parent link="a"/><child link="missing"/></joint></robot>'
+    )
     with pytest.raises(ValueError) as err:
         RobotModel(str(bad))
     assert str(bad) in str(err.value)
@@ -158,13 +188,16 @@ def test_broken_urdfs_give_clear_errors(tmp_path):
         '<robot name="x"><link name="base"/><link name="arm"/>'
         '<joint name="j" type="revolute"><parent link="base"/><child link="arm"/>'
         '<axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>'
-        '</robot>')
-    with pytest.raises(RobotDescriptionError, match="arm"):
+        '</robot>'
+    )
+    with pytest.raises(RobotDescriptionError, match='arm'):
         RobotModel(str(no_inertia))
-    floating = ('<robot name="x"><link name="a"/><link name="b"><inertial><mass value="1"/>'
-                '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>'
-                '<joint name="f" type="floating"><parent link="a"/><child link="b"/></joint>'
-                '</robot>')
+    floating = (
+        '<robot name="x"><link name="a"/><link name="b"><inertial><mass value="1"/>'
+        '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>'
+        '<joint name="f" type="floating"><parent link="a"/><child link="b"/></joint>'
+        '</robot>'
+    )
     with pytest.raises(RobotDescriptionError, match='floating'):
         RobotModel(floating)
 
@@ -220,14 +253,17 @@ def test_mismatch_options():
         nom.mismatched(Mismatch(mass_scale=-1.0))
 
 
-@pytest.mark.parametrize('urdf,heavy', [('talos_left_arm.urdf', False), ('panda.urdf', True),
-                                        ('double_pendulum.urdf', True)])
+@pytest.mark.parametrize(
+    'urdf,heavy',
+    [('talos_left_arm.urdf', False), ('panda.urdf', True), ('double_pendulum.urdf', True)],
+)
 def test_payload_capacity_is_a_share_of_the_effort_limits(urdf, heavy):
     """The heaviest payload whose weight takes PAYLOAD_EFFORT_SHARE of a given effort limit: a
     Talos arm (22 N m shoulder) carries less than the demo's 0.6 kg, a Panda more; without
     given limits (the double pendulum's effort="0") nothing bounds it. The realistic preset
     takes the lighter of its payload and the capacity."""
     from delan_common.robot_model import PAYLOAD_EFFORT_SHARE, REALISTIC
+
     robot = RobotModel(find_urdf(urdf))
     cap = robot.payload_capacity()
     preset = Mismatch.from_preset('realistic', robot).payload_mass
@@ -252,13 +288,13 @@ def test_payload_capacity_keeps_the_pull_below_the_loop_stiffness():
         REALISTIC,
         _gravity_pull,
     )
+
     so100 = RobotModel(find_urdf('so100.urdf'))
-    assert so100.payload_capacity() > REALISTIC['payload_mass']      # the limits alone: yes
+    assert so100.payload_capacity() > REALISTIC['payload_mass']  # the limits alone: yes
     cap = so100.payload_capacity(loop_stiffness=400.0)
     assert 0.01 < cap < 0.2
     carried = so100.mismatched(Mismatch(payload_mass=cap))
-    pull = max(_gravity_pull(so100, carried, q)
-               for q in so100._load_samples(64)[:PULL_SAMPLES])
+    pull = max(_gravity_pull(so100, carried, q) for q in so100._load_samples(64)[:PULL_SAMPLES])
     assert pull == pytest.approx(PAYLOAD_PULL_SHARE * 400.0, rel=1e-4)
     ur5 = RobotModel(find_urdf('ur5_joint_limited_robot.urdf'))
     assert ur5.payload_capacity(loop_stiffness=400.0) > 2.0

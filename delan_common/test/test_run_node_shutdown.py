@@ -1,6 +1,7 @@
 """``run_node``'s shutdown: SIGINT ends the node cleanly (close, then teardown, exit 0), and a
 teardown stuck in the middleware dumps every thread's stack and exits 1 instead of waiting for
 launch's SIGKILL without a trace."""
+
 import signal
 import subprocess
 import sys
@@ -8,7 +9,7 @@ import time
 
 import pytest
 
-PROBE = '''
+PROBE = """
 import sys, time
 import rclpy
 from rclpy.node import Node
@@ -36,12 +37,16 @@ class Probe(Node):
         return super().destroy_node()
 
 raise SystemExit(run_node(Probe, []))
-'''
+"""
 
 
 def _run_until_sigint(mode: str):
-    proc = subprocess.Popen([sys.executable, '-c', PROBE, mode], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, '-c', PROBE, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().strip() == 'up'
         proc.send_signal(signal.SIGINT)
@@ -63,10 +68,11 @@ def test_sigint_closes_then_tears_down_and_exits_zero():
 
 def test_stuck_teardown_dumps_stacks_and_exits_nonzero():
     from delan_common.ros.spin import TEARDOWN_TIMEOUT_S
+
     rc, out, err, took = _run_until_sigint('hang')
     assert rc == 1, (out, err)
     assert 'closed' in out and 'destroyed' not in out
-    assert 'in destroy_node' in err            # the stuck frame is named
+    assert 'in destroy_node' in err  # the stuck frame is named
     assert took == pytest.approx(TEARDOWN_TIMEOUT_S, abs=3.0)
 
 
@@ -77,7 +83,7 @@ def test_a_failing_close_still_tears_down_and_exits_nonzero():
     assert out.split() == ['up', 'destroyed']
 
 
-TORCH_IN_CONSTRUCTOR = '''
+TORCH_IN_CONSTRUCTOR = """
 import os, signal, threading, time
 import torch
 from delan_common.ros.spin import run_node
@@ -95,7 +101,7 @@ def factory():      # a node whose trainer thread is up when a signal ends its c
     raise AssertionError('no KeyboardInterrupt')
 
 raise SystemExit(run_node(factory, []))
-'''
+"""
 
 
 def test_a_signal_during_start_up_with_torch_busy_in_a_daemon_thread_exits_zero():
@@ -103,7 +109,11 @@ def test_a_signal_during_start_up_with_torch_busy_in_a_daemon_thread_exits_zero(
     (std::terminate, exit -6); ``run_node`` ends the process without it."""
     pytest.importorskip('torch')
     for _ in range(2):
-        out = subprocess.run([sys.executable, '-c', TORCH_IN_CONSTRUCTOR], capture_output=True,
-                             text=True, timeout=60)
+        out = subprocess.run(
+            [sys.executable, '-c', TORCH_IN_CONSTRUCTOR],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         assert 'terminate called' not in out.stderr

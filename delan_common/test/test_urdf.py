@@ -1,6 +1,7 @@
 """The robot descriptions: valid URDF trees (as check_urdf would see them), physically valid
 inertias, complete limits, and ros2_control / Gazebo blocks consistent with the controller
 configs."""
+
 import os
 import xml.etree.ElementTree as ET
 
@@ -11,10 +12,15 @@ import yaml
 
 from delan_common.robot_model import RobotModel, find_urdf, resolve_package_paths
 
-ROBOTS = {'two_link_arm.urdf': 'two_link_arm_controllers.yaml',
-          'seven_dof_arm.urdf': 'seven_dof_arm_controllers.yaml'}
-CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), 'delan_bringup', 'config')
+ROBOTS = {
+    'two_link_arm.urdf': 'two_link_arm_controllers.yaml',
+    'seven_dof_arm.urdf': 'seven_dof_arm_controllers.yaml',
+}
+CONFIG_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    'delan_bringup',
+    'config',
+)
 
 
 @pytest.fixture(params=sorted(ROBOTS))
@@ -55,8 +61,13 @@ def test_inertias_are_physical(urdf):
             continue
         m = float(inertial.find('mass').get('value'))
         i = {k: float(v) for k, v in inertial.find('inertia').attrib.items()}
-        I = np.array([[i['ixx'], i['ixy'], i['ixz']], [i['ixy'], i['iyy'], i['iyz']],
-                      [i['ixz'], i['iyz'], i['izz']]])
+        I = np.array(
+            [
+                [i['ixx'], i['ixy'], i['ixz']],
+                [i['ixy'], i['iyy'], i['iyz']],
+                [i['ixz'], i['iyz'], i['izz']],
+            ]
+        )
         ev = np.linalg.eigvalsh(I)
         assert m > 0 and ev[0] > 0, ln.get('name')
         assert ev[0] + ev[1] >= ev[2] - 1e-12, f'{ln.get("name")}: triangle inequality'
@@ -103,7 +114,10 @@ def test_ros2_control_block(urdf):
         params = {p.get('name'): float(p.text) for p in cmd[0].findall('param')}
         assert params == {'min': -limit, 'max': limit}
         assert [s.get('name') for s in j.findall('state_interface')] == [
-            'position', 'velocity', 'effort']
+            'position',
+            'velocity',
+            'effort',
+        ]
 
 
 def test_gazebo_block_points_to_the_controller_config(urdf):

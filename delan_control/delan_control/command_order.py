@@ -8,6 +8,7 @@ other joints cannot be commanded at all. :class:`CommandOrder` (from
 :mod:`delan_common.command_order`, which the bag reader shares) reorders;
 :class:`ReceiverOrderQuery` decides, once, which order the receiving controller wants.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,8 +16,14 @@ from typing import Optional, Sequence
 
 from delan_common.command_order import CommandOrder, CommandOrderError, order_mismatch
 
-__all__ = ['REQUEST_RETRY_S', 'CommandOrder', 'CommandOrderError', 'OrderDecision',
-           'ReceiverOrderQuery', 'order_mismatch']
+__all__ = [
+    'REQUEST_RETRY_S',
+    'CommandOrder',
+    'CommandOrderError',
+    'OrderDecision',
+    'ReceiverOrderQuery',
+    'order_mismatch',
+]
 
 #: seconds without an answer after which the receiver's joints are asked for again: a request
 #: sent just as its services appeared can be lost while the middleware matches the reply path
@@ -43,8 +50,14 @@ class ReceiverOrderQuery:
     read ``[]`` as the URDF's main chain, in model order. None: an empty answer is no answer.
     Times are seconds of one monotonic clock."""
 
-    def __init__(self, model_joints: Sequence[str], receiver: str, timeout_s: float,
-                 start: float, default_joints: Optional[Sequence[str]] = None):
+    def __init__(
+        self,
+        model_joints: Sequence[str],
+        receiver: str,
+        timeout_s: float,
+        start: float,
+        default_joints: Optional[Sequence[str]] = None,
+    ):
         self.model_joints = list(model_joints)
         self.receiver = receiver
         self.deadline = start + timeout_s
@@ -56,8 +69,11 @@ class ReceiverOrderQuery:
     def request_due(self, now: float, services_ready: bool) -> bool:
         """Whether to send a request now: undecided, the receiver's services are there, and no
         request is out or the last one went unanswered for :data:`REQUEST_RETRY_S`."""
-        return (self.decision is None and services_ready
-                and (self._sent is None or now - self._sent >= REQUEST_RETRY_S))
+        return (
+            self.decision is None
+            and services_ready
+            and (self._sent is None or now - self._sent >= REQUEST_RETRY_S)
+        )
 
     def sent(self, now: float) -> None:
         self._sent = now
@@ -70,35 +86,51 @@ class ReceiverOrderQuery:
         if joints is not None and not joints and self.default_joints is not None:
             joints, what = self.default_joints, ' (its empty joints: the main chain)'
         if not joints:
-            return self._decide(self._fallback(f'{self.receiver} has no joints parameter '
-                                               f'naming joints{what}'))
+            return self._decide(
+                self._fallback(f'{self.receiver} has no joints parameter naming joints{what}')
+            )
         try:
             order = CommandOrder(self.model_joints, joints)
         except CommandOrderError as err:
-            return self._decide(OrderDecision(
-                None, f'refused: {self.receiver}', 'error',
-                f'refusing to command: {self.receiver} takes commands for {err}'))
+            return self._decide(
+                OrderDecision(
+                    None,
+                    f'refused: {self.receiver}',
+                    'error',
+                    f'refusing to command: {self.receiver} takes commands for {err}',
+                )
+            )
         note = 'the model order' if order.is_model_order else 'reordered from the model order'
-        return self._decide(OrderDecision(
-            order, self.receiver, 'info',
-            f'commanding in the joint order of {self.receiver}{what}: {list(order.joints)} '
-            f'({note})'))
+        return self._decide(
+            OrderDecision(
+                order,
+                self.receiver,
+                'info',
+                f'commanding in the joint order of {self.receiver}{what}: {list(order.joints)} '
+                f'({note})',
+            )
+        )
 
     def expire(self, now: float) -> Optional[OrderDecision]:
         """The fall-back decision once ``now`` is past the deadline with none taken."""
         if self.decision is not None or now < self.deadline:
             return None
-        why = ('its parameter services never appeared' if self._sent is None
-               else 'it did not answer')
-        return self._decide(self._fallback(f'no joints from {self.receiver} within '
-                                           f'{self.timeout_s:g} s ({why})'))
+        why = (
+            'its parameter services never appeared' if self._sent is None else 'it did not answer'
+        )
+        return self._decide(
+            self._fallback(f'no joints from {self.receiver} within {self.timeout_s:g} s ({why})')
+        )
 
     def _fallback(self, why: str) -> OrderDecision:
         return OrderDecision(
-            CommandOrder(self.model_joints, self.model_joints), 'model order (fallback)',
-            'warning', f'{why}: commanding in the model joint order {self.model_joints}, which '
+            CommandOrder(self.model_joints, self.model_joints),
+            'model order (fallback)',
+            'warning',
+            f'{why}: commanding in the model joint order {self.model_joints}, which '
             'drives the wrong motors if the receiving controller orders its joints otherwise; '
-            'set command_joints or effort_controller_name')
+            'set command_joints or effort_controller_name',
+        )
 
     def _decide(self, decision: OrderDecision) -> OrderDecision:
         self.decision = decision

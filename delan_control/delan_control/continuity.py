@@ -6,6 +6,7 @@ reference from where the arm no longer is: the feedback sees the whole jump as a
 controller treats such a jump as it treats joint states that restart after a stall (rejoin the
 reference smoothly, or drop a far one and hold the arm where it is).
 """
+
 from __future__ import annotations
 
 from typing import Optional

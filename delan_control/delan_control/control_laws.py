@@ -18,6 +18,7 @@ The laws hold any :class:`~delan_common.dynamics.DynamicsModel`:
 
 With no model (``pd``) the feed-forward term is zero: a plain PD controller.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,12 @@ import numpy as np
 
 from delan_common.dynamics import DynamicsModel, gravity_stiffness
 
-LAWS = ('computed_torque', 'feedforward_pd', 'computed_torque_urdf_feedback',
-        'feedforward_urdf_pd')
+LAWS = (
+    'computed_torque',
+    'feedforward_pd',
+    'computed_torque_urdf_feedback',
+    'feedforward_urdf_pd',
+)
 #: laws whose feedback goes through the URDF's mass matrix
 URDF_FEEDBACK_LAWS = ('computed_torque_urdf_feedback', 'feedforward_urdf_pd')
 
@@ -40,8 +45,8 @@ class Gains:
 
     ct_kp: np.ndarray  # computed torque [1/s^2]
     ct_kd: np.ndarray  # computed torque [1/s]
-    kp: np.ndarray     # feed-forward + PD / plain PD [N*m/rad]
-    kd: np.ndarray     # feed-forward + PD / plain PD [N*m*s/rad]
+    kp: np.ndarray  # feed-forward + PD / plain PD [N*m/rad]
+    kd: np.ndarray  # feed-forward + PD / plain PD [N*m*s/rad]
 
 
 def wrap_angle(x: np.ndarray) -> np.ndarray:
@@ -49,8 +54,9 @@ def wrap_angle(x: np.ndarray) -> np.ndarray:
     return -np.remainder(-x + np.pi, 2.0 * np.pi) + np.pi
 
 
-def position_error(q_ref: np.ndarray, q: np.ndarray,
-                   continuous: Optional[np.ndarray] = None) -> np.ndarray:
+def position_error(
+    q_ref: np.ndarray, q: np.ndarray, continuous: Optional[np.ndarray] = None
+) -> np.ndarray:
     """``q_ref - q``, wrapped to ``(-pi, pi]`` where the boolean mask ``continuous`` is set: a
     continuous joint's angle is only defined modulo 2 pi (a driver may report it wrapped), and
     2 pi - 0.01 rad off is 0.01 rad off, not a turn to drive back."""
@@ -60,22 +66,38 @@ def position_error(q_ref: np.ndarray, q: np.ndarray,
     return e
 
 
-def control_torque(model: Optional[DynamicsModel], law: str, gains: Gains,
-                   q: np.ndarray, qd: np.ndarray, q_ref: np.ndarray, qd_ref: np.ndarray,
-                   qdd_ref: np.ndarray, feedback_model: Optional[DynamicsModel] = None,
-                   continuous: Optional[np.ndarray] = None) -> np.ndarray:
+def control_torque(
+    model: Optional[DynamicsModel],
+    law: str,
+    gains: Gains,
+    q: np.ndarray,
+    qd: np.ndarray,
+    q_ref: np.ndarray,
+    qd_ref: np.ndarray,
+    qdd_ref: np.ndarray,
+    feedback_model: Optional[DynamicsModel] = None,
+    continuous: Optional[np.ndarray] = None,
+) -> np.ndarray:
     """Unclamped joint torque ``(n,)`` of ``law`` with ``model`` (None = PD only);
     ``feedback_model`` (the URDF's) is needed by the ``URDF_FEEDBACK_LAWS``; ``continuous``
     masks the continuous joints, whose position error is wrapped."""
-    return control_terms(model, law, gains, q, qd, q_ref, qd_ref, qdd_ref, feedback_model,
-                         continuous)[0]
+    return control_terms(
+        model, law, gains, q, qd, q_ref, qd_ref, qdd_ref, feedback_model, continuous
+    )[0]
 
 
-def control_terms(model: Optional[DynamicsModel], law: str, gains: Gains,
-                  q: np.ndarray, qd: np.ndarray, q_ref: np.ndarray, qd_ref: np.ndarray,
-                  qdd_ref: np.ndarray, feedback_model: Optional[DynamicsModel] = None,
-                  continuous: Optional[np.ndarray] = None
-                  ) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+def control_terms(
+    model: Optional[DynamicsModel],
+    law: str,
+    gains: Gains,
+    q: np.ndarray,
+    qd: np.ndarray,
+    q_ref: np.ndarray,
+    qd_ref: np.ndarray,
+    qdd_ref: np.ndarray,
+    feedback_model: Optional[DynamicsModel] = None,
+    continuous: Optional[np.ndarray] = None,
+) -> Tuple[np.ndarray, Optional[np.ndarray]]:
     """``(torque, model torque)``: :func:`control_torque` and the model's share of it, what
     ``model.inverse`` returned within the law (None without a model) -- for computed torque
     that is all of it, the feedback acceleration included: reported, not computed again."""
@@ -93,8 +115,11 @@ def control_terms(model: Optional[DynamicsModel], law: str, gains: Gains,
         if feedback_model is None:
             raise ValueError(f'{law} needs the URDF model (its inertias) for the feedback')
         v = gains.ct_kp * e + gains.ct_kd * e_dot
-        ff = np.asarray(model.inverse(q, qd, qdd_ref) if law == 'computed_torque_urdf_feedback'
-                        else model.inverse(q_ref, qd_ref, qdd_ref))
+        ff = np.asarray(
+            model.inverse(q, qd, qdd_ref)
+            if law == 'computed_torque_urdf_feedback'
+            else model.inverse(q_ref, qd_ref, qdd_ref)
+        )
         return ff + np.asarray(feedback_model.mass_matrix(q)) @ v, ff
     raise ValueError(f'unknown control law {law!r}; expected one of {LAWS}')
 
@@ -103,8 +128,9 @@ def control_terms(model: Optional[DynamicsModel], law: str, gains: Gains,
 PD_OMEGA = 12.0
 
 
-def pd_gains(mass_matrix: np.ndarray, dt: float, omega: float = PD_OMEGA,
-             max_radius: float = 1.0) -> Tuple[np.ndarray, np.ndarray]:
+def pd_gains(
+    mass_matrix: np.ndarray, dt: float, omega: float = PD_OMEGA, max_radius: float = 1.0
+) -> Tuple[np.ndarray, np.ndarray]:
     """Critically damped per-joint PD gains ``(kp, kd)`` ``(n,)`` for an arm of mass matrix
     ``(n, n)`` at one configuration, stable when commanded every ``dt`` seconds.
 
@@ -132,8 +158,9 @@ CT_OMEGA = 20.0
 GRAVITY_MARGIN = 4.0
 
 
-def _sampled_loop_stable(kp: np.ndarray, kd: np.ndarray, h_inv: np.ndarray, dt: float,
-                         max_radius: float) -> bool:
+def _sampled_loop_stable(
+    kp: np.ndarray, kd: np.ndarray, h_inv: np.ndarray, dt: float, max_radius: float
+) -> bool:
     """Whether feedback torques ``kp e + kd e_dot`` (gain matrices ``(n, n)``, or ``(n,)`` for
     diagonal ones) hold an arm of inverse mass matrix ``h_inv``, commanded every ``dt`` with one
     period of delay."""
@@ -147,9 +174,14 @@ def _sampled_loop_stable(kp: np.ndarray, kd: np.ndarray, h_inv: np.ndarray, dt: 
     return bool(np.max(np.abs(np.linalg.eigvals(loop))) < max_radius)
 
 
-def ct_gains(mass_matrix: np.ndarray, gravity: np.ndarray, dt: float, omega: float = CT_OMEGA,
-             margin: float = GRAVITY_MARGIN, max_radius: float = 1.0
-             ) -> Tuple[np.ndarray, np.ndarray, bool]:
+def ct_gains(
+    mass_matrix: np.ndarray,
+    gravity: np.ndarray,
+    dt: float,
+    omega: float = CT_OMEGA,
+    margin: float = GRAVITY_MARGIN,
+    max_radius: float = 1.0,
+) -> Tuple[np.ndarray, np.ndarray, bool]:
     """Computed-torque gains ``(ct_kp, ct_kd, stiff_enough)`` ``(n,)`` [1/s^2, 1/s], critically
     damped, for feedback through the mass matrix ``(n, n)`` at a posture where gravity has
     the stiffness ``gravity`` (:func:`gravity_stiffness`).
@@ -160,6 +192,7 @@ def ct_gains(mass_matrix: np.ndarray, gravity: np.ndarray, dt: float, omega: flo
     into a static error no model's feed-forward removes. It is capped where the sampled loop
     (one period of delay) would no longer be stable; ``stiff_enough`` is False then."""
     import scipy.linalg
+
     h = np.asarray(mass_matrix, dtype=np.float64)
     g = np.asarray(gravity, dtype=np.float64)
     pull = float(scipy.linalg.eigh(-0.5 * (g + g.T), h, eigvals_only=True).max())

@@ -21,6 +21,7 @@ services, exactly as ``ros2 param set`` would:
 
 Exit status: 0 on success, 1 when a phase fails (a node dies, no model is learned, ...).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -105,15 +106,16 @@ class Segment:
     q_ref: np.ndarray
     rms: np.ndarray = field(default=None)
     max_abs: np.ndarray = field(default=None)
-    diverged: Optional[str] = None   # why the run was stopped, None when it ran to the end
+    diverged: Optional[str] = None  # why the run was stopped, None when it ran to the end
 
 
 class Monitor(Node):
     """Records what the demo needs and talks to the other nodes' parameter services."""
 
     def __init__(self, joint_names: List[str]):
-        super().__init__('demo_monitor',
-                         parameter_overrides=[Parameter('use_sim_time', value=True)])
+        super().__init__(
+            'demo_monitor', parameter_overrides=[Parameter('use_sim_time', value=True)]
+        )
         self.joint_names = joint_names
         self._lock = threading.Lock()
         self._t: List[float] = []
@@ -123,7 +125,7 @@ class Monitor(Node):
         self.commands = 0
         self.status: List[Tuple[float, ModelStatus]] = []
         self.updates: List[ModelUpdate] = []
-        self.update_times: List[Tuple[float, float]] = []   # (sim, monotonic) at arrival
+        self.update_times: List[Tuple[float, float]] = []  # (sim, monotonic) at arrival
         self.t0_wall = time.monotonic()
         # joint states as bytes in 20 ms batches, off the executor (ros/state_taker.py): a
         # JointState callback at the control rate would cost the learner beside it a core's
@@ -131,17 +133,21 @@ class Monitor(Node):
         self._mapper = JointStateMapper(joint_names)
         self._reader = JointStateReader()
         self.rejected = RejectionCounter(self.get_logger(), 'joint state')
-        self._taker = JointStateTaker(self, self._on_states, 1000, 'demo-joint-states',
-                                      period_s=0.02)
+        self._taker = JointStateTaker(
+            self, self._on_states, 1000, 'demo-joint-states', period_s=0.02
+        )
         self.create_subscription(JointTrajectory, 'reference_trajectory', self._on_ref, LATCHED)
         self.create_subscription(ModelStatus, 'learner/status', self._on_status, 10)
         # only counted, until the controller is known to command (stop_counting_commands):
         # each message is a pass of the executor, at the control rate
         self._commands_sub = self.create_subscription(
-            Float64MultiArray, 'effort_controller/commands', self._on_command, 10, raw=True)
+            Float64MultiArray, 'effort_controller/commands', self._on_command, 10, raw=True
+        )
         self.create_subscription(ModelUpdate, 'learner/model_update', self._on_update, LATCHED)
-        self.params = {name: AsyncParameterClient(self, name)
-                       for name in ('torque_controller', 'reference', 'learner')}
+        self.params = {
+            name: AsyncParameterClient(self, name)
+            for name in ('torque_controller', 'reference', 'learner')
+        }
         self.sim_reset = self.create_client(Trigger, 'sim/reset')
 
     def _on_states(self, batch) -> None:
@@ -170,8 +176,11 @@ class Monitor(Node):
         pick = lambda f: np.asarray([getattr(p, f) for p in msg.points])[:, idx]  # noqa: E731
         with self._lock:
             self._ref_count += 1
-            self.reference = (t0, PiecewiseQuintic(t, pick('positions'), pick('velocities'),
-                                                   pick('accelerations')), self._ref_count)
+            self.reference = (
+                t0,
+                PiecewiseQuintic(t, pick('positions'), pick('velocities'), pick('accelerations')),
+                self._ref_count,
+            )
 
     def _on_command(self, msg: bytes) -> None:
         self.commands += 1
@@ -203,7 +212,7 @@ class Monitor(Node):
             rows = np.asarray(self._rows)
         sel = (t >= t_start) & (t <= t_end)
         n = len(self.joint_names)
-        return t[sel], rows[sel, :n], rows[sel, n:2 * n], rows[sel, 2 * n:]
+        return t[sel], rows[sel, :n], rows[sel, n : 2 * n], rows[sel, 2 * n :]
 
     def reference_count(self) -> int:
         with self._lock:
@@ -215,7 +224,7 @@ class Monitor(Node):
     def reset_sim(self, timeout: float = 30.0) -> None:
         """Put the simulated arm back to its initial state (``sim/reset``)."""
         if not self.sim_reset.wait_for_service(timeout_sec=timeout):
-            raise DemoError('the sim\'s reset service is not available')
+            raise DemoError("the sim's reset service is not available")
         future = self.sim_reset.call_async(Trigger.Request())
         deadline = time.monotonic() + timeout
         while not future.done():
@@ -251,7 +260,7 @@ class Demo:
         self.params_file = os.path.abspath(args.params)
         with open(self.params_file) as f:
             self.params_yaml = yaml.safe_load(f)
-        self.stopped: set = set()   # nodes stopped on purpose
+        self.stopped: set = set()  # nodes stopped on purpose
         self.logs_dir = os.path.join(self.out, 'logs')
         self.bag_dir = os.path.join(self.out, 'bags')
         self.ckpt_dir = os.path.join(self.out, 'checkpoints')
@@ -271,16 +280,21 @@ class Demo:
         sim.update(self.payload(float(np.min(gains.ct_kp))))
         overrides = {
             'sim': sim,
-            'torque_controller': {'kp': gains.kp.tolist(), 'kd': gains.kd.tolist(),
-                                  'ct_kp': gains.ct_kp.tolist(), 'ct_kd': gains.ct_kd.tolist(),
-                                  'law': self.args.law},
+            'torque_controller': {
+                'kp': gains.kp.tolist(),
+                'kd': gains.kd.tolist(),
+                'ct_kp': gains.ct_kp.tolist(),
+                'ct_kd': gains.ct_kd.tolist(),
+                'law': self.args.law,
+            },
             # training at the priority of the other nodes: the sim runs in lockstep with the
             # controller (slower when the CPU is short), so yielding to them (the learner's
             # training_niceness on a real arm) would only starve training on a small machine
             'learner': {'resume': False, 'torch_threads': 1, 'training_niceness': 0},
             # held until the controller and the learner are up (phase_start)
             'reference': {'trajectory': 'hold', 'duration': self.args.segment, 'repeat': True},
-            'data_logger': {}}
+            'data_logger': {},
+        }
         doc = dict(self.params_yaml)
         for node, values in overrides.items():
             if self.joints and node != 'data_logger':
@@ -302,15 +316,20 @@ class Demo:
         posture with more than PAYLOAD_PULL_SHARE of the computed-torque loop's stiffness
         ``loop_stiffness``): one payload for every arm would pin a weak arm against its
         limits or topple a light wrist, where no model can track."""
-        mass = (REALISTIC['payload_mass'] if self.args.mismatch_preset else
-                float(self.node_params('sim').get('payload_mass', 0.0)))
+        mass = (
+            REALISTIC['payload_mass']
+            if self.args.mismatch_preset
+            else float(self.node_params('sim').get('payload_mass', 0.0))
+        )
         capacity = self.model.payload_capacity(loop_stiffness=loop_stiffness)
         self.results['payload_mass'] = min(mass, capacity)
         if mass <= capacity:
             return {}
-        log(f'payload {mass:g} kg lowered to {capacity:.3g} kg: this arm cannot carry more '
+        log(
+            f'payload {mass:g} kg lowered to {capacity:.3g} kg: this arm cannot carry more '
             f'(at most {PAYLOAD_EFFORT_SHARE:.0%} of an effort limit, a pull of at most '
-            f'{PAYLOAD_PULL_SHARE:.0%} of the loop\'s stiffness)')
+            f"{PAYLOAD_PULL_SHARE:.0%} of the loop's stiffness)"
+        )
         return {'payload_mass': capacity}
 
     def start_posture_load(self) -> np.ndarray:
@@ -321,16 +340,24 @@ class Demo:
 
     def launch_arguments(self, params_file: str) -> Dict[str, str]:
         """Arguments of delan_bringup's sim.launch.py for this run."""
-        return {'urdf': self.urdf, 'model': self.args.excitation_controller, 'record': 'true',
-                'bag_dir': self.bag_dir, 'checkpoint_dir': self.ckpt_dir,
-                'use_sim_time': 'true', 'params_file': params_file, 'output': 'own_log',
-                'learner_model': self.args.learner_model}
+        return {
+            'urdf': self.urdf,
+            'model': self.args.excitation_controller,
+            'record': 'true',
+            'bag_dir': self.bag_dir,
+            'checkpoint_dir': self.ckpt_dir,
+            'use_sim_time': 'true',
+            'params_file': params_file,
+            'output': 'own_log',
+            'learner_model': self.args.learner_model,
+        }
 
     def check_alive(self) -> None:
         for name, code in dict(self.suite.exits).items():
             if name not in self.stopped:
-                raise DemoError(f'node {name} exited with {code}; see '
-                                f'{self.suite.log_files(name)}')
+                raise DemoError(
+                    f'node {name} exited with {code}; see {self.suite.log_files(name)}'
+                )
 
     def stop(self, name: str, timeout: float = 20.0) -> int:
         """Stop one node as Ctrl-C would; its exit code."""
@@ -354,17 +381,22 @@ class Demo:
             time.sleep(0.05)
 
     def wait_sim(self, until: float, progress=None) -> None:
-        self.wait_until(f'sim time {until:.1f} s', lambda: self.mon.sim_time() >= until,
-                        timeout=max(60.0, 4.0 * (until - self.mon.sim_time()) + 30.0),
-                        progress=progress)
+        self.wait_until(
+            f'sim time {until:.1f} s',
+            lambda: self.mon.sim_time() >= until,
+            timeout=max(60.0, 4.0 * (until - self.mon.sim_time()) + 30.0),
+            progress=progress,
+        )
 
     def learner_progress(self) -> str:
         if not self.mon.status:
             return f'sim t={self.mon.sim_time():.1f} s, learner starting'
         st = self.mon.status[-1][1]
         nmse = ', '.join(f'{x:.4f}' for x in st.validation_nmse) or '-'
-        return (f'sim t={self.mon.sim_time():5.1f} s | learner: {st.samples_seen} samples, '
-                f'{st.training_steps} steps, model v{st.model_version}, val nMSE [{nmse}]')
+        return (
+            f'sim t={self.mon.sim_time():5.1f} s | learner: {st.samples_seen} samples, '
+            f'{st.training_steps} steps, model v{st.model_version}, val nMSE [{nmse}]'
+        )
 
     # ------------------------------------------------------------------ phases
     def run(self) -> int:
@@ -372,23 +404,26 @@ class Demo:
             os.makedirs(d, exist_ok=True)
         log(f'robot {self.robot.source}: joints {self.robot.joint_names}')
         gains = self.gains()
-        log(f'gains from the URDF at the start posture: PD kp {np.round(gains.kp, 1).tolist()}, '
+        log(
+            f'gains from the URDF at the start posture: PD kp {np.round(gains.kp, 1).tolist()}, '
             f'kd {np.round(gains.kd, 2).tolist()}; computed torque {gains.ct_kp[0]:.0f} / '
-            f'{gains.ct_kd[0]:.1f}')
+            f'{gains.ct_kd[0]:.1f}'
+        )
         launch_file = bringup_path('launch', 'sim.launch.py')
         params_file = self.write_params(gains)
         held = self.start_posture_load()
         if held.max() > HOME_EFFORT_SHARE:
             j = int(np.argmax(held))
-            log(f'FAILED: holding the start posture (the middle of the limits) takes '
-                f'{held[j]:.0%} of {self.robot.joint_names[j]}\'s effort limit '
-                f'({self.effort_limit[j]:.3g}; the URDF\'s gravity and the '
+            log(
+                f'FAILED: holding the start posture (the middle of the limits) takes '
+                f"{held[j]:.0%} of {self.robot.joint_names[j]}'s effort limit "
+                f"({self.effort_limit[j]:.3g}; the URDF's gravity and the "
                 f'{self.results["payload_mass"]:.3g} kg payload): references centred there '
                 'cannot be tracked, whatever the model. Select the joints to learn (--joints) '
-                'or give the arm stronger limits (effort_limits)')
+                'or give the arm stronger limits (effort_limits)'
+            )
             return 1
-        self.suite = LaunchedSuite(launch_file, self.launch_arguments(params_file),
-                                   self.logs_dir)
+        self.suite = LaunchedSuite(launch_file, self.launch_arguments(params_file), self.logs_dir)
         log(f'launching {launch_file} (node logs in {self.logs_dir})')
         # Ctrl-C is the launch's: it stops the nodes, and the phases then fail on their exit
         rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
@@ -418,6 +453,7 @@ class Demo:
             self.loop_floor()
             self.timing['total_wall_s'] = time.monotonic() - t_start
             from delan_control.demo_report import write_report
+
             table = write_report(self)
             print(table, flush=True)
             verdict = self.results['verdict']
@@ -467,36 +503,47 @@ class Demo:
         rate = float(self.node_params('sim').get('publish_rate', 500.0))
         gains, stiff_enough = arm_gains(self.model, self.home(), 1.0 / rate)
         if not stiff_enough:
-            log(f'warning: at {rate:g} Hz the computed-torque loop cannot be made stiffer than '
+            log(
+                f'warning: at {rate:g} Hz the computed-torque loop cannot be made stiffer than '
                 'gravity pulls this arm away from its start posture: every model will track '
-                'poorly')
-        self.results['gains'] = {k: getattr(gains, k).tolist()
-                                 for k in ('kp', 'kd', 'ct_kp', 'ct_kd')}
+                'poorly'
+            )
+        self.results['gains'] = {
+            k: getattr(gains, k).tolist() for k in ('kp', 'kd', 'ct_kp', 'ct_kd')
+        }
         self.results['gains']['stiff_enough'] = stiff_enough
         return gains
 
     def phase_excitation(self) -> None:
         t0 = self.mon.sim_time()
         wall = self.t_excitation = time.monotonic()
-        log(f'phase 1/3: excitation with {self.args.excitation_controller} for '
+        log(
+            f'phase 1/3: excitation with {self.args.excitation_controller} for '
             f'{self.args.excitation:.0f} s of sim time; '
-            'logging a rosbag2, learning online')
+            'logging a rosbag2, learning online'
+        )
         self.wait_sim(t0 + self.args.excitation, progress=self.learner_progress)
         self.learn_to_target(t0, t0 + self.args.excitation + self.args.max_extra)
-        self.wait_until('a learned model', lambda: bool(self.mon.updates), 120.0,
-                        progress=self.learner_progress)
+        self.wait_until(
+            'a learned model',
+            lambda: bool(self.mon.updates),
+            120.0,
+            progress=self.learner_progress,
+        )
         self.timing['excitation_wall_s'] = time.monotonic() - wall
         self.timing['excitation_sim_s'] = self.mon.sim_time() - t0
         self.pause_learner()
         st = self.mon.status[-1][1]
         self.results['learner'] = {
             'model': self.args.learner_model,
-            'samples_seen': int(st.samples_seen), 'training_steps': int(st.training_steps),
+            'samples_seen': int(st.samples_seen),
+            'training_steps': int(st.training_steps),
             'model_version': int(self.mon.updates[-1].model_version),
             'checkpoint': self.mon.updates[-1].checkpoint_path,
             'validation_nmse': list(self.mon.updates[-1].validation_nmse),
             'rejected': int(st.samples_rejected),
-            'steps_per_s': float(st.training_steps) / max(self.timing['excitation_wall_s'], 1e-9)}
+            'steps_per_s': float(st.training_steps) / max(self.timing['excitation_wall_s'], 1e-9),
+        }
         log(self.learner_progress())
 
     def pause_learner(self) -> None:
@@ -508,8 +555,12 @@ class Demo:
 
         def paused() -> bool:
             fresh = [m for _, m in self.mon.status[n:] if m.state == ModelStatus.STATE_PAUSED]
-            return bool(fresh) and bool(self.mon.updates) and \
-                self.mon.updates[-1].model_version == fresh[-1].model_version
+            return (
+                bool(fresh)
+                and bool(self.mon.updates)
+                and self.mon.updates[-1].model_version == fresh[-1].model_version
+            )
+
         self.wait_until('the learner to pause with its newest version', paused, 60.0)
 
     def noise_floor(self, t_start: float) -> Tuple[np.ndarray, np.ndarray]:
@@ -518,10 +569,10 @@ class Demo:
         the acceleration estimate)."""
         from delan_control.demo_report import true_plant
         from delan_learning.data import complete_derivatives, split_at_gaps
+
         t, q, qd, tau = self.mon.data_between(t_start, self.mon.sim_time())
         # split where states were lost: differentiated across a gap, qd gives a false qdd
-        d = complete_derivatives({'t': t, 'q': q, 'qd': qd, 'tau': tau,
-                                  'traj': split_at_gaps(t)})
+        d = complete_derivatives({'t': t, 'q': q, 'qd': qd, 'tau': tau, 'traj': split_at_gaps(t)})
         pred = true_plant(self).inverse(d['q'], d['qd'], d['qdd'])
         mse = np.mean((pred - d['tau']) ** 2, axis=0)
         return mse / np.maximum(np.var(d['tau'], axis=0), 1e-12), np.sqrt(mse)
@@ -540,21 +591,30 @@ class Demo:
         self.results['target_nmse'] = target.tolist()
         self.results['noise_floor_nmse'] = floor.tolist()
         self.results['noise_floor_residual_rms'] = residual.tolist()
-        log(f'true plant nMSE on the excitation (the floor): {np.round(floor, 4).tolist()}; '
-            f'target {np.round(target, 4).tolist()}')
-        stops = end_stop_share(self.mon.data_between(t0, self.mon.sim_time())[1],
-                               self.robot.lower, self.robot.upper)
+        log(
+            f'true plant nMSE on the excitation (the floor): {np.round(floor, 4).tolist()}; '
+            f'target {np.round(target, 4).tolist()}'
+        )
+        stops = end_stop_share(
+            self.mon.data_between(t0, self.mon.sim_time())[1], self.robot.lower, self.robot.upper
+        )
         self.results['end_stop_share'] = dict(zip(self.robot.joint_names, stops.tolist()))
         if np.any(stops > MAX_END_STOP_SHARE):
-            log('FAILED: joints at their end stops during the excitation: '
-                + ', '.join(f'{nm} {v:.1%} of the time'
-                            for nm, v in zip(self.robot.joint_names, stops)
-                            if v > MAX_END_STOP_SHARE))
+            log(
+                'FAILED: joints at their end stops during the excitation: '
+                + ', '.join(
+                    f'{nm} {v:.1%} of the time'
+                    for nm, v in zip(self.robot.joint_names, stops)
+                    if v > MAX_END_STOP_SHARE
+                )
+            )
         bad = broken_joints(floor, self.args.max_true_nmse, residual, self.effort_limit)
         if bad.any():
-            log(f'FAILED: the true plant does not explain the excitation torques (nMSE up to '
+            log(
+                f'FAILED: the true plant does not explain the excitation torques (nMSE up to '
                 f'{np.nanmax(floor[bad]):.3g} > {self.args.max_true_nmse:g}): the arm hit its '
-                'end stops or saturated; the models learn from broken data')
+                'end stops or saturated; the models learn from broken data'
+            )
         stop = TrainingStop(target, patience=self.args.plateau)
         seen = 0
 
@@ -568,17 +628,22 @@ class Demo:
                     self.timing['sim_time_to_target_s'] = t_sim - t0
             seen = min(len(updates), len(times))
             return stop.done(self.mon.sim_time())
+
         if done():
             self.results['learning_plateaued'] = True
             return
-        log(f'excitation goes on (at most {deadline - self.mon.sim_time():.0f} s of sim time) '
+        log(
+            f'excitation goes on (at most {deadline - self.mon.sim_time():.0f} s of sim time) '
             f'until a model is at the target and the last {self.args.plateau:g} s of versions '
-            'show no more progress')
+            'show no more progress'
+        )
         wall_end = time.monotonic() + max(60.0, 4.0 * (deadline - self.mon.sim_time()) + 30.0)
-        self.wait_until('the validation target',
-                        lambda: done() or self.mon.sim_time() >= deadline or
-                        time.monotonic() > wall_end, timeout=np.inf,
-                        progress=self.learner_progress)
+        self.wait_until(
+            'the validation target',
+            lambda: done() or self.mon.sim_time() >= deadline or time.monotonic() > wall_end,
+            timeout=np.inf,
+            progress=self.learner_progress,
+        )
         self.results['learning_plateaued'] = stop.done(self.mon.sim_time())
         if not stop.reached():
             log('warning: no model reached the validation target; evaluating the newest one')
@@ -588,27 +653,38 @@ class Demo:
     def phase_identification(self) -> None:
         from delan_control.sysid import identify_dataset
         from delan_learning.bag_io import read_bag_arrays
+
         log('phase 2/3: stopping the logger and identifying from its bag')
         code = self.stop('data_logger')
         if code != 0:
             raise DemoError(f'data_logger exited with {code} on SIGINT')
         wall = time.monotonic()
-        data = read_bag_arrays(self.bag_dir, joint_names=self.robot.joint_names,
-                               joint_types=self.robot.joint_types)
-        self.results['bag'] = {'samples': int(len(data['q'])),
-                               'trajectories': int(len(np.unique(data['traj']))),
-                               'bytes': int(sum(os.path.getsize(os.path.join(dp, f))
-                                                for dp, _, fs in os.walk(self.bag_dir)
-                                                for f in fs))}
-        model, report = identify_dataset(self.model, data, holdout=0)   # evaluated later
+        data = read_bag_arrays(
+            self.bag_dir, joint_names=self.robot.joint_names, joint_types=self.robot.joint_types
+        )
+        self.results['bag'] = {
+            'samples': int(len(data['q'])),
+            'trajectories': int(len(np.unique(data['traj']))),
+            'bytes': int(
+                sum(
+                    os.path.getsize(os.path.join(dp, f))
+                    for dp, _, fs in os.walk(self.bag_dir)
+                    for f in fs
+                )
+            ),
+        }
+        model, report = identify_dataset(self.model, data, holdout=0)  # evaluated later
         self.identified_path = os.path.join(self.out, 'identified.json')
         model.save(self.identified_path)
         self.timing['identification_s'] = time.monotonic() - wall
-        self.results['identification'] = {k: v for k, v in report.items()
-                                          if isinstance(v, (int, float, str, list))}
-        log(f'bag: {self.results["bag"]["samples"]} samples in '
+        self.results['identification'] = {
+            k: v for k, v in report.items() if isinstance(v, (int, float, str, list))
+        }
+        log(
+            f'bag: {self.results["bag"]["samples"]} samples in '
             f'{self.results["bag"]["trajectories"]} trajectories; identified -> '
-            f'{self.identified_path}')
+            f'{self.identified_path}'
+        )
 
     def phase_evaluation(self) -> None:
         """Each controller tracks the same figure eight from the same state: the sim is reset
@@ -624,12 +700,20 @@ class Demo:
                 seg = self.track(ctrl, speed)
                 self.segments.append(seg)
                 status = f'DIVERGED ({seg.diverged})' if seg.diverged else 'ok'
-                log(f'{ctrl:>10s} @ {speed:.0f}x: RMS error '
-                    f'{np.array2string(seg.rms, precision=4)} rad; {status}')
+                log(
+                    f'{ctrl:>10s} @ {speed:.0f}x: RMS error '
+                    f'{np.array2string(seg.rms, precision=4)} rad; {status}'
+                )
         # every joint state of the phase, for a look at what the table and plots summarise
         t, q, qd, tau = self.mon.data_between(t_start, self.mon.sim_time())
-        np.savez_compressed(os.path.join(self.out, 'evaluation_states.npz'), t=t, q=q, qd=qd,
-                            tau=tau, joint_names=np.array(self.robot.joint_names))
+        np.savez_compressed(
+            os.path.join(self.out, 'evaluation_states.npz'),
+            t=t,
+            q=q,
+            qd=qd,
+            tau=tau,
+            joint_names=np.array(self.robot.joint_names),
+        )
 
     def track(self, ctrl: str, speed: float) -> Segment:
         """One evaluation run of ``ctrl`` at ``speed`` from the sim's initial state."""
@@ -641,23 +725,36 @@ class Demo:
         self.mon.set_params('reference', {'trajectory': 'hold'})
         self.mon.reset_sim()
         self.wait_sim(self.mon.sim_time() + 0.1)
-        self.mon.set_params('reference', {'trajectory': 'hold'})   # where the reset put it
+        self.mon.set_params('reference', {'trajectory': 'hold'})  # where the reset put it
         self.wait_sim(self.mon.sim_time() + 0.5)
         self.mon.set_params('torque_controller', {'model': ctrl})
         n_ref = self.mon.reference_count()
-        self.mon.set_params('reference', {'trajectory': 'figure_eight', 'speed': speed,
-                                          'duration': self.args.test_duration,
-                                          'repeat': False})
+        self.mon.set_params(
+            'reference',
+            {
+                'trajectory': 'figure_eight',
+                'speed': speed,
+                'duration': self.args.test_duration,
+                'repeat': False,
+            },
+        )
         self.wait_until('the test reference', lambda: self.mon.reference_count() > n_ref, 30.0)
         t0, ref, _ = self.mon.reference
         t_a, t_b = t0 + approach, ref.end_time
         self.wait_sim(t0)
         t_now, q_now, _, _ = self.mon.data_between(t0 - 0.05, t0 + 0.05)
-        start_error = float(np.max(np.abs(joint_errors(ref.sample(t_now)[0], q_now,
-                                                       self.robot.joint_types)))) \
-            if len(t_now) else math.nan
-        check = DivergenceCheck(self.effort_limit, max_error=self.args.diverge_error,
-                                max_saturated_s=self.args.diverge_saturation)
+        start_error = (
+            float(
+                np.max(np.abs(joint_errors(ref.sample(t_now)[0], q_now, self.robot.joint_types)))
+            )
+            if len(t_now)
+            else math.nan
+        )
+        check = DivergenceCheck(
+            self.effort_limit,
+            max_error=self.args.diverge_error,
+            max_saturated_s=self.args.diverge_saturation,
+        )
         seen = t0
         while True:
             now = self.mon.sim_time()
@@ -668,8 +765,9 @@ class Demo:
                 if check.update(t, err, tau):
                     # held where it is (not pulled back onto the figure eight), then reset
                     self.mon.set_params('reference', {'trajectory': 'hold'})
-                    self.mon.set_params('torque_controller',
-                                        {'model': hold if ctrl != hold else 'pd'})
+                    self.mon.set_params(
+                        'torque_controller', {'model': hold if ctrl != hold else 'pd'}
+                    )
                     t_b = max(float(t[-1]), t_a)
                     break
             if now >= t_b + 0.05:
@@ -679,16 +777,33 @@ class Demo:
         t, q, qd, tau = self.mon.data_between(t_a, t_b)
         if len(t) < 10 and check.reason is None:
             raise DemoError(f'no joint states recorded while tracking with {ctrl}')
-        if len(t) == 0:   # diverged during the approach
+        if len(t) == 0:  # diverged during the approach
             t, q, qd, tau = self.mon.data_between(t0, t_b)
         q_ref = ref.sample(t)[0]
         err = joint_errors(q_ref, q, self.robot.joint_types)
         self.results.setdefault('evaluation_runs', []).append(
-            {'controller': ctrl, 'speed': speed, 'reference_start': t0, 'approach_end': t_a,
-             'end': t_b, 'start_error': start_error, 'diverged': check.reason})
-        return Segment(ctrl, speed, t, q, qd, tau, q_ref,
-                       rms=np.sqrt(np.mean(err ** 2, axis=0)),
-                       max_abs=np.max(np.abs(err), axis=0), diverged=check.reason)
+            {
+                'controller': ctrl,
+                'speed': speed,
+                'reference_start': t0,
+                'approach_end': t_a,
+                'end': t_b,
+                'start_error': start_error,
+                'diverged': check.reason,
+            }
+        )
+        return Segment(
+            ctrl,
+            speed,
+            t,
+            q,
+            qd,
+            tau,
+            q_ref,
+            rms=np.sqrt(np.mean(err**2, axis=0)),
+            max_abs=np.max(np.abs(err), axis=0),
+            diverged=check.reason,
+        )
 
     @property
     def effort_limit(self) -> np.ndarray:
@@ -698,82 +813,172 @@ class Demo:
         """Did DeLaN do what the demo claims? (see :func:`delan_verdict`)"""
         mean_rms = {(s.controller, s.speed): float(np.mean(s.rms)) for s in self.segments}
         diverged = {(s.controller, s.speed): s.diverged is not None for s in self.segments}
-        true_nmse = {e['speed']: float(np.mean(e['nmse']))
-                     for e in self.results.get('torque_nmse', []) if e['model'] == 'true'}
-        floor = {float(k): float(np.mean(v))
-                 for k, v in self.results.get('loop_floor_rms', {}).items()}
-        return delan_verdict(mean_rms, diverged, SPEEDS, self.args.max_delan_ratio, true_nmse,
-                             self.args.max_true_nmse, self.results.get('noise_floor_nmse'),
-                             floor, learned=self.args.learner_model,
-                             excitation_residual=self.results.get('noise_floor_residual_rms'),
-                             effort_limit=self.effort_limit,
-                             end_stops=self.results.get('end_stop_share'))
+        true_nmse = {
+            e['speed']: float(np.mean(e['nmse']))
+            for e in self.results.get('torque_nmse', [])
+            if e['model'] == 'true'
+        }
+        floor = {
+            float(k): float(np.mean(v)) for k, v in self.results.get('loop_floor_rms', {}).items()
+        }
+        return delan_verdict(
+            mean_rms,
+            diverged,
+            SPEEDS,
+            self.args.max_delan_ratio,
+            true_nmse,
+            self.args.max_true_nmse,
+            self.results.get('noise_floor_nmse'),
+            floor,
+            learned=self.args.learner_model,
+            excitation_residual=self.results.get('noise_floor_residual_rms'),
+            effort_limit=self.effort_limit,
+            end_stops=self.results.get('end_stop_share'),
+        )
 
     def loop_floor(self) -> None:
         """How well the sim's own model tracks in this loop, replayed without ROS
         (delan_control.replay): what the best model could show, per speed."""
         from delan_control.replay import EvaluationSetup, replay_tracking, true_model
+
         sim = self.node_params('sim')
-        setup = EvaluationSetup(self.robot, self.model, Mismatch.from_params(sim), sim,
-                                self.node_params('reference'), self.home())
+        setup = EvaluationSetup(
+            self.robot,
+            self.model,
+            Mismatch.from_params(sim),
+            sim,
+            self.node_params('reference'),
+            self.home(),
+        )
         truth = true_model(setup)
         self.results['loop_floor_rms'] = {
-            str(sp): replay_tracking(setup, truth, sp, self.args.law,
-                                     self.args.test_duration).tolist() for sp in SPEEDS}
+            str(sp): replay_tracking(
+                setup, truth, sp, self.args.law, self.args.test_duration
+            ).tolist()
+            for sp in SPEEDS
+        }
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--robot', '--urdf', default='two_link_arm.urdf',
-                    help='URDF or xacro of the arm: a path, a file of delan_bringup/urdf/ or of '
-                         'example-robot-data (e.g. panda.urdf); default: the 2-link arm')
-    ap.add_argument('--joints', default='',
-                    help='joints to learn and control, comma separated (default: the arm chain '
-                         'of the URDF; every other movable joint is locked)')
+    ap = argparse.ArgumentParser(
+        description=__doc__.split('\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        '--robot',
+        '--urdf',
+        default='two_link_arm.urdf',
+        help='URDF or xacro of the arm: a path, a file of delan_bringup/urdf/ or of '
+        'example-robot-data (e.g. panda.urdf); default: the 2-link arm',
+    )
+    ap.add_argument(
+        '--joints',
+        default='',
+        help='joints to learn and control, comma separated (default: the arm chain '
+        'of the URDF; every other movable joint is locked)',
+    )
     ap.add_argument('--out', default='out/demo', help='output folder for report, bag, logs')
-    ap.add_argument('--mismatch-preset', default='', choices=tuple(PRESETS),
-                    help="the sim's mismatch preset ('realistic': payload, Stribeck and "
-                         "asymmetric friction, joint springs; default: the parameter file's)")
-    ap.add_argument('--params', default=None,
-                    help='node parameter file (default: config/sim_params.yaml of delan_bringup)')
-    ap.add_argument('--learner-model', default='delan', choices=LEARNED_KINDS,
-                    help='what the learner learns and the demo evaluates: the whole dynamics '
-                         '(delan) or a residual on the URDF\'s model (delan_residual)')
-    ap.add_argument('--excitation', type=float, default=120.0,
-                    help='sim seconds of excitation / online learning')
-    ap.add_argument('--law', default='feedforward_urdf_pd', choices=LAWS,
-                    help='control law of every model (default: the model\'s inverse dynamics on '
-                         'the reference as feed-forward, the computed-torque feedback through the '
-                         'URDF\'s mass matrix: every controller has the same loop and a learned '
-                         'model\'s errors only bias the feed-forward)')
-    ap.add_argument('--excitation-controller', default='pinocchio', choices=('pd', 'pinocchio'),
-                    help='controller model that tracks the excitation')
-    ap.add_argument('--segment', type=float, default=10.0,
-                    help='sim seconds of each excitation trajectory (then the next seed)')
-    ap.add_argument('--target-nmse', type=float, default=0.003,
-                    help='after the excitation time, go on until a published model has this '
-                         'validation nMSE on every joint ...')
-    ap.add_argument('--floor-factor', type=float, default=3.0,
-                    help='... or this times the true plant\'s own nMSE on the excitation, '
-                         'whichever is larger ...')
-    ap.add_argument('--plateau', type=float, default=90.0,
-                    help='... and the trend of the versions published in the last this many sim '
-                         'seconds promises no joint 10 %% more (0: stop at the target) ...')
-    ap.add_argument('--max-extra', type=float, default=150.0,
-                    help='... for at most this many more sim seconds')
-    ap.add_argument('--test-duration', type=float, default=8.0,
-                    help='sim seconds of each evaluation run (after a 2 s approach)')
-    ap.add_argument('--max-delan-ratio', type=float, default=1.0 / 3.0,
-                    help='fail unless DeLaN tracks with at most this times the mean RMS error '
-                         'of nominal Pinocchio at every speed')
-    ap.add_argument('--max-true-nmse', type=float, default=0.1,
-                    help='fail when the true plant predicts the evaluation torques worse than '
-                         'this (broken data)')
-    ap.add_argument('--diverge-error', type=float, default=1.0,
-                    help='stop a run (diverged) when a joint is this far off [rad or m] ...')
-    ap.add_argument('--diverge-saturation', type=float, default=1.0,
-                    help='... or a joint sits at its effort limit for this many seconds')
+    ap.add_argument(
+        '--mismatch-preset',
+        default='',
+        choices=tuple(PRESETS),
+        help="the sim's mismatch preset ('realistic': payload, Stribeck and "
+        "asymmetric friction, joint springs; default: the parameter file's)",
+    )
+    ap.add_argument(
+        '--params',
+        default=None,
+        help='node parameter file (default: config/sim_params.yaml of delan_bringup)',
+    )
+    ap.add_argument(
+        '--learner-model',
+        default='delan',
+        choices=LEARNED_KINDS,
+        help='what the learner learns and the demo evaluates: the whole dynamics '
+        "(delan) or a residual on the URDF's model (delan_residual)",
+    )
+    ap.add_argument(
+        '--excitation',
+        type=float,
+        default=120.0,
+        help='sim seconds of excitation / online learning',
+    )
+    ap.add_argument(
+        '--law',
+        default='feedforward_urdf_pd',
+        choices=LAWS,
+        help="control law of every model (default: the model's inverse dynamics on "
+        'the reference as feed-forward, the computed-torque feedback through the '
+        "URDF's mass matrix: every controller has the same loop and a learned "
+        "model's errors only bias the feed-forward)",
+    )
+    ap.add_argument(
+        '--excitation-controller',
+        default='pinocchio',
+        choices=('pd', 'pinocchio'),
+        help='controller model that tracks the excitation',
+    )
+    ap.add_argument(
+        '--segment',
+        type=float,
+        default=10.0,
+        help='sim seconds of each excitation trajectory (then the next seed)',
+    )
+    ap.add_argument(
+        '--target-nmse',
+        type=float,
+        default=0.003,
+        help='after the excitation time, go on until a published model has this '
+        'validation nMSE on every joint ...',
+    )
+    ap.add_argument(
+        '--floor-factor',
+        type=float,
+        default=3.0,
+        help="... or this times the true plant's own nMSE on the excitation, "
+        'whichever is larger ...',
+    )
+    ap.add_argument(
+        '--plateau',
+        type=float,
+        default=90.0,
+        help='... and the trend of the versions published in the last this many sim '
+        'seconds promises no joint 10 %% more (0: stop at the target) ...',
+    )
+    ap.add_argument(
+        '--max-extra', type=float, default=150.0, help='... for at most this many more sim seconds'
+    )
+    ap.add_argument(
+        '--test-duration',
+        type=float,
+        default=8.0,
+        help='sim seconds of each evaluation run (after a 2 s approach)',
+    )
+    ap.add_argument(
+        '--max-delan-ratio',
+        type=float,
+        default=1.0 / 3.0,
+        help='fail unless DeLaN tracks with at most this times the mean RMS error '
+        'of nominal Pinocchio at every speed',
+    )
+    ap.add_argument(
+        '--max-true-nmse',
+        type=float,
+        default=0.1,
+        help='fail when the true plant predicts the evaluation torques worse than '
+        'this (broken data)',
+    )
+    ap.add_argument(
+        '--diverge-error',
+        type=float,
+        default=1.0,
+        help='stop a run (diverged) when a joint is this far off [rad or m] ...',
+    )
+    ap.add_argument(
+        '--diverge-saturation',
+        type=float,
+        default=1.0,
+        help='... or a joint sits at its effort limit for this many seconds',
+    )
     return ap
 
 

@@ -1,4 +1,5 @@
 """Analysis, plots and ``report.md`` of the demo (kept apart from the orchestration)."""
+
 from __future__ import annotations
 
 import json
@@ -15,23 +16,30 @@ from delan_common.robot_model import JOINT_EFFECT_FIELDS, Mismatch, RobotModel  
 from delan_control.model_loader import load_dynamics_model  # noqa: E402
 from delan_learning.data import complete_derivatives, split_at_gaps  # noqa: E402
 
-MODEL_LABELS = {'true': 'true plant', 'pinocchio': 'Pinocchio (nominal URDF)',
-                'identified': 'identified (least squares)', 'delan': 'DeLaN (online)',
-                'delan_residual': 'DeLaN residual on the URDF (online)'}
+MODEL_LABELS = {
+    'true': 'true plant',
+    'pinocchio': 'Pinocchio (nominal URDF)',
+    'identified': 'identified (least squares)',
+    'delan': 'DeLaN (online)',
+    'delan_residual': 'DeLaN residual on the URDF (online)',
+}
 
 
 def true_plant(demo) -> RobotModel:
     """The sim's model with the mismatch of the parameter file: the ground truth."""
-    return RobotModel(demo.urdf, Mismatch.from_params(demo.node_params('sim')),
-                      **demo.robot.selection_kwargs())
+    return RobotModel(
+        demo.urdf, Mismatch.from_params(demo.node_params('sim')), **demo.robot.selection_kwargs()
+    )
 
 
 def segment_arrays(segments) -> Dict[str, np.ndarray]:
-    arrays = {k: np.concatenate([getattr(s, k) for s in segments]) for k in ('t', 'q', 'qd',
-                                                                            'tau')}
+    arrays = {
+        k: np.concatenate([getattr(s, k) for s in segments]) for k in ('t', 'q', 'qd', 'tau')
+    }
     # one trajectory per segment, split where states were lost (a gap would give a false qdd)
-    arrays['traj'] = split_at_gaps(arrays['t'], np.concatenate(
-        [np.full(len(s.t), i) for i, s in enumerate(segments)]))
+    arrays['traj'] = split_at_gaps(
+        arrays['t'], np.concatenate([np.full(len(s.t), i) for i, s in enumerate(segments)])
+    )
     return complete_derivatives(arrays)
 
 
@@ -41,12 +49,16 @@ def nmse(pred: np.ndarray, tau: np.ndarray) -> np.ndarray:
 
 def models_under_test(demo) -> Dict[str, object]:
     ckpt = demo.results['learner']['checkpoint']
-    return {'true': true_plant(demo),
-            'pinocchio': load_dynamics_model('pinocchio', demo.robot),
-            'identified': load_dynamics_model('identified', demo.robot,
-                                              identified_params=demo.identified_path),
-            demo.args.learner_model: load_dynamics_model(demo.args.learner_model, demo.robot,
-                                                         checkpoint=ckpt)}
+    return {
+        'true': true_plant(demo),
+        'pinocchio': load_dynamics_model('pinocchio', demo.robot),
+        'identified': load_dynamics_model(
+            'identified', demo.robot, identified_params=demo.identified_path
+        ),
+        demo.args.learner_model: load_dynamics_model(
+            demo.args.learner_model, demo.robot, checkpoint=ckpt
+        ),
+    }
 
 
 def _fmt(v) -> str:
@@ -64,7 +76,7 @@ def write_report(demo) -> str:
         clean = [s for s in demo.segments if s.speed == speed and not s.diverged]
         if not clean:
             continue
-        d = segment_arrays(clean)   # a diverged run's data would pollute every model's error
+        d = segment_arrays(clean)  # a diverged run's data would pollute every model's error
         data_by_speed[speed] = d
         for key, m in models.items():
             pred = np.asarray(m.inverse(d['q'], d['qd'], d['qdd']))
@@ -77,29 +89,45 @@ def write_report(demo) -> str:
     demo.results['torque_nmse'] = res['torque_nmse']
     verdict = demo.verdict()
     res['verdict'] = demo.results['verdict'] = {
-        'passed': verdict.passed, 'failures': verdict.failures,
-        'delan_vs_pinocchio_rms': {str(k): v for k, v in verdict.ratios.items()}}
+        'passed': verdict.passed,
+        'failures': verdict.failures,
+        'delan_vs_pinocchio_rms': {str(k): v for k, v in verdict.ratios.items()},
+    }
     res['robot'] = {'urdf': demo.urdf, 'joints': names}
-    res['tracking'] = [{'controller': s.controller, 'speed': s.speed, 'rms': s.rms.tolist(),
-                        'max_abs': s.max_abs.tolist(), 'diverged': s.diverged}
-                       for s in demo.segments]
+    res['tracking'] = [
+        {
+            'controller': s.controller,
+            'speed': s.speed,
+            'rms': s.rms.tolist(),
+            'max_abs': s.max_abs.tolist(),
+            'diverged': s.diverged,
+        }
+        for s in demo.segments
+    ]
     with open(os.path.join(out, 'results.json'), 'w') as f:
         json.dump(res, f, indent=1)
     # ---- plots
     plots = [_plot_learning(demo), _plot_tracking(demo)]
-    if data_by_speed:   # else every run diverged: no clean data to predict
-        plots += [_plot_torque(demo, models, data_by_speed),
-                  _plot_structure(demo, models, data_by_speed)]
+    if data_by_speed:  # else every run diverged: no clean data to predict
+        plots += [
+            _plot_torque(demo, models, data_by_speed),
+            _plot_structure(demo, models, data_by_speed),
+        ]
     # ---- tables
-    lines = ['| controller | speed | RMS tracking error per joint [rad] | mean RMS [rad] |',
-             '|---|---|---|---|']
+    lines = [
+        '| controller | speed | RMS tracking error per joint [rad] | mean RMS [rad] |',
+        '|---|---|---|---|',
+    ]
     for s in demo.segments:
         mark = f' **diverged**: {s.diverged}' if s.diverged else ''
-        lines.append(f'| {s.controller} | {s.speed:.0f}x | {_fmt(s.rms)} | '
-                     f'{np.mean(s.rms):.4f}{mark} |')
+        lines.append(
+            f'| {s.controller} | {s.speed:.0f}x | {_fmt(s.rms)} | {np.mean(s.rms):.4f}{mark} |'
+        )
     for speed, rms in sorted(demo.results.get('loop_floor_rms', {}).items()):
-        lines.append(f'| *true plant (replayed: the loop\'s floor)* | {float(speed):.0f}x | '
-                     f'{_fmt(rms)} | {np.mean(rms):.4f} |')
+        lines.append(
+            f"| *true plant (replayed: the loop's floor)* | {float(speed):.0f}x | "
+            f'{_fmt(rms)} | {np.mean(rms):.4f} |'
+        )
     tracking = '\n'.join(lines)
     lines = ['| model | speed | torque nMSE per joint | mean nMSE |', '|---|---|---|---|']
     for key, speed, v in pred_rows:
@@ -107,54 +135,90 @@ def write_report(demo) -> str:
     prediction = '\n'.join(lines)
     lr = demo.results['learner']
     t = demo.timing
-    summary = (f'- robot: `{os.path.relpath(demo.urdf, os.getcwd())}`, joints {", ".join(names)}\n'
-               f'- plant mismatch vs the URDF: `{json.dumps(_mismatch(demo))}`\n'
-               f'- online learning: {lr["samples_seen"]} joint states, {lr["training_steps"]} '
-               f'optimiser steps, {lr["model_version"]} model versions in '
-               f'{t.get("excitation_wall_s", 0):.0f} s wall ({t.get("excitation_sim_s", 0):.0f} s'
-               f' sim, {lr.get("steps_per_s", 0):.0f} steps/s); final validation nMSE '
-               f'{_fmt(lr["validation_nmse"])}; target {_fmt(demo.results.get("target_nmse", []))}'
-               f' (true-plant floor {_fmt(demo.results.get("noise_floor_nmse", []))}), '
-               f'{_reached(t)}{_plateau(demo.results)}\n'
-               f'- rosbag2: {demo.results["bag"]["samples"]} joint states, '
-               f'{demo.results["bag"]["bytes"] / 1e6:.1f} MB; identification took '
-               f'{t.get("identification_s", 0):.1f} s\n'
-               f'- whole demo: {t.get("total_wall_s", 0):.0f} s wall\n')
+    summary = (
+        f'- robot: `{os.path.relpath(demo.urdf, os.getcwd())}`, joints {", ".join(names)}\n'
+        f'- plant mismatch vs the URDF: `{json.dumps(_mismatch(demo))}`\n'
+        f'- online learning: {lr["samples_seen"]} joint states, {lr["training_steps"]} '
+        f'optimiser steps, {lr["model_version"]} model versions in '
+        f'{t.get("excitation_wall_s", 0):.0f} s wall ({t.get("excitation_sim_s", 0):.0f} s'
+        f' sim, {lr.get("steps_per_s", 0):.0f} steps/s); final validation nMSE '
+        f'{_fmt(lr["validation_nmse"])}; target {_fmt(demo.results.get("target_nmse", []))}'
+        f' (true-plant floor {_fmt(demo.results.get("noise_floor_nmse", []))}), '
+        f'{_reached(t)}{_plateau(demo.results)}\n'
+        f'- rosbag2: {demo.results["bag"]["samples"]} joint states, '
+        f'{demo.results["bag"]["bytes"] / 1e6:.1f} MB; identification took '
+        f'{t.get("identification_s", 0):.1f} s\n'
+        f'- whole demo: {t.get("total_wall_s", 0):.0f} s wall\n'
+    )
     if verdict.passed:
         ratios = ', '.join(f'{r:.3f} at {sp:g}x' for sp, r in verdict.ratios.items())
-        outcome = (f'**PASSED**: DeLaN tracks with {ratios} of nominal Pinocchio\'s mean RMS '
-                   f'error (bound {demo.args.max_delan_ratio:.2f}).')
+        outcome = (
+            f"**PASSED**: DeLaN tracks with {ratios} of nominal Pinocchio's mean RMS "
+            f'error (bound {demo.args.max_delan_ratio:.2f}).'
+        )
     else:
         outcome = '**FAILED**:\n\n' + '\n'.join(f'- {why}' for why in verdict.failures)
-    md = ['# delan_ros demo report', '', outcome, '', summary,
-          '## Tracking the unseen figure eight', '',
-          tracking, '', '## Torque prediction on the evaluation data',
-          '', 'nMSE = MSE / Var(measured torque); qdd estimated offline (Savitzky-Golay). '
-          '"true plant" is the sim\'s own model: its error is the floor set by noise and the '
-          'acceleration estimate.', '', prediction, '', '## Plots', '']
+    md = [
+        '# delan_ros demo report',
+        '',
+        outcome,
+        '',
+        summary,
+        '## Tracking the unseen figure eight',
+        '',
+        tracking,
+        '',
+        '## Torque prediction on the evaluation data',
+        '',
+        'nMSE = MSE / Var(measured torque); qdd estimated offline (Savitzky-Golay). '
+        '"true plant" is the sim\'s own model: its error is the floor set by noise and the '
+        'acceleration estimate.',
+        '',
+        prediction,
+        '',
+        '## Plots',
+        '',
+    ]
     md += [f'![{os.path.splitext(p)[0]}]({p})' for p in plots]
     with open(os.path.join(out, 'report.md'), 'w') as f:
         f.write('\n'.join(md) + '\n')
     return tracking + '\n\n' + prediction
 
 
-MISMATCH_KEYS = ('mismatch_preset', 'mass_scale', 'inertia_scale', 'payload_mass',
-                 'payload_offset', 'payload_radius', 'viscous', 'coulomb', 'friction_scale',
-                 *JOINT_EFFECT_FIELDS, 'torque_noise', 'position_noise', 'velocity_noise')
+MISMATCH_KEYS = (
+    'mismatch_preset',
+    'mass_scale',
+    'inertia_scale',
+    'payload_mass',
+    'payload_offset',
+    'payload_radius',
+    'viscous',
+    'coulomb',
+    'friction_scale',
+    *JOINT_EFFECT_FIELDS,
+    'torque_noise',
+    'position_noise',
+    'velocity_noise',
+)
 
 
 def _reached(timing: Dict) -> str:
     if 'time_to_target_s' not in timing:
         return '**target not reached**'
-    return (f'reached after {timing["time_to_target_s"]:.0f} s wall '
-            f'({timing["sim_time_to_target_s"]:.0f} s sim)')
+    return (
+        f'reached after {timing["time_to_target_s"]:.0f} s wall '
+        f'({timing["sim_time_to_target_s"]:.0f} s sim)'
+    )
 
 
 def _plateau(results: Dict) -> str:
     if 'learning_plateaued' not in results:
         return ''
-    return ('; learned until it stopped improving' if results['learning_plateaued'] else
-            '; **still improving** when the extra excitation time ran out')
+    return (
+        '; learned until it stopped improving'
+        if results['learning_plateaued']
+        else '; **still improving** when the extra excitation time ran out'
+    )
 
 
 def _mismatch(demo) -> Dict:
@@ -164,8 +228,11 @@ def _mismatch(demo) -> Dict:
 
 def _plot_learning(demo) -> str:
     fig, ax = plt.subplots(figsize=(7, 4))
-    rows = [(w, list(m.validation_nmse), m.samples_seen) for w, m in demo.mon.status
-            if len(m.validation_nmse)]
+    rows = [
+        (w, list(m.validation_nmse), m.samples_seen)
+        for w, m in demo.mon.status
+        if len(m.validation_nmse)
+    ]
     if rows:
         w = np.array([r[0] for r in rows])
         v = np.array([r[1] for r in rows])
@@ -185,8 +252,10 @@ def _plot_tracking(demo) -> str:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     width = 0.8 / len(speeds)
     for i, sp in enumerate(speeds):
-        vals = [np.mean(next(s.rms for s in demo.segments if s.controller == c and s.speed == sp))
-                for c in ctrls]
+        vals = [
+            np.mean(next(s.rms for s in demo.segments if s.controller == c and s.speed == sp))
+            for c in ctrls
+        ]
         axes[0].bar(np.arange(len(ctrls)) + i * width, vals, width, label=f'{sp:.0f}x')
     axes[0].set_xticks(np.arange(len(ctrls)) + 0.4 - width / 2, ctrls)
     axes[0].set_yscale('log')
@@ -195,8 +264,9 @@ def _plot_tracking(demo) -> str:
     axes[0].set_title('Tracking error by controller')
     for s in demo.segments:
         if s.speed == speeds[-1]:
-            axes[1].semilogy(s.t - s.t[0], np.linalg.norm(s.q_ref - s.q, axis=1) + 1e-6,
-                             label=s.controller)
+            axes[1].semilogy(
+                s.t - s.t[0], np.linalg.norm(s.q_ref - s.q, axis=1) + 1e-6, label=s.controller
+            )
     axes[1].set_xlabel('time [s]')
     axes[1].set_ylabel('|q_ref - q| [rad]')
     axes[1].set_title(f'Error over time at {speeds[-1]:.0f}x')
@@ -232,19 +302,30 @@ def _plot_structure(demo, models, data_by_speed) -> str:
     n = q.shape[1]
     pairs = [(i, j) for i in range(n) for j in range(i, n)][:6]
     fig, axes = plt.subplots(2, 2, figsize=(12, 7))
-    styles = {'true': ('k', 2.0), 'pinocchio': ('tab:blue', 1.0),
-              'identified': ('tab:orange', 1.0),
-              'delan': ('tab:red', 1.2), 'delan_residual': ('tab:red', 1.2)}
+    styles = {
+        'true': ('k', 2.0),
+        'pinocchio': ('tab:blue', 1.0),
+        'identified': ('tab:orange', 1.0),
+        'delan': ('tab:red', 1.2),
+        'delan_residual': ('tab:red', 1.2),
+    }
     for key, m in models.items():
         c, lw = styles[key]
         H = np.asarray(m.mass_matrix(q))
         for k, (i, j) in enumerate(pairs):
-            axes[0, 0].plot(t, H[:, i, j], color=c, lw=lw, alpha=0.4 + 0.6 * (k == 0),
-                            label=MODEL_LABELS[key] if k == 0 else None)
+            axes[0, 0].plot(
+                t,
+                H[:, i, j],
+                color=c,
+                lw=lw,
+                alpha=0.4 + 0.6 * (k == 0),
+                label=MODEL_LABELS[key] if k == 0 else None,
+            )
         g = np.asarray(m.gravity(q))
         for j in range(min(n, 3)):
-            axes[0, 1].plot(t, g[:, j], color=c, lw=lw,
-                            label=MODEL_LABELS[key] if j == 0 else None)
+            axes[0, 1].plot(
+                t, g[:, j], color=c, lw=lw, label=MODEL_LABELS[key] if j == 0 else None
+            )
         T, V = (np.asarray(x) for x in m.energy(q, qd))
         axes[1, 0].plot(t, T.reshape(-1), color=c, lw=lw, label=MODEL_LABELS[key])
         V = V.reshape(-1)

@@ -5,6 +5,7 @@ spin it for the rest of its run (nor leave it spun for the next controller), and
 not enter the torque-prediction table. These rules live here, apart from the orchestration, so
 they are unit-tested on arrays.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,8 +23,11 @@ def joint_errors(q_ref: np.ndarray, q: np.ndarray, joint_types: Sequence[str]) -
     A continuous joint's angle is only defined modulo 2 pi: 2 pi - 0.01 rad off is 0.01 rad off.
     """
     cont = np.array([t == 'continuous' for t in joint_types])
-    return position_error(np.asarray(q_ref, dtype=np.float64), np.asarray(q, dtype=np.float64),
-                          cont if cont.any() else None)
+    return position_error(
+        np.asarray(q_ref, dtype=np.float64),
+        np.asarray(q, dtype=np.float64),
+        cont if cont.any() else None,
+    )
 
 
 @dataclass
@@ -53,8 +57,9 @@ class DivergenceCheck:
         big = np.abs(err) > self.max_error
         if big.any():
             i, j = np.argwhere(big)[0]
-            self.reason = (f'joint {j} error {err[i, j]:+.3g} beyond {self.max_error:g} at '
-                           f't={t[i]:.2f} s')
+            self.reason = (
+                f'joint {j} error {err[i, j]:+.3g} beyond {self.max_error:g} at t={t[i]:.2f} s'
+            )
             return self.reason
         lim = np.asarray(self.effort_limit, dtype=np.float64)
         finite = np.isfinite(lim) & (lim > 0)
@@ -70,8 +75,10 @@ class DivergenceCheck:
             long = sat[i] & (t[i] - since > self.max_saturated_s)
             if long.any():
                 j = int(np.flatnonzero(long)[0])
-                self.reason = (f'joint {j} at its effort limit for more than '
-                               f'{self.max_saturated_s:g} s (t={t[i]:.2f} s)')
+                self.reason = (
+                    f'joint {j} at its effort limit for more than '
+                    f'{self.max_saturated_s:g} s (t={t[i]:.2f} s)'
+                )
                 return self.reason
         return None
 
@@ -109,9 +116,12 @@ def end_stop_share(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.nd
     return at_position_limit(q, lower, upper).mean(axis=0)
 
 
-def broken_joints(nmse: Sequence[float], max_nmse: float,
-                  residual_rms: Optional[Sequence[float]] = None,
-                  effort_limit: Optional[Sequence[float]] = None) -> np.ndarray:
+def broken_joints(
+    nmse: Sequence[float],
+    max_nmse: float,
+    residual_rms: Optional[Sequence[float]] = None,
+    effort_limit: Optional[Sequence[float]] = None,
+) -> np.ndarray:
     """Per joint: does the true plant fail to explain the recorded torque? Its nMSE is above
     ``max_nmse`` and, where the residual and a finite effort limit are known, its residual RMS is
     above :data:`MIN_BROKEN_SHARE` of that limit. A joint that barely moves has a torque spread
@@ -127,16 +137,20 @@ def broken_joints(nmse: Sequence[float], max_nmse: float,
     return bad
 
 
-def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
-                  speeds: Sequence[float], max_ratio: float,
-                  true_plant_nmse: Optional[Dict[float, float]] = None,
-                  max_true_nmse: float = 0.1,
-                  excitation_floor: Optional[Sequence[float]] = None,
-                  loop_floor: Optional[Dict[float, float]] = None,
-                  learned: str = 'delan',
-                  excitation_residual: Optional[Sequence[float]] = None,
-                  effort_limit: Optional[Sequence[float]] = None,
-                  end_stops: Optional[Dict[str, float]] = None) -> Verdict:
+def delan_verdict(
+    mean_rms: Dict[tuple, float],
+    diverged: Dict[tuple, bool],
+    speeds: Sequence[float],
+    max_ratio: float,
+    true_plant_nmse: Optional[Dict[float, float]] = None,
+    max_true_nmse: float = 0.1,
+    excitation_floor: Optional[Sequence[float]] = None,
+    loop_floor: Optional[Dict[float, float]] = None,
+    learned: str = 'delan',
+    excitation_residual: Optional[Sequence[float]] = None,
+    effort_limit: Optional[Sequence[float]] = None,
+    end_stops: Optional[Dict[str, float]] = None,
+) -> Verdict:
     """The learned model (``learned``: delan or delan_residual) must not diverge and must track
     at most ``max_ratio`` x nominal Pinocchio's mean RMS error at every speed; the true plant
     must predict the measured torque (nMSE at most
@@ -162,38 +176,55 @@ def delan_verdict(mean_rms: Dict[tuple, float], diverged: Dict[tuple, bool],
             continue
         ratios[sp] = d / p if p > 0 else np.inf
         if diverged.get(('pinocchio', sp), False):
-            continue   # nominal lost the arm: any non-diverged learned run beats it
+            continue  # nominal lost the arm: any non-diverged learned run beats it
         if not ratios[sp] <= max_ratio:
-            failures.append(f'{learned} mean RMS {d:.4g} is {ratios[sp]:.2f} x '
-                            f'pinocchio\'s {p:.4g} at {sp:g}x (bound {max_ratio:.2f})')
+            failures.append(
+                f'{learned} mean RMS {d:.4g} is {ratios[sp]:.2f} x '
+                f"pinocchio's {p:.4g} at {sp:g}x (bound {max_ratio:.2f})"
+            )
     for sp, v in (loop_floor or {}).items():
         p = mean_rms.get(('pinocchio', sp))
         if p is not None and not v <= MAX_LOOP_FLOOR * p:
-            failures.append(f'the control loop cannot tell models apart at {sp:g}x: the sim\'s '
-                            f'own model tracks with {v:.4g} rad, nominal with {p:.4g} (the '
-                            f'gains, the rate or the effort limits, not the models)')
+            failures.append(
+                f"the control loop cannot tell models apart at {sp:g}x: the sim's "
+                f'own model tracks with {v:.4g} rad, nominal with {p:.4g} (the '
+                f'gains, the rate or the effort limits, not the models)'
+            )
     for sp, v in (true_plant_nmse or {}).items():
         if not v <= max_true_nmse:
-            failures.append(f'the true plant predicts the measured torque with nMSE {v:.3g} at '
-                            f'{sp:g}x (> {max_true_nmse:g}): the evaluation data are broken')
+            failures.append(
+                f'the true plant predicts the measured torque with nMSE {v:.3g} at '
+                f'{sp:g}x (> {max_true_nmse:g}): the evaluation data are broken'
+            )
     floor = np.asarray(excitation_floor if excitation_floor is not None else [], float)
     bad = broken_joints(floor, max_true_nmse, excitation_residual, effort_limit)
     if bad.any():
-        failures.append(f'the true plant predicts the excitation torques with nMSE up to '
-                        f'{np.nanmax(floor[bad]):.3g} (> {max_true_nmse:g}): the training data '
-                        f'are broken (end-stop impacts, saturated motors, a lost arm)')
+        failures.append(
+            f'the true plant predicts the excitation torques with nMSE up to '
+            f'{np.nanmax(floor[bad]):.3g} (> {max_true_nmse:g}): the training data '
+            f'are broken (end-stop impacts, saturated motors, a lost arm)'
+        )
     stuck = {nm: v for nm, v in (end_stops or {}).items() if not v <= MAX_END_STOP_SHARE}
     if stuck:
-        failures.append('joints at their end stops during the excitation (share of the time): '
-                        + ', '.join(f'{nm} {v:.1%}' for nm, v in stuck.items())
-                        + ': not controlled there (too weak a loop, saturated motors); the '
-                        'training data hold forces no model has')
+        failures.append(
+            'joints at their end stops during the excitation (share of the time): '
+            + ', '.join(f'{nm} {v:.1%}' for nm, v in stuck.items())
+            + ': not controlled there (too weak a loop, saturated motors); the '
+            'training data hold forces no model has'
+        )
     return Verdict(not failures, failures, ratios)
 
 
-def simulated_tracking_rms(model, nominal, mismatch, duration: float, seed: int = 99,
-                           bandwidth: float = 60.0, rate: float = 500.0,
-                           bound: float = 1.0) -> float:
+def simulated_tracking_rms(
+    model,
+    nominal,
+    mismatch,
+    duration: float,
+    seed: int = 99,
+    bandwidth: float = 60.0,
+    rate: float = 500.0,
+    bound: float = 1.0,
+) -> float:
     """RMS joint error [rad] of computed torque on ``model`` tracking a fresh excitation
     trajectory (about the middle of the limits) on the true plant ``nominal.mismatched(
     mismatch)``, stepped without ROS; inf once an error passes ``bound`` (diverged).
@@ -204,14 +235,21 @@ def simulated_tracking_rms(model, nominal, mismatch, duration: float, seed: int 
     """
     from delan_common.excitation import random_fourier_trajectory
     from delan_control.plant import Plant
+
     spec = nominal.spec
     lo, hi = nominal.sample_bounds()
-    ref = random_fourier_trajectory(spec.lower, spec.upper, spec.velocity_limit, seed=seed,
-                                    velocity_fraction=0.5, center=0.5 * (lo + hi))
+    ref = random_fourier_trajectory(
+        spec.lower,
+        spec.upper,
+        spec.velocity_limit,
+        seed=seed,
+        velocity_fraction=0.5,
+        center=0.5 * (lo + hi),
+    )
     q_ref, qd_ref, qdd_ref = ref.sample(np.arange(int(duration * rate)) / rate)
     plant = Plant(nominal, mismatch, physics_rate=2 * rate)
     plant.reset(q_ref[0], qd_ref[0])
-    kp, kd = bandwidth ** 2, 2.0 * bandwidth
+    kp, kd = bandwidth**2, 2.0 * bandwidth
     sq = 0.0
     for k in range(len(q_ref)):
         q, qd = plant.q.copy(), plant.qd.copy()
@@ -219,8 +257,10 @@ def simulated_tracking_rms(model, nominal, mismatch, duration: float, seed: int 
         if not np.all(np.isfinite(e)) or np.abs(e).max() > bound:
             return float('inf')
         sq += float(e @ e)
-        tau = (model.inverse(q, qd, qdd_ref[k] + kp * e + kd * (qd_ref[k] - qd))
-               - model.friction(qd) + model.friction(qd_ref[k]))
+        tau = (
+            model.inverse(q, qd, qdd_ref[k] + kp * e + kd * (qd_ref[k] - qd))
+            - model.friction(qd)
+            + model.friction(qd_ref[k])
+        )
         plant.step(np.where(np.isfinite(tau), tau, 0.0), 2)
     return float(np.sqrt(sq / q_ref.size))
-

@@ -8,6 +8,7 @@ generalise beyond the path it saw. Here the search is simple and seeded: ``candi
 Fourier series inside the limits (:func:`~delan_common.excitation.random_fourier_trajectory`),
 the best by condition number wins.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,9 +27,9 @@ from .trajectories import effort_share
 class RegressorConditioning:
     """The identifiable columns of a robot's scaled regressor and the row weights."""
 
-    columns: np.ndarray       # base-parameter columns (indices into the 12 n parameters)
-    scales: np.ndarray        # parameter scales (sysid.parameter_scales)
-    row_weight: np.ndarray    # per joint: 1 / effort scale
+    columns: np.ndarray  # base-parameter columns (indices into the 12 n parameters)
+    scales: np.ndarray  # parameter scales (sysid.parameter_scales)
+    row_weight: np.ndarray  # per joint: 1 / effort scale
 
     @classmethod
     def of(cls, robot: RobotModel, seed: int = 0, samples: int = 200) -> 'RegressorConditioning':
@@ -56,8 +57,7 @@ class RegressorConditioning:
     @staticmethod
     def _matrix(robot, q, qd, qdd, scales, row_weight) -> np.ndarray:
         Phi = regressor(robot, q, qd, qdd)
-        return (Phi * row_weight[None, :, None] * scales[None, None, :]).reshape(
-            -1, scales.size)
+        return (Phi * row_weight[None, :, None] * scales[None, None, :]).reshape(-1, scales.size)
 
     def condition_number(self, robot: RobotModel, q, qd, qdd) -> float:
         A = self._matrix(robot, q, qd, qdd, self.scales, self.row_weight)[:, self.columns]
@@ -70,12 +70,18 @@ class RegressorConditioning:
 EXCITATION_EFFORT_FRACTION = 0.6
 
 
-def designed_excitation(robot: RobotModel, lower: np.ndarray, upper: np.ndarray,
-                        max_velocity: np.ndarray, seed: int = 0, candidates: int = 16,
-                        points: int = 100, velocity_fraction: float = 0.6,
-                        conditioning: Optional[RegressorConditioning] = None,
-                        effort_fraction: float = EXCITATION_EFFORT_FRACTION
-                        ) -> FourierTrajectory:
+def designed_excitation(
+    robot: RobotModel,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    max_velocity: np.ndarray,
+    seed: int = 0,
+    candidates: int = 16,
+    points: int = 100,
+    velocity_fraction: float = 0.6,
+    conditioning: Optional[RegressorConditioning] = None,
+    effort_fraction: float = EXCITATION_EFFORT_FRACTION,
+) -> FourierTrajectory:
     """The best-conditioned of ``candidates`` seeded random Fourier excitations (one period
     sampled at ``points`` states) among those that need at most ``effort_fraction`` of the
     effort limits by the URDF model (the least demanding one when none does): a candidate that
@@ -86,8 +92,9 @@ def designed_excitation(robot: RobotModel, lower: np.ndarray, upper: np.ndarray,
     lim = robot.operating_effort_limit()
     best, best_key = None, (np.inf, np.inf)
     for k in range(max(1, candidates)):
-        traj = random_fourier_trajectory(lower, upper, max_velocity, seed=seed * 1009 + k,
-                                         velocity_fraction=velocity_fraction)
+        traj = random_fourier_trajectory(
+            lower, upper, max_velocity, seed=seed * 1009 + k, velocity_fraction=velocity_fraction
+        )
         if candidates <= 1:
             return traj
         t = np.linspace(0.0, traj.period, points, endpoint=False)

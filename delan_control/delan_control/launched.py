@@ -4,6 +4,7 @@ thread, as it must; nodes can be stopped one at a time, and their exits are know
 
 Node output goes to ``log_dir`` (``launch``'s per-process log files), not to the terminal.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,12 +41,18 @@ class LaunchedSuite:
         self.started: Set[str] = set()
         self.exits: Dict[str, int] = {}
         self._service = LaunchService(noninteractive=True)
-        self._service.include_launch_description(LaunchDescription([
-            RegisterEventHandler(OnProcessStart(on_start=self._on_start)),
-            RegisterEventHandler(OnProcessExit(on_exit=self._on_exit)),
-            IncludeLaunchDescription(PythonLaunchDescriptionSource(launch_file),
-                                     launch_arguments=list(arguments.items())),
-        ]))
+        self._service.include_launch_description(
+            LaunchDescription(
+                [
+                    RegisterEventHandler(OnProcessStart(on_start=self._on_start)),
+                    RegisterEventHandler(OnProcessExit(on_exit=self._on_exit)),
+                    IncludeLaunchDescription(
+                        PythonLaunchDescriptionSource(launch_file),
+                        launch_arguments=list(arguments.items()),
+                    ),
+                ]
+            )
+        )
 
     def _on_start(self, event, _context) -> None:
         with self._lock:
@@ -81,9 +88,14 @@ class LaunchedSuite:
         return started
 
     def _shut_down(self, which: Callable[[str], bool]) -> None:
-        self._service.emit_event(ShutdownProcess(
-            process_matcher=lambda action: bool(action.process_details) and which(
-                executable_of(action.process_details['name']))))
+        self._service.emit_event(
+            ShutdownProcess(
+                process_matcher=lambda action: (
+                    bool(action.process_details)
+                    and which(executable_of(action.process_details['name']))
+                )
+            )
+        )
 
     def _wait_exited(self, executables, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

@@ -10,6 +10,7 @@ latency (clocks apart) is counted, not recorded.
 Latencies go into a histogram of ``BIN_US`` bins (cumulative since start), so any window's
 percentiles follow from two snapshots: the node's diagnostics publish it, a benchmark subtracts.
 """
+
 from __future__ import annotations
 
 import threading
@@ -17,8 +18,8 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-BIN_US = 10          # histogram resolution [us]
-N_BINS = 2000        # bins cover 0-20 ms; later commands go to one overflow bin
+BIN_US = 10  # histogram resolution [us]
+N_BINS = 2000  # bins cover 0-20 ms; later commands go to one overflow bin
 
 
 def percentile_us(hist: np.ndarray, q: float) -> float:
@@ -75,7 +76,7 @@ class LoopStats:
         # the previous answer went out after this state was published: it came late
         if self._last_command_ns is not None and stamps_ns[0] < self._last_command_ns:
             self.missed += 1
-        self.missed += len(stamps_ns) - 1        # superseded before they were answered
+        self.missed += len(stamps_ns) - 1  # superseded before they were answered
         self._last_command_ns = None
 
     def command(self, state_ns: int, command_ns: int) -> None:
@@ -101,14 +102,23 @@ class LoopStats:
         commands since the previous snapshot), and copies of the cumulative ``hist``,
         ``max_us``, ``states``, ``missed``, ``clock_skew``."""
         with self._lock:
-            return {'window': self._take_window(), 'hist': self.hist.copy(),
-                    'max_us': self.max_us, 'states': self.states, 'missed': self.missed,
-                    'clock_skew': self.clock_skew}
+            return {
+                'window': self._take_window(),
+                'hist': self.hist.copy(),
+                'max_us': self.max_us,
+                'states': self.states,
+                'missed': self.missed,
+                'clock_skew': self.clock_skew,
+            }
 
     def _take_window(self) -> Dict[str, float]:
         w = self.hist - self._window
-        out = {'p50_us': percentile_us(w, 50), 'p99_us': percentile_us(w, 99),
-               'max_us': self._window_max, 'count': int(w.sum())}
+        out = {
+            'p50_us': percentile_us(w, 50),
+            'p99_us': percentile_us(w, 99),
+            'max_us': self._window_max,
+            'count': int(w.sum()),
+        }
         self._window = self.hist.copy()
         self._window_max = 0.0
         return out

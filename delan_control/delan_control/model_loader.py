@@ -1,4 +1,5 @@
 """Builds the dynamics model a controller holds, by name: one place that knows every kind."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,9 @@ class ModelLoadError(ValueError):
     """The requested model cannot be built (missing file, other robot, corrupt checkpoint...)."""
 
 
-def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = '',
-                        identified_params: str = '') -> Optional[DynamicsModel]:
+def load_dynamics_model(
+    kind: str, robot: RobotDescription, checkpoint: str = '', identified_params: str = ''
+) -> Optional[DynamicsModel]:
     """``None`` for ``pd``; else a :class:`DynamicsModel` whose joints are the robot's. A learned
     model carries ``model_version``, the learner's version in its checkpoint (0 when none)."""
     if kind == 'pd':
@@ -24,9 +26,11 @@ def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = ''
         return _nominal(robot)
     if kind == 'identified':
         from delan_control.sysid import IdentifiedModel
+
         if not identified_params:
-            raise ModelLoadError('model=identified needs the identified_params file '
-                                 '(run delan-sysid)')
+            raise ModelLoadError(
+                'model=identified needs the identified_params file (run delan-sysid)'
+            )
         if not os.path.isfile(identified_params):
             raise ModelLoadError(f'identified parameters not found: {identified_params}')
         try:
@@ -34,8 +38,9 @@ def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = ''
         except (ValueError, KeyError) as err:
             raise ModelLoadError(str(err)) from None
         if list(model.joint_names) != robot.joint_names:
-            raise ModelLoadError(f'{identified_params} is for joints {model.joint_names}, '
-                                 f'not {robot.joint_names}')
+            raise ModelLoadError(
+                f'{identified_params} is for joints {model.joint_names}, not {robot.joint_names}'
+            )
         if model.robot.locked != robot.locked:
             model = _relocked(model, robot)
         return model
@@ -46,6 +51,7 @@ def load_dynamics_model(kind: str, robot: RobotDescription, checkpoint: str = ''
 
 def _nominal(robot: RobotDescription):
     from delan_common.robot_model import RobotModel
+
     try:
         return RobotModel.from_description(robot)
     except ValueError as err:
@@ -60,25 +66,31 @@ def _learned(kind: str, robot: RobotDescription, checkpoint: str):
         from delan_learning.checkpoint import CheckpointError, load_model
         from delan_learning.fastpath import dynamics_model
     except ImportError as err:
-        raise ModelLoadError(f'model={kind} needs the delan_learning package and PyTorch: '
-                             f'{err}') from None
+        raise ModelLoadError(
+            f'model={kind} needs the delan_learning package and PyTorch: {err}'
+        ) from None
     if not checkpoint:
-        raise ModelLoadError(f'model={kind} needs a checkpoint (delan_checkpoint parameter or '
-                             'a model update from the learner)')
+        raise ModelLoadError(
+            f'model={kind} needs a checkpoint (delan_checkpoint parameter or '
+            'a model update from the learner)'
+        )
     try:
         model, meta = load_model(checkpoint, expected_joint_names=robot.joint_names)
         loaded = dynamics_model(model, robot.joint_names)
     except (CheckpointError, OSError) as err:
         raise ModelLoadError(str(err)) from None
     if meta.get('model_kind') != kind:
-        raise ModelLoadError(f'{checkpoint} holds a {meta.get("model_kind")!r} model, not '
-                             f'{kind!r} (learner parameter model:={kind})')
+        raise ModelLoadError(
+            f'{checkpoint} holds a {meta.get("model_kind")!r} model, not '
+            f'{kind!r} (learner parameter model:={kind})'
+        )
     try:
         loaded.model_version = int(meta.get('model_version') or 0)
     except (TypeError, ValueError):
         loaded.model_version = 0
     if kind == 'delan_residual':
         from delan_common.residual_dynamics import NominalPlusResidual
+
         return NominalPlusResidual(_nominal(robot), loaded)
     return loaded
 
@@ -88,6 +100,7 @@ def _relocked(model, robot: RobotDescription):
     where the robot locks them: the kinematics change, the identified parameters stay."""
     from delan_common.robot_model import RobotModel
     from delan_control.sysid import IdentifiedModel
+
     try:
         kinematics = RobotModel(model.robot.xml, joints=robot.joint_names, locked=robot.locked)
     except ValueError as err:
@@ -104,8 +117,13 @@ class LatestLoader:
     is called from the loader thread.
     """
 
-    def __init__(self, load: Callable[[Any], Any], done: Callable[[Any, Any], None],
-                 failed: Callable[[Any, Exception], None], name: str = 'model_loader'):
+    def __init__(
+        self,
+        load: Callable[[Any], Any],
+        done: Callable[[Any, Any], None],
+        failed: Callable[[Any, Exception], None],
+        name: str = 'model_loader',
+    ):
         self._load, self._done, self._failed = load, done, failed
         self._cond = threading.Condition()
         self._request: Any = None

@@ -8,6 +8,7 @@ behind than ``max_lag_s`` (a CPU stall, a debugger), the backlog is dropped inst
 raced through: a controller would otherwise see sim time run at many times real time.
 ROS-free, so the policy is unit-tested without a node.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,8 @@ _EPS = 1e-9
 class Pace:
     """What the physics loop does now."""
 
-    steps: int              # physics steps to take now; 0: wait ``wait_s`` and ask again
-    wait_s: float = 0.0     # wall seconds until the next step is due (``steps == 0``)
+    steps: int  # physics steps to take now; 0: wait ``wait_s`` and ask again
+    wait_s: float = 0.0  # wall seconds until the next step is due (``steps == 0``)
     dropped_s: float = 0.0  # sim seconds of backlog dropped by this call (0: none)
 
 
@@ -38,11 +39,11 @@ class RealTimePacer:
     over, e.g. when the real-time factor changes (the new factor applies from now on, without
     a catch-up or a pause)."""
 
-    def __init__(self, dt: float, max_lag_s: float, resume_steps: int, wall: float,
-                 sim_t: float):
+    def __init__(self, dt: float, max_lag_s: float, resume_steps: int, wall: float, sim_t: float):
         if not dt > 0 or not max_lag_s > 0 or resume_steps < 1:
-            raise ValueError(f'dt {dt} and max_lag_s {max_lag_s} must be > 0, '
-                             f'resume_steps {resume_steps} >= 1')
+            raise ValueError(
+                f'dt {dt} and max_lag_s {max_lag_s} must be > 0, resume_steps {resume_steps} >= 1'
+            )
         self.dt, self.max_lag_s, self.resume_steps = dt, max_lag_s, int(resume_steps)
         self.rebase(wall, sim_t)
 

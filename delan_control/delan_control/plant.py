@@ -32,6 +32,7 @@ Torque is clamped to the URDF effort limits; an optional Gaussian torque disturb
 torque); ``measure()`` adds position/velocity measurement noise. Position limits act as
 inelastic end stops (position clamped, velocity into the stop zeroed) unless disabled.
 """
+
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
@@ -59,8 +60,9 @@ def _revolute_twin(model: RobotModel) -> RobotModel:
                 limit = ET.SubElement(joint, 'limit', effort='0', velocity='0')
             limit.set('lower', '-1e9')
             limit.set('upper', '1e9')
-    twin = RobotModel(ET.tostring(root, encoding='unicode'), model.mismatch,
-                      **model.selection_kwargs())
+    twin = RobotModel(
+        ET.tostring(root, encoding='unicode'), model.mismatch, **model.selection_kwargs()
+    )
     assert twin.joint_names == model.joint_names and twin.model.nq == twin.n
     return twin
 
@@ -73,12 +75,22 @@ class Plant:
     the plant integrates; ``self.nominal`` the URDF as written.
     """
 
-    def __init__(self, robot: Union[RobotModel, str], mismatch: Optional[Mismatch] = None, *,
-                 physics_rate: float = 1000.0, integrator: str = 'rk4',
-                 torque_noise: ArrayLike = 0.0, position_noise: ArrayLike = 0.0,
-                 velocity_noise: ArrayLike = 0.0, seed: Optional[int] = None,
-                 q0: Optional[ArrayLike] = None, qd0: Optional[ArrayLike] = None,
-                 clamp_torque: bool = True, position_limits: bool = True):
+    def __init__(
+        self,
+        robot: Union[RobotModel, str],
+        mismatch: Optional[Mismatch] = None,
+        *,
+        physics_rate: float = 1000.0,
+        integrator: str = 'rk4',
+        torque_noise: ArrayLike = 0.0,
+        position_noise: ArrayLike = 0.0,
+        velocity_noise: ArrayLike = 0.0,
+        seed: Optional[int] = None,
+        q0: Optional[ArrayLike] = None,
+        qd0: Optional[ArrayLike] = None,
+        clamp_torque: bool = True,
+        position_limits: bool = True,
+    ):
         nominal = robot if isinstance(robot, RobotModel) else RobotModel(robot)
         if not nominal.mismatch.is_identity():
             nominal = nominal.mismatched(Mismatch())
@@ -117,9 +129,10 @@ class Plant:
         h = self.dt
         self._k_inv_eps = np.full(n, 1.0 / COULOMB_SMOOTHING)
         self._k_tiny = np.full(n, 1e-300)
-        self._k_rk4 = tuple(np.full(n, x) for x in (
-            h, 0.5 * h, h / 6.0, 0.5 * h * h, h * h / 6.0, 0.25 * h * h))
-        self._no_stop = bytes(n)       # (q > upper).tobytes() when no joint is past a stop
+        self._k_rk4 = tuple(
+            np.full(n, x) for x in (h, 0.5 * h, h / 6.0, 0.5 * h * h, h * h / 6.0, 0.25 * h * h)
+        )
+        self._no_stop = bytes(n)  # (q > upper).tobytes() when no joint is past a stop
         self._zero = np.zeros(n)
         # Private Pinocchio models: the step writes armature (= dt * friction slope) into them.
         # Continuous joints become unlimited revolute ones there (same dynamics, nq = 1), so
@@ -127,22 +140,21 @@ class Plant:
         twin = _revolute_twin(self.truth)
         self._m = twin.model.copy()
         self._d = self._m.createData()
-        self._m0 = twin.model.copy()                    # RK4 stages
+        self._m0 = twin.model.copy()  # RK4 stages
         self._stiff_armature = self._armature_for_stiff_friction(twin)
         self._m0.armature = self._stiff_armature
         self._d0 = self._m0.createData()
-        self._mg = twin.model.copy()                    # no gravity: (H + A)^-1 x via ABA(q, 0, x)
+        self._mg = twin.model.copy()  # no gravity: (H + A)^-1 x via ABA(q, 0, x)
         self._mg.gravity = pin.Motion.Zero()
         self._dg = self._mg.createData()
         # q -> Pinocchio configuration; the identity (no call at all) without continuous joints
-        self._cfg = (None if twin.model.nq == n and twin._identity_config
-                     else twin.configuration)
+        self._cfg = None if twin.model.nq == n and twin._identity_config else twin.configuration
         self.q = np.zeros(n)
         self.qd = np.zeros(n)
         self.t = 0.0
         self.steps = 0
-        self.last_torque = np.zeros(n)   # clamped torque of the last step (what the motors gave)
-        self.blowups = 0                 # integrations that went non-finite (see advance)
+        self.last_torque = np.zeros(n)  # clamped torque of the last step (what the motors gave)
+        self.blowups = 0  # integrations that went non-finite (see advance)
         self.reset(q0, qd0)
 
     def _armature_for_stiff_friction(self, model: RobotModel) -> np.ndarray:
@@ -170,8 +182,9 @@ class Plant:
         self._noisy = bool(np.any(self._torque_noise > 0))
 
     # ------------------------------------------------------------------ state
-    def reset(self, q0: Optional[ArrayLike] = None, qd0: Optional[ArrayLike] = None,
-              t: float = 0.0) -> None:
+    def reset(
+        self, q0: Optional[ArrayLike] = None, qd0: Optional[ArrayLike] = None, t: float = 0.0
+    ) -> None:
         n = self.n
         self.q = np.zeros(n) if q0 is None else _per_joint(q0, n, 'q0').copy()
         self.qd = np.zeros(n) if qd0 is None else _per_joint(qd0, n, 'qd0').copy()
@@ -260,7 +273,7 @@ class Plant:
         self.last_torque = applied
         if n_steps <= 0:
             return
-        q0 = self.q                                # the integrators rebind, never write into it
+        q0 = self.q  # the integrators rebind, never write into it
         if self.integrator == 'rk4':
             self._run_rk4(applied, n_steps)
         else:
@@ -276,7 +289,7 @@ class Plant:
         rest): ``tau_f(qd) = S qd``, and ``dt S`` is the implicit armature."""
         ax = np.abs(qd)
         ax *= self._k_inv_eps
-        ax += self._k_tiny                         # > 0 always: tanh(ax)/ax -> 1 at rest
+        ax += self._k_tiny  # > 0 always: tanh(ax)/ax -> 1 at rest
         S = np.tanh(ax)
         S /= ax
         S *= self._coul_eps
@@ -321,12 +334,12 @@ class Plant:
         h, h2, h6, hh2, hh6, h22 = self._k_rk4
         q, v = self.q, self.qd
         fric = self._has_friction
-        m, d = self._m0, self._d0                  # armature: self._stiff_armature
+        m, d = self._m0, self._d0  # armature: self._stiff_armature
         noisy = self._noisy
         limits = self.position_limits and self._has_limits
         aba, stops, rng, sig, n = pin.aba, self._stops, self.rng, self._torque_noise, self.n
         visc, coul, inv_eps, tanh = self._visc, self._coul, self._k_inv_eps, np.tanh
-        extra, passive = self._extra, self._effects.passive   # the joint effects, if any
+        extra, passive = self._extra, self._effects.passive  # the joint effects, if any
         for _ in range(n_steps):
             u = applied + rng.normal(size=n) * sig if noisy else applied
             c = q if cfg is None else cfg(q)
@@ -338,25 +351,49 @@ class Plant:
                 a1 = aba(m, d, c, v, u)
             hv = h2 * v
             q2 = q + hv
-            qh = q2 + hv                             # q + h v
+            qh = q2 + hv  # q + h v
             q3 = q2 + h22 * a1
             vs = v + h2 * a1
-            a = aba(m, d, q2 if cfg is None else cfg(q2), vs,
-                    u - passive(q2, vs) if extra else
-                    u - (visc * vs + coul * tanh(vs * inv_eps)) if fric else u)   # a2
+            a = aba(
+                m,
+                d,
+                q2 if cfg is None else cfg(q2),
+                vs,
+                u - passive(q2, vs)
+                if extra
+                else u - (visc * vs + coul * tanh(vs * inv_eps))
+                if fric
+                else u,
+            )  # a2
             sq = a1 + a
             sv = sq + a
             q4 = qh + hh2 * a
             vs = v + h2 * a
-            a = aba(m, d, q3 if cfg is None else cfg(q3), vs,
-                    u - passive(q3, vs) if extra else
-                    u - (visc * vs + coul * tanh(vs * inv_eps)) if fric else u)   # a3
+            a = aba(
+                m,
+                d,
+                q3 if cfg is None else cfg(q3),
+                vs,
+                u - passive(q3, vs)
+                if extra
+                else u - (visc * vs + coul * tanh(vs * inv_eps))
+                if fric
+                else u,
+            )  # a3
             sq += a
-            sv += a + a                              # + 2 a3 (exactly)
+            sv += a + a  # + 2 a3 (exactly)
             vs = v + h * a
-            sv += aba(m, d, q4 if cfg is None else cfg(q4), vs,
-                      u - passive(q4, vs) if extra else
-                      u - (visc * vs + coul * tanh(vs * inv_eps)) if fric else u)   # a4
+            sv += aba(
+                m,
+                d,
+                q4 if cfg is None else cfg(q4),
+                vs,
+                u - passive(q4, vs)
+                if extra
+                else u - (visc * vs + coul * tanh(vs * inv_eps))
+                if fric
+                else u,
+            )  # a4
             q = qh + hh6 * sq
             v = v + h6 * sv
             if limits:

@@ -10,6 +10,7 @@ arm held where it is until a new reference arrives. ROS-free and thread-safe: th
 calls :meth:`ReferenceTracker.resume` and :meth:`ReferenceTracker.target`, the executor
 :meth:`ReferenceTracker.set_reference` and the parameter setters.
 """
+
 from __future__ import annotations
 
 import threading
@@ -29,9 +30,9 @@ REJOIN_NEGLIGIBLE = np.array([1e-3, 0.05])
 class Resumed:
     """What :meth:`ReferenceTracker.resume` did, for the caller to log."""
 
-    action: str             # 'holding' (no reference), 'unchanged', 'rejoining' or 'dropped'
-    error: float = 0.0      # how much farther the reference got from the arm [rad or m]
-    until: float = 0.0      # 'rejoining': when the target is back on the reference [s]
+    action: str  # 'holding' (no reference), 'unchanged', 'rejoining' or 'dropped'
+    error: float = 0.0  # how much farther the reference got from the arm [rad or m]
+    until: float = 0.0  # 'rejoining': when the target is back on the reference [s]
 
 
 class ReferenceTracker:
@@ -39,15 +40,14 @@ class ReferenceTracker:
     speed; ``resume_tolerance`` [rad or m] and ``resume_time`` [s] as the node's parameters
     (assignable at runtime)."""
 
-    def __init__(self, velocity_limits: np.ndarray, resume_tolerance: float,
-                 resume_time: float):
+    def __init__(self, velocity_limits: np.ndarray, resume_tolerance: float, resume_time: float):
         self.velocity_limits = np.asarray(velocity_limits, dtype=np.float64)
         self.resume_tolerance = float(resume_tolerance)
         self.resume_time = float(resume_time)
         self.received = self.rejoined = self.dropped = 0
         self._lock = threading.Lock()
         self._reference: Optional[PiecewiseQuintic] = None
-        self._rejoin: Optional[PiecewiseQuintic] = None     # offset arm - reference, decaying
+        self._rejoin: Optional[PiecewiseQuintic] = None  # offset arm - reference, decaying
         # arm minus reference (q, qd) at the last target: what the feedback was working on
         # before a gap (None: no target on the current reference yet)
         self._deviation: Optional[np.ndarray] = None
@@ -89,13 +89,15 @@ class ReferenceTracker:
                 self._reference = self._rejoin = None
                 self.dropped += 1
                 return Resumed('dropped', error)
-            self._rejoin = rejoin_offset(t, grown[0], grown[1], self.velocity_limits,
-                                         self.resume_time)
+            self._rejoin = rejoin_offset(
+                t, grown[0], grown[1], self.velocity_limits, self.resume_time
+            )
             self.rejoined += 1
             return Resumed('rejoining', error, self._rejoin.end_time)
 
-    def target(self, t: float, q: np.ndarray, qd: np.ndarray
-               ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    def target(
+        self, t: float, q: np.ndarray, qd: np.ndarray
+    ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
         """``(q_ref, qd_ref, qdd_ref, holding)`` at time ``t`` for the arm at ``q``, ``qd``:
         the reference (plus what is left of a rejoin), or the hold position at rest."""
         with self._lock:

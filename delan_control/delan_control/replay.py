@@ -8,6 +8,7 @@ the sim's ``publish_rate``, the same mismatched plant and measurement noise.
 them from the URDF), so a checkpoint, a training change or a control law can be compared with
 nominal Pinocchio on the demo's own terms (``bench/bench_replay.py``). ROS-free.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,13 +45,20 @@ class EvaluationSetup:
     home: np.ndarray
 
     @classmethod
-    def from_params(cls, urdf: str, params_file: str,
-                    joints: Optional[list] = None) -> 'EvaluationSetup':
+    def from_params(
+        cls, urdf: str, params_file: str, joints: Optional[list] = None
+    ) -> 'EvaluationSetup':
         robot = RobotDescription.load(urdf, joints=joints or None)
         nominal = RobotModel(urdf, **robot.selection_kwargs())
         sim = node_parameters(params_file, 'sim')
-        return cls(robot, nominal, Mismatch.from_params(sim), sim,
-                   node_parameters(params_file, 'reference'), robot.home())
+        return cls(
+            robot,
+            nominal,
+            Mismatch.from_params(sim),
+            sim,
+            node_parameters(params_file, 'reference'),
+            robot.home(),
+        )
 
     @property
     def rate(self) -> float:
@@ -65,20 +73,38 @@ class EvaluationSetup:
         r, ref, nom = self.robot, self.reference, self.nominal
 
         def fit(fig):
-            return fit_figure_eight(fig, nom.inverse, nom.operating_effort_limit(),
-                                    speed=float(ref.get('max_test_speed', 2.0)),
-                                    max_velocity=r.planning_velocity_limits)
+            return fit_figure_eight(
+                fig,
+                nom.inverse,
+                nom.operating_effort_limit(),
+                speed=float(ref.get('max_test_speed', 2.0)),
+                max_velocity=r.planning_velocity_limits,
+            )
+
         t, q, qd, qdd = make_reference(
-            'figure_eight', r.lower, r.upper, r.planning_velocity_limits, self.home,
-            speed=speed, duration=duration, period=float(ref.get('period', 4.0)),
+            'figure_eight',
+            r.lower,
+            r.upper,
+            r.planning_velocity_limits,
+            self.home,
+            speed=speed,
+            duration=duration,
+            period=float(ref.get('period', 4.0)),
             dt=1.0 / float(ref.get('point_rate', 100.0)),
-            approach_time=float(ref.get('approach_time', 2.0)), fit=fit)
+            approach_time=float(ref.get('approach_time', 2.0)),
+            fit=fit,
+        )
         return PiecewiseQuintic(t, q, qd, qdd)
 
 
-def replay_tracking(setup: EvaluationSetup, model: Optional[DynamicsModel], speed: float,
-                    law: str = 'feedforward_urdf_pd', duration: float = 8.0,
-                    diverge_error: float = 1.0) -> np.ndarray:
+def replay_tracking(
+    setup: EvaluationSetup,
+    model: Optional[DynamicsModel],
+    speed: float,
+    law: str = 'feedforward_urdf_pd',
+    duration: float = 8.0,
+    diverge_error: float = 1.0,
+) -> np.ndarray:
     """Per-joint RMS tracking error ``(n,)`` [rad or m] of ``model`` (None = PD) on the demo's
     figure eight at ``speed``, after the approach, as the demo measures it: the measured state
     against the reference at its stamp. Continuous joints' errors are wrapped. A non-finite
@@ -88,11 +114,15 @@ def replay_tracking(setup: EvaluationSetup, model: Optional[DynamicsModel], spee
     sim = setup.sim
     physics_rate = float(sim.get('physics_rate', 1000.0))
     substeps = max(1, int(round(physics_rate / setup.rate)))
-    plant = Plant(setup.nominal, setup.mismatch, physics_rate=physics_rate,
-                  integrator=str(sim.get('integrator', 'rk4')),
-                  position_noise=float(sim.get('position_noise', 0.0)),
-                  velocity_noise=float(sim.get('velocity_noise', 0.0)),
-                  seed=int(sim.get('seed', 0)))
+    plant = Plant(
+        setup.nominal,
+        setup.mismatch,
+        physics_rate=physics_rate,
+        integrator=str(sim.get('integrator', 'rk4')),
+        position_noise=float(sim.get('position_noise', 0.0)),
+        velocity_noise=float(sim.get('velocity_noise', 0.0)),
+        seed=int(sim.get('seed', 0)),
+    )
     plant.reset(setup.home, np.zeros_like(setup.home))
     ref = setup.figure_eight(speed, duration)
     approach = float(setup.reference.get('approach_time', 2.0))
@@ -111,11 +141,22 @@ def replay_tracking(setup: EvaluationSetup, model: Optional[DynamicsModel], spee
         if t >= approach:
             sq += err * err
             count += 1
-        tau = control_torque(model, law, gains, q, qd, q_ref, qd_ref, qdd_ref,
-                             feedback_model=setup.nominal, continuous=continuous)
+        tau = control_torque(
+            model,
+            law,
+            gains,
+            q,
+            qd,
+            q_ref,
+            qd_ref,
+            qdd_ref,
+            feedback_model=setup.nominal,
+            continuous=continuous,
+        )
         if not np.all(np.isfinite(tau)):
-            tau = control_torque(None, law, gains, q, qd, q_ref, qd_ref, qdd_ref,
-                                 continuous=continuous)
+            tau = control_torque(
+                None, law, gains, q, qd, q_ref, qd_ref, qdd_ref, continuous=continuous
+            )
         plant.step(clamp_torque(tau, limit), substeps)
     return np.sqrt(sq / max(count, 1))
 

@@ -2,6 +2,7 @@
 that the Python node derives from the URDF at start-up: the C node reads no URDF, so whoever
 starts it (the launch files, the benchmark, the tests) passes them, computed here by the same
 functions as the Python node (``control_laws.arm_gains``, the URDF's effort limits)."""
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,10 @@ GAIN_NAMES = ('ct_kp', 'ct_kd', 'kp', 'kd')
 #: the models the compiled node evaluates (it reads parameters once and no URDF)
 RT_MODELS = ('pd', 'delan')
 #: the executables the launch argument ``controller_impl`` chooses between
-IMPLEMENTATIONS = {'python': ('delan_control', 'torque_controller'),
-                   'rt': ('delan_control_rt', 'torque_controller_rt')}
+IMPLEMENTATIONS = {
+    'python': ('delan_control', 'torque_controller'),
+    'rt': ('delan_control_rt', 'torque_controller_rt'),
+}
 
 
 def _derived(value) -> bool:
@@ -23,8 +26,9 @@ def _derived(value) -> bool:
     return len(v) == 1 and math.isnan(v[0])
 
 
-def rt_parameters(urdf: str, control_rate: float = 250.0,
-                  given: Optional[Mapping[str, object]] = None) -> Dict[str, object]:
+def rt_parameters(
+    urdf: str, control_rate: float = 250.0, given: Optional[Mapping[str, object]] = None
+) -> Dict[str, object]:
     """``joint_names`` (model order), ``effort_limits``, ``velocity_limits``,
     ``continuous_joints`` and the four gains for ``urdf``: those in ``given`` (not [nan]) as
     they are, the others derived for ``control_rate`` as ``torque_controller`` derives them."""
@@ -32,6 +36,7 @@ def rt_parameters(urdf: str, control_rate: float = 250.0,
     from delan_common.urdf_joints import RobotDescription
     from delan_control.control_laws import arm_gains
     from delan_control.nodes.torque_controller import FALLBACK_GAINS
+
     given = dict(given or {})
     robot = RobotDescription.load(urdf)
     n = len(robot.joint_names)
@@ -46,15 +51,19 @@ def rt_parameters(urdf: str, control_rate: float = 250.0,
             gains, _ = arm_gains(model, robot.home(), 1.0 / control_rate)
             derived = {k: getattr(gains, k) for k in GAIN_NAMES}
         except ValueError:
-            pass    # no inertias: the fixed fall-back gains, as the Python node
+            pass  # no inertias: the fixed fall-back gains, as the Python node
     out: Dict[str, object] = {
         'joint_names': list(robot.joint_names),
         'effort_limits': [float(x) for x in limits],
         # the pace of a rejoin after a stall (0 or not given: 1 rad/s, as the Python node)
-        'velocity_limits': [float(x) if math.isfinite(x) and x > 0 else 0.0
-                            for x in np.asarray(robot.velocity_limits, dtype=float)],
-        'continuous_joints': [j for j, t in zip(robot.joint_names, robot.joint_types)
-                              if t == 'continuous'] or [''],
+        'velocity_limits': [
+            float(x) if math.isfinite(x) and x > 0 else 0.0
+            for x in np.asarray(robot.velocity_limits, dtype=float)
+        ],
+        'continuous_joints': [
+            j for j, t in zip(robot.joint_names, robot.joint_types) if t == 'continuous'
+        ]
+        or [''],
     }
     for k in GAIN_NAMES:
         v = derived[k] if k in missing else given[k]
@@ -73,6 +82,7 @@ def controller_node(impl: str, urdf: str, params_file: str = ''):
     if impl == 'python':
         return package, exe, {}
     import yaml
+
     section: Dict = {}
     if params_file:
         with open(params_file) as f:
@@ -93,6 +103,7 @@ def ensure_weights(checkpoint: str) -> str:
 
     from delan_learning.c_export import export_delan, weights_path
     from delan_learning.checkpoint import load_model
+
     path = weights_path(checkpoint)
     if not os.path.exists(path) or os.path.getmtime(path) < os.path.getmtime(checkpoint):
         model, meta = load_model(checkpoint)

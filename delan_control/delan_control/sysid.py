@@ -81,6 +81,7 @@ JSON. A bag is read as ``delan-train --bag`` reads it (same options, same arrays
 ``delan-bag2npz`` conversion); ``--joints`` selects the joints of the URDF to identify, the
 others locked.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -100,10 +101,12 @@ from delan_common.robot_model import RobotModel
 FORMAT = 'delan_sysid/1'
 DEFAULT_REG = 1e-7
 PARAMS_PER_BODY = 10
-PARAMETER_LAYOUT = ('per joint i in model order: [m, m*c_x, m*c_y, m*c_z, I_xx, I_xy, I_yy, '
-                    'I_xz, I_yz, I_zz] of the body moved by joint i, inertia about the joint '
-                    'frame (Pinocchio dynamic parameters); then viscous b (n); then Coulomb fc '
-                    '(n), friction = b qd + fc tanh(qd / coulomb_smoothing)')
+PARAMETER_LAYOUT = (
+    'per joint i in model order: [m, m*c_x, m*c_y, m*c_z, I_xx, I_xy, I_yy, '
+    'I_xz, I_yz, I_zz] of the body moved by joint i, inertia about the joint '
+    'frame (Pinocchio dynamic parameters); then viscous b (n); then Coulomb fc '
+    '(n), friction = b qd + fc tanh(qd / coulomb_smoothing)'
+)
 
 
 # ---------------------------------------------------------------------------------- data
@@ -137,8 +140,10 @@ def complete_arrays(arrays: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         try:
             from delan_learning.data import complete_derivatives
         except ImportError:
-            raise ValueError('no qd/qdd, and delan_learning.data.complete_derivatives is not '
-                             'available to estimate them') from None
+            raise ValueError(
+                'no qd/qdd, and delan_learning.data.complete_derivatives is not '
+                'available to estimate them'
+            ) from None
         arrays = dict(complete_derivatives(arrays))
     n = np.asarray(arrays['q']).shape[-1]
     for key in ('q', 'qd', 'qdd', 'tau'):
@@ -166,8 +171,11 @@ def _in_model_order(robot: RobotModel, data: Mapping[str, np.ndarray]) -> Tuple[
         names = [str(s) for s in np.asarray(data['joint_names']).ravel()]
         if 'joint_types' in data:
             types = dict(zip(names, (str(s) for s in np.asarray(data['joint_types']).ravel())))
-            wrong = [nm for nm, ty in zip(robot.joint_names, robot.joint_types)
-                     if nm in types and types[nm] != ty]
+            wrong = [
+                nm
+                for nm, ty in zip(robot.joint_names, robot.joint_types)
+                if nm in types and types[nm] != ty
+            ]
             if wrong:
                 raise ValueError(f'joint types of the data differ from the URDF for {wrong}')
         if names != robot.joint_names:
@@ -180,8 +188,9 @@ def _in_model_order(robot: RobotModel, data: Mapping[str, np.ndarray]) -> Tuple[
 # ---------------------------------------------------------------------------------- regressor
 def _columns(robot: RobotModel) -> np.ndarray:
     """Regressor columns of each joint's body, in model order (Pinocchio orders by joint id)."""
-    return np.concatenate([np.arange(PARAMS_PER_BODY * (j - 1), PARAMS_PER_BODY * j)
-                           for j in robot._jids])
+    return np.concatenate(
+        [np.arange(PARAMS_PER_BODY * (j - 1), PARAMS_PER_BODY * j) for j in robot._jids]
+    )
 
 
 def nominal_parameters(robot: RobotModel) -> np.ndarray:
@@ -190,8 +199,13 @@ def nominal_parameters(robot: RobotModel) -> np.ndarray:
     return np.concatenate([pi, robot.viscous, robot.coulomb])
 
 
-def regressor(robot: RobotModel, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
-              out: Optional[np.ndarray] = None) -> np.ndarray:
+def regressor(
+    robot: RobotModel,
+    q: np.ndarray,
+    qd: np.ndarray,
+    qdd: np.ndarray,
+    out: Optional[np.ndarray] = None,
+) -> np.ndarray:
     """``Phi``: ``(B, n, 12 n)`` so that ``tau = Phi @ theta`` (friction columns included)."""
     q, qd, qdd = (np.atleast_2d(np.asarray(a, dtype=np.float64)) for a in (q, qd, qdd))
     B, n = q.shape
@@ -252,8 +266,9 @@ def dynamic_parameters(J: np.ndarray) -> np.ndarray:
     """Inverse of :func:`pseudo_inertia`: ``I = tr(Sigma) - Sigma``."""
     S = 0.5 * (J[:3, :3] + J[:3, :3].T)
     I = np.trace(S) * np.eye(3) - S
-    return np.array([J[3, 3], J[0, 3], J[1, 3], J[2, 3], I[0, 0], I[0, 1], I[1, 1], I[0, 2],
-                     I[1, 2], I[2, 2]])
+    return np.array(
+        [J[3, 3], J[0, 3], J[1, 3], J[2, 3], I[0, 0], I[0, 1], I[1, 1], I[0, 2], I[1, 2], I[2, 2]]
+    )
 
 
 def _pseudo_inertia_ok(pi: np.ndarray) -> bool:
@@ -274,8 +289,20 @@ def log_cholesky(K: np.ndarray) -> np.ndarray:
     U = _FLIP @ Lr @ _FLIP
     alpha = math.log(U[3, 3])
     V = U / U[3, 3]
-    return np.array([alpha, math.log(V[0, 0]), math.log(V[1, 1]), math.log(V[2, 2]), V[0, 1],
-                     V[1, 2], V[0, 2], V[0, 3], V[1, 3], V[2, 3]])
+    return np.array(
+        [
+            alpha,
+            math.log(V[0, 0]),
+            math.log(V[1, 1]),
+            math.log(V[2, 2]),
+            V[0, 1],
+            V[1, 2],
+            V[0, 2],
+            V[0, 3],
+            V[1, 3],
+            V[2, 3],
+        ]
+    )
 
 
 def reference_pseudo_inertias(robot: RobotModel) -> np.ndarray:
@@ -315,8 +342,9 @@ class IdentifiedModel:
     ``PARAMETER_LAYOUT``).
     """
 
-    def __init__(self, robot: Union[RobotModel, str], theta: np.ndarray,
-                 info: Optional[Dict] = None):
+    def __init__(
+        self, robot: Union[RobotModel, str], theta: np.ndarray, info: Optional[Dict] = None
+    ):
         self.robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
         n = self.robot.n
         theta = np.asarray(theta, dtype=np.float64).reshape(-1)
@@ -327,8 +355,8 @@ class IdentifiedModel:
         self.joint_types: List[str] = list(self.robot.joint_types)
         p_in = PARAMS_PER_BODY * n
         self.inertial = theta[:p_in]
-        self.viscous = theta[p_in:p_in + n].copy()
-        self.coulomb = theta[p_in + n:].copy()
+        self.viscous = theta[p_in : p_in + n].copy()
+        self.coulomb = theta[p_in + n :].copy()
         self.info: Dict = dict(info or {})
         masses = self.inertial[0::PARAMS_PER_BODY]
         # a Pinocchio model carrying the identified parameters: its RNEA/CRBA are linear in
@@ -339,7 +367,8 @@ class IdentifiedModel:
         if self.uses_pinocchio:
             for i, j in enumerate(self.robot._jids):
                 self._model.inertias[j] = pin.Inertia.FromDynamicParameters(
-                    self.inertial[PARAMS_PER_BODY * i:PARAMS_PER_BODY * (i + 1)])
+                    self.inertial[PARAMS_PER_BODY * i : PARAMS_PER_BODY * (i + 1)]
+                )
         self._data = self._model.createData()
         self._cfg = self.robot.configuration
         self._Y = np.zeros((1, n, 12 * n))
@@ -350,7 +379,7 @@ class IdentifiedModel:
 
     def physically_consistent(self) -> List[bool]:
         """Per body: is the identified pseudo-inertia positive definite?"""
-        return [_pseudo_inertia_ok(self.inertial[10 * i:10 * i + 10]) for i in range(self.n)]
+        return [_pseudo_inertia_ok(self.inertial[10 * i : 10 * i + 10]) for i in range(self.n)]
 
     # -- rigid body
     def _prep(self, *arrays):
@@ -397,8 +426,9 @@ class IdentifiedModel:
     def coriolis(self, q, qd) -> np.ndarray:
         (q, qd), single = self._prep(q, qd)
         z = np.zeros(self.n)
-        out = np.stack([self._rnea1(q[i], qd[i], z) - self._rnea1(q[i], z, z)
-                        for i in range(q.shape[0])])
+        out = np.stack(
+            [self._rnea1(q[i], qd[i], z) - self._rnea1(q[i], z, z) for i in range(q.shape[0])]
+        )
         return out[0] if single else out
 
     def mass_matrix(self, q) -> np.ndarray:
@@ -434,12 +464,19 @@ class IdentifiedModel:
 
     # -- persistence
     def to_dict(self) -> Dict:
-        return {'format': FORMAT, 'robot': self.robot.name, 'joint_names': self.joint_names,
-                'joint_types': self.joint_types, 'parameter_layout': PARAMETER_LAYOUT,
-                'coulomb_smoothing': COULOMB_SMOOTHING, 'theta': self.theta.tolist(),
-                'theta_nominal': nominal_parameters(self.robot).tolist(),
-                'fit': self.info, 'robot_description': self.robot.xml,
-                'selection': _jsonable_selection(self.robot.selection_kwargs())}
+        return {
+            'format': FORMAT,
+            'robot': self.robot.name,
+            'joint_names': self.joint_names,
+            'joint_types': self.joint_types,
+            'parameter_layout': PARAMETER_LAYOUT,
+            'coulomb_smoothing': COULOMB_SMOOTHING,
+            'theta': self.theta.tolist(),
+            'theta_nominal': nominal_parameters(self.robot).tolist(),
+            'fit': self.info,
+            'robot_description': self.robot.xml,
+            'selection': _jsonable_selection(self.robot.selection_kwargs()),
+        }
 
     def save(self, path: str) -> None:
         tmp = f'{path}.tmp'
@@ -462,9 +499,11 @@ class IdentifiedModel:
         if not isinstance(selection, dict) or not set(selection) <= set(_SELECTION_KEYS):
             raise ValueError(f'{path}: unreadable joint selection {selection!r}')
         try:
-            limits = {k: [math.inf if v is None else float(v) for v in selection[k]]
-                      for k in ('effort_limits', 'velocity_limits')
-                      if selection.get(k) is not None}
+            limits = {
+                k: [math.inf if v is None else float(v) for v in selection[k]]
+                for k in ('effort_limits', 'velocity_limits')
+                if selection.get(k) is not None
+            }
             robot = RobotModel(doc['robot_description'], **dict(selection, **limits))
         except (TypeError, ValueError) as exc:
             raise ValueError(f'{path}: unreadable joint selection {selection!r} ({exc})') from None
@@ -478,8 +517,9 @@ class IdentifiedModel:
 
 
 # ---------------------------------------------------------------------------------- fit
-def _normal_equations(robot: RobotModel, q, qd, qdd, tau, theta0, rho, w, chunk: int
-                      ) -> Tuple[np.ndarray, np.ndarray, float]:
+def _normal_equations(
+    robot: RobotModel, q, qd, qdd, tau, theta0, rho, w, chunk: int
+) -> Tuple[np.ndarray, np.ndarray, float]:
     """``G = A^T A / M``, ``b = A^T r / M``, ``c = r^T r / M`` of the weighted, scaled problem,
     accumulated chunk by chunk. The products are ``np.einsum`` loops, not BLAS: a threaded
     OpenBLAS GEMM on a machine whose cores are busy (the demo's nodes, other jobs) waits for
@@ -494,9 +534,9 @@ def _normal_equations(robot: RobotModel, q, qd, qdd, tau, theta0, rho, w, chunk:
     buf = np.zeros((min(chunk, N), n, p))
     for s in range(0, N, chunk):
         e = min(N, s + chunk)
-        Phi = regressor(robot, q[s:e], qd[s:e], qdd[s:e], out=buf[:e - s])
-        r = ((tau[s:e] - np.einsum('bjp,p->bj', Phi, theta0)) * w).reshape(-1)   # (b n,)
-        A = (Phi * scale).reshape(-1, p)                                          # (b n, p)
+        Phi = regressor(robot, q[s:e], qd[s:e], qdd[s:e], out=buf[: e - s])
+        r = ((tau[s:e] - np.einsum('bjp,p->bj', Phi, theta0)) * w).reshape(-1)  # (b n,)
+        A = (Phi * scale).reshape(-1, p)  # (b n, p)
         G += np.einsum('ri,rj->ij', A, A)
         b += np.einsum('ri,r->i', A, r)
         c += float(r @ r)
@@ -534,9 +574,19 @@ class _ConsistentProblem:
       ``J - F``, usual with little data): kept for comparison.
     """
 
-    def __init__(self, robot: RobotModel, theta0: np.ndarray, rho: np.ndarray, ev: np.ndarray,
-                 V: np.ndarray, b: np.ndarray, keep: np.ndarray, reg: float, rcond: float,
-                 margin: float):
+    def __init__(
+        self,
+        robot: RobotModel,
+        theta0: np.ndarray,
+        rho: np.ndarray,
+        ev: np.ndarray,
+        V: np.ndarray,
+        b: np.ndarray,
+        keep: np.ndarray,
+        reg: float,
+        rcond: float,
+        margin: float,
+    ):
         n = robot.n
         self.n, self.p_in = n, PARAMS_PER_BODY * n
         self.theta0, self.rho = theta0, rho
@@ -549,8 +599,8 @@ class _ConsistentProblem:
         self.floor = margin * self.ref
         self.floor_pi = np.concatenate([dynamic_parameters(F) for F in self.floor])
         self.margin = margin
-        f0 = theta0[self.p_in:]
-        self.lower = np.concatenate([np.full(self.p_in, -np.inf), -f0 / rho[self.p_in:]])
+        f0 = theta0[self.p_in :]
+        self.lower = np.concatenate([np.full(self.p_in, -np.inf), -f0 / rho[self.p_in :]])
         self._ref_chol = [np.linalg.cholesky(R) for R in self.ref]
 
     # -- parametrisation
@@ -560,7 +610,7 @@ class _ConsistentProblem:
         it had to move."""
         Lr = self._ref_chol[i]
         K = pseudo_inertia(pi_body) - self.floor[i]
-        Kw = np.linalg.solve(Lr, np.linalg.solve(Lr, K).T)        # Lr^-1 K Lr^-T
+        Kw = np.linalg.solve(Lr, np.linalg.solve(Lr, K).T)  # Lr^-1 K Lr^-T
         lam, Q = np.linalg.eigh(0.5 * (Kw + Kw.T))
         moved = bool(lam[0] < self.margin)
         if moved:
@@ -577,8 +627,10 @@ class _ConsistentProblem:
             x[sl], mv = self.project(theta[sl], i)
             if mv:
                 moved.append(i)
-        x[self.p_in:] = np.maximum((theta[self.p_in:] - self.theta0[self.p_in:])
-                                   / self.rho[self.p_in:], self.lower[self.p_in:])
+        x[self.p_in :] = np.maximum(
+            (theta[self.p_in :] - self.theta0[self.p_in :]) / self.rho[self.p_in :],
+            self.lower[self.p_in :],
+        )
         return x, moved
 
     def theta(self, x: np.ndarray) -> np.ndarray:
@@ -586,8 +638,9 @@ class _ConsistentProblem:
         for i in range(self.n):
             sl = slice(PARAMS_PER_BODY * i, PARAMS_PER_BODY * (i + 1))
             out[sl] = self.floor_pi[sl] + pin.LogCholeskyParameters(x[sl]).toDynamicParameters()
-        out[self.p_in:] = np.maximum(self.theta0[self.p_in:] + self.rho[self.p_in:]
-                                     * x[self.p_in:], 0.0)
+        out[self.p_in :] = np.maximum(
+            self.theta0[self.p_in :] + self.rho[self.p_in :] * x[self.p_in :], 0.0
+        )
         return out
 
     def delta(self, x: np.ndarray) -> np.ndarray:
@@ -595,8 +648,8 @@ class _ConsistentProblem:
 
     # -- least squares
     def residual(self, x: np.ndarray) -> np.ndarray:
-        with np.errstate(over='ignore', invalid='ignore'):   # a trial step that overflows exp
-            return self.S @ self.delta(x) - self.z            # is non-finite: trf shrinks it
+        with np.errstate(over='ignore', invalid='ignore'):  # a trial step that overflows exp
+            return self.S @ self.delta(x) - self.z  # is non-finite: trf shrinks it
 
     def jacobian(self, x: np.ndarray) -> np.ndarray:
         Jx = np.empty_like(self.S)
@@ -604,7 +657,7 @@ class _ConsistentProblem:
             sl = slice(PARAMS_PER_BODY * i, PARAMS_PER_BODY * (i + 1))
             D = pin.LogCholeskyParameters(x[sl]).calculateJacobian() / self.rho[sl, None]
             Jx[:, sl] = self.S[:, sl] @ D
-        Jx[:, self.p_in:] = self.S[:, self.p_in:]
+        Jx[:, self.p_in :] = self.S[:, self.p_in :]
         return Jx
 
     def cost(self, x: np.ndarray) -> float:
@@ -616,29 +669,44 @@ class _ConsistentProblem:
         iterations at 500x the optimal cost on 2-link data (a collapsed trust region near the
         boundary); in practice it ends at ``max_nfev``."""
         from scipy.optimize import least_squares
+
         with np.errstate(over='ignore', invalid='ignore'):
-            return least_squares(self.residual, x0, jac=self.jacobian,
-                                 bounds=(self.lower, np.full_like(self.lower, np.inf)),
-                                 method='trf', x_scale='jac', ftol=1e-15, xtol=1e-15,
-                                 gtol=1e-15, max_nfev=max_nfev)
+            return least_squares(
+                self.residual,
+                x0,
+                jac=self.jacobian,
+                bounds=(self.lower, np.full_like(self.lower, np.inf)),
+                method='trf',
+                x_scale='jac',
+                ftol=1e-15,
+                xtol=1e-15,
+                gtol=1e-15,
+                max_nfev=max_nfev,
+            )
 
     # -- interior point, in delta
     def _barrier(self, delta: np.ndarray):
         """``-sum log det(J_i - F_i) - sum log theta_f`` (inf outside) and ``X_i, theta_f``."""
-        X = self._X0 + np.einsum('nk,nkab->nab', delta[:self.p_in].reshape(self.n, 10),
-                                 self._dX)
-        y = self.theta0[self.p_in:] + self.rho[self.p_in:] * delta[self.p_in:]
+        X = self._X0 + np.einsum('nk,nkab->nab', delta[: self.p_in].reshape(self.n, 10), self._dX)
+        y = self.theta0[self.p_in :] + self.rho[self.p_in :] * delta[self.p_in :]
         if np.any(y <= 0):
             return np.inf, X, y
         try:
             L = np.linalg.cholesky(X)
         except np.linalg.LinAlgError:
             return np.inf, X, y
-        return (-2.0 * float(np.log(np.diagonal(L, axis1=1, axis2=2)).sum())
-                - float(np.log(y).sum())), X, y
+        return (
+            (
+                -2.0 * float(np.log(np.diagonal(L, axis1=1, axis2=2)).sum())
+                - float(np.log(y).sum())
+            ),
+            X,
+            y,
+        )
 
-    def solve_interior_point(self, delta0: np.ndarray, gap_tol: float,
-                             max_newton: int = 600) -> Tuple[np.ndarray, int, float, int]:
+    def solve_interior_point(
+        self, delta0: np.ndarray, gap_tol: float, max_newton: int = 600
+    ) -> Tuple[np.ndarray, int, float, int]:
         """Barrier method from the strictly feasible ``delta0``: ``(delta, Newton steps,
         duality-gap bound, status)``; status 0: converged (the bound holds), 1: the line
         search stalled (rounding; the bound is then approximate), 2: ``max_newton`` reached."""
@@ -646,27 +714,29 @@ class _ConsistentProblem:
         p = self.theta0.size
         H = self.S.T @ self.S
         lin = self.S.T @ self.z
-        E = np.stack([pseudo_inertia(e) for e in np.eye(PARAMS_PER_BODY)])        # (10, 4, 4)
-        self._X0 = np.stack([pseudo_inertia(self.theta0[10 * i:10 * i + 10])
-                             for i in range(n)]) - self.floor
-        self._dX = self.rho[:p_in].reshape(n, 10)[:, :, None, None] * E[None]    # dX / d delta
+        E = np.stack([pseudo_inertia(e) for e in np.eye(PARAMS_PER_BODY)])  # (10, 4, 4)
+        self._X0 = (
+            np.stack([pseudo_inertia(self.theta0[10 * i : 10 * i + 10]) for i in range(n)])
+            - self.floor
+        )
+        self._dX = self.rho[:p_in].reshape(n, 10)[:, :, None, None] * E[None]  # dX / d delta
         rf = self.rho[p_in:]
-        m = 6 * n                                      # barrier degree: 4 per body, 1 per friction
+        m = 6 * n  # barrier degree: 4 per body, 1 per friction
         d = delta0.copy()
         t = m / max(float(np.sum((self.S @ d - self.z) ** 2)), 1e-300)
         steps, status = 0, 0
         Hb = np.zeros((p, p))
         gb = np.zeros(p)
         while steps < max_newton:
-            status = 0                      # of the last centring, the one the bound is about
+            status = 0  # of the last centring, the one the bound is about
             for _ in range(60):
                 bval, X, y = self._barrier(d)
-                A = np.einsum('nab,nkbc->nkac', np.linalg.inv(X), self._dX)   # X^-1 dX_k
+                A = np.einsum('nab,nkbc->nkac', np.linalg.inv(X), self._dX)  # X^-1 dX_k
                 gb[:p_in] = -np.einsum('nkaa->nk', A).reshape(-1)
                 blk = np.einsum('nkab,nlba->nkl', A, A)
                 Hb[:] = 0.0
                 for i in range(n):
-                    Hb[10 * i:10 * i + 10, 10 * i:10 * i + 10] = blk[i]
+                    Hb[10 * i : 10 * i + 10, 10 * i : 10 * i + 10] = blk[i]
                 gb[p_in:] = -rf / y
                 Hb[p_in:, p_in:] = np.diag((rf / y) ** 2)
                 g = t * (2.0 * (H @ d) - 2.0 * lin) + gb
@@ -683,12 +753,13 @@ class _ConsistentProblem:
                 while s > 1e-12:
                     dn = d + s * step
                     bn = self._barrier(dn)[0]
-                    if math.isfinite(bn) and (t * float(dn @ (H @ dn) - 2.0 * lin @ dn) + bn
-                                              <= f_cur + 0.25 * s * slope):
+                    if math.isfinite(bn) and (
+                        t * float(dn @ (H @ dn) - 2.0 * lin @ dn) + bn <= f_cur + 0.25 * s * slope
+                    ):
                         break
                     s *= 0.5
                 if s <= 1e-12:
-                    status = 1                              # no progress at this t
+                    status = 1  # no progress at this t
                     break
                 d = dn
             if m / t < gap_tol or status == 2:
@@ -699,14 +770,22 @@ class _ConsistentProblem:
 
 CONSISTENCY_MARGIN = 1e-6
 SOLVERS = ('interior_point', 'log_cholesky')
-MAX_FUNCTION_EVALUATIONS = 500   # log_cholesky solver
+MAX_FUNCTION_EVALUATIONS = 500  # log_cholesky solver
 
 
-def identify(robot: Union[RobotModel, str], q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
-             tau: np.ndarray, reg: float = DEFAULT_REG, rcond: float = 1e-12,
-             chunk: int = 2048, consistent: bool = True,
-             margin: float = CONSISTENCY_MARGIN, solver: str = 'interior_point'
-             ) -> IdentifiedModel:
+def identify(
+    robot: Union[RobotModel, str],
+    q: np.ndarray,
+    qd: np.ndarray,
+    qdd: np.ndarray,
+    tau: np.ndarray,
+    reg: float = DEFAULT_REG,
+    rcond: float = 1e-12,
+    chunk: int = 2048,
+    consistent: bool = True,
+    margin: float = CONSISTENCY_MARGIN,
+    solver: str = 'interior_point',
+) -> IdentifiedModel:
     """Ridge-toward-nominal least squares (module docstring); arrays ``(N, n)`` in model order.
 
     ``consistent`` (default): the physically consistent estimator (every body's pseudo-inertia
@@ -744,22 +823,32 @@ def identify(robot: Union[RobotModel, str], q: np.ndarray, qd: np.ndarray, qdd: 
     s = np.sqrt(np.clip(ev[::-1], 0.0, None))
     theta_u = theta0 + rho * delta_u
     names = list(robot.joint_names)
-    info = {'estimator': 'consistent' if consistent else 'unconstrained', 'reg': reg,
-            'samples': int(N), 'parameters': int(p), 'numerical_rank': int(keep.sum()),
-            'condition_number': float(s[0] / s[int(keep.sum()) - 1]) if keep.any() else None,
-            'objective_nominal': _objective(np.zeros(p), G, b, c, reg),
-            'objective_unconstrained': _objective(delta_u, G, b, c, reg)}
+    info = {
+        'estimator': 'consistent' if consistent else 'unconstrained',
+        'reg': reg,
+        'samples': int(N),
+        'parameters': int(p),
+        'numerical_rank': int(keep.sum()),
+        'condition_number': float(s[0] / s[int(keep.sum()) - 1]) if keep.any() else None,
+        'objective_nominal': _objective(np.zeros(p), G, b, c, reg),
+        'objective_unconstrained': _objective(delta_u, G, b, c, reg),
+    }
     theta = theta_u
     if consistent:
         t1 = time.perf_counter()
         prob = _ConsistentProblem(robot, theta0, rho, ev, V, b, keep, reg, rcond, margin)
         x_nom, floored = prob.start(theta0)
         x_unc, projected = prob.start(theta_u)
-        friction_ok = bool(np.all(theta_u[PARAMS_PER_BODY * n:] >= 0))
+        friction_ok = bool(np.all(theta_u[PARAMS_PER_BODY * n :] >= 0))
         if not projected and friction_ok:
             # the unconstrained optimum is consistent: it is the constrained one too
-            theta, start, iters, status, gap = (theta_u, 'unconstrained (already consistent)',
-                                                0, 0, 0.0)
+            theta, start, iters, status, gap = (
+                theta_u,
+                'unconstrained (already consistent)',
+                0,
+                0,
+                0.0,
+            )
         else:
             costs = {'nominal': prob.cost(x_nom), 'projected unconstrained': prob.cost(x_unc)}
             start = min(costs, key=costs.get)
@@ -771,20 +860,30 @@ def identify(robot: Union[RobotModel, str], q: np.ndarray, qd: np.ndarray, qdd: 
                 delta0 = prob.delta(x0)
                 # strictly inside the friction bound (the barrier needs it)
                 p_in = PARAMS_PER_BODY * n
-                delta0[p_in:] = np.maximum(delta0[p_in:], (1e-3 * rho[p_in:] - theta0[p_in:])
-                                           / rho[p_in:])
+                delta0[p_in:] = np.maximum(
+                    delta0[p_in:], (1e-3 * rho[p_in:] - theta0[p_in:]) / rho[p_in:]
+                )
                 d, iters, gap, status = prob.solve_interior_point(
-                    delta0, gap_tol=1e-12 * max(info['objective_nominal'], 1e-300))
+                    delta0, gap_tol=1e-12 * max(info['objective_nominal'], 1e-300)
+                )
                 theta = theta0 + rho * d
-        info.update({
-            'objective': _objective((theta - theta0) / rho, G, b, c, reg),
-            'consistency_cost': float(np.sum((prob.S @ ((theta - theta0) / rho) - prob.z) ** 2)),
-            'solver': solver, 'start': start, 'iterations': iters,
-            'duality_gap_bound': gap, 'optimizer_status': status,
-            'consistency_margin': margin,
-            'floored_bodies': [names[i] for i in floored],
-            'unconstrained_inconsistent_bodies': [names[i] for i in projected],
-            'seconds_optimizer': round(time.perf_counter() - t1, 3)})
+        info.update(
+            {
+                'objective': _objective((theta - theta0) / rho, G, b, c, reg),
+                'consistency_cost': float(
+                    np.sum((prob.S @ ((theta - theta0) / rho) - prob.z) ** 2)
+                ),
+                'solver': solver,
+                'start': start,
+                'iterations': iters,
+                'duality_gap_bound': gap,
+                'optimizer_status': status,
+                'consistency_margin': margin,
+                'floored_bodies': [names[i] for i in floored],
+                'unconstrained_inconsistent_bodies': [names[i] for i in projected],
+                'seconds_optimizer': round(time.perf_counter() - t1, 3),
+            }
+        )
     else:
         info.update({'objective': info['objective_unconstrained'], 'iterations': 0})
     info['seconds_normal_equations'] = round(t_acc, 3)
@@ -796,7 +895,8 @@ def identify(robot: Union[RobotModel, str], q: np.ndarray, qd: np.ndarray, qdd: 
     model.info['physically_consistent'] = model.physically_consistent()
     sample = np.linspace(0, N - 1, min(N, MASS_MATRIX_SAMPLES)).astype(int)
     model.info['min_mass_matrix_eig'] = float(
-        np.linalg.eigvalsh(model.mass_matrix(q[sample]))[:, 0].min())
+        np.linalg.eigvalsh(model.mass_matrix(q[sample]))[:, 0].min()
+    )
     model.info['seconds_total'] = round(time.perf_counter() - t0, 3)
     return model
 
@@ -804,9 +904,13 @@ def identify(robot: Union[RobotModel, str], q: np.ndarray, qd: np.ndarray, qdd: 
 MASS_MATRIX_SAMPLES = 1000
 
 
-def identify_dataset(robot: Union[RobotModel, str], data: Mapping[str, np.ndarray],
-                     reg: float = DEFAULT_REG, holdout: Optional[int] = None,
-                     consistent: bool = True) -> Tuple[IdentifiedModel, Dict]:
+def identify_dataset(
+    robot: Union[RobotModel, str],
+    data: Mapping[str, np.ndarray],
+    reg: float = DEFAULT_REG,
+    holdout: Optional[int] = None,
+    consistent: bool = True,
+) -> Tuple[IdentifiedModel, Dict]:
     """Fit on all trajectories but the last ``holdout`` (default: 1 if >= 2 exist, else 0);
     returns the model and a report with per-joint nMSE on train and held-out data."""
     robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
@@ -818,23 +922,35 @@ def identify_dataset(robot: Union[RobotModel, str], data: Mapping[str, np.ndarra
         holdout = 1 if len(ids) >= 2 else 0
     if holdout < 0 or (holdout > 0 and holdout >= len(ids)):
         raise ValueError(f'holdout={holdout} leaves no training trajectory ({len(ids)} in data)')
-    test_ids = set(ids[len(ids) - holdout:]) if holdout else set()
+    test_ids = set(ids[len(ids) - holdout :]) if holdout else set()
     test = np.isin(traj, list(test_ids))
     train = ~test
-    model = identify(robot, q[train], qd[train], qdd[train], tau[train], reg=reg,
-                     consistent=consistent)
-    report = {'joint_names': model.joint_names, 'estimator': model.info['estimator'],
-              'reg': reg,
-              'n_train': int(train.sum()), 'n_test': int(test.sum()),
-              'nmse_train': model.info['nmse_train'], 'nmse_test': None}
+    model = identify(
+        robot, q[train], qd[train], qdd[train], tau[train], reg=reg, consistent=consistent
+    )
+    report = {
+        'joint_names': model.joint_names,
+        'estimator': model.info['estimator'],
+        'reg': reg,
+        'n_train': int(train.sum()),
+        'n_test': int(test.sum()),
+        'nmse_train': model.info['nmse_train'],
+        'nmse_test': None,
+    }
     if test.any():
         e = nmse(model.inverse(q[test], qd[test], qdd[test]), tau[test])
         report['nmse_test'] = dict(zip(model.joint_names, map(float, e)))
         model.info['nmse_test'] = report['nmse_test']
     report['physically_consistent'] = model.info['physically_consistent']
     report['min_mass_matrix_eig'] = model.info['min_mass_matrix_eig']
-    for key in ('numerical_rank', 'parameters', 'objective', 'objective_unconstrained',
-                'iterations', 'seconds'):
+    for key in (
+        'numerical_rank',
+        'parameters',
+        'objective',
+        'objective_unconstrained',
+        'iterations',
+        'seconds',
+    ):
         report[key] = model.info[key]
     if consistent:
         report['floored_bodies'] = model.info['floored_bodies']
@@ -844,28 +960,46 @@ def identify_dataset(robot: Union[RobotModel, str], data: Mapping[str, np.ndarra
 def main(argv: Optional[Sequence[str]] = None) -> int:
     # the bag and npz readers are delan_learning's; the identified model itself needs neither
     from delan_learning.cli_args import add_data_arguments, arrays_from_args
-    ap = argparse.ArgumentParser(prog='delan-sysid',
-                                 description='Least-squares identification of inertial and '
-                                             'friction parameters (ridge toward the URDF), '
-                                             'physically consistent unless --unconstrained.')
-    add_data_arguments(ap, 'joints to identify, comma separated (default: the main chain of '
-                       'the URDF); the other movable joints are locked, and the data are read '
-                       'for these joints')
+
+    ap = argparse.ArgumentParser(
+        prog='delan-sysid',
+        description='Least-squares identification of inertial and '
+        'friction parameters (ridge toward the URDF), '
+        'physically consistent unless --unconstrained.',
+    )
+    add_data_arguments(
+        ap,
+        'joints to identify, comma separated (default: the main chain of '
+        'the URDF); the other movable joints are locked, and the data are read '
+        'for these joints',
+    )
     ap.add_argument('--urdf', required=True, help='nominal URDF (path or urdf/ file name)')
     ap.add_argument('--out', required=True, help='identified parameters (.json)')
-    ap.add_argument('--reg', type=float, default=DEFAULT_REG,
-                    help=f'ridge weight toward the nominal parameters (default {DEFAULT_REG})')
-    ap.add_argument('--holdout', type=int, default=None,
-                    help='trajectories held out for testing (default 1 if >= 2, else 0)')
-    ap.add_argument('--unconstrained', action='store_true',
-                    help='the plain linear estimator (no physical-consistency constraints: '
-                         'its mass matrix may be indefinite)')
+    ap.add_argument(
+        '--reg',
+        type=float,
+        default=DEFAULT_REG,
+        help=f'ridge weight toward the nominal parameters (default {DEFAULT_REG})',
+    )
+    ap.add_argument(
+        '--holdout',
+        type=int,
+        default=None,
+        help='trajectories held out for testing (default 1 if >= 2, else 0)',
+    )
+    ap.add_argument(
+        '--unconstrained',
+        action='store_true',
+        help='the plain linear estimator (no physical-consistency constraints: '
+        'its mass matrix may be indefinite)',
+    )
     args = ap.parse_args(argv)
     try:
         robot = RobotModel(args.urdf, joints=args.joints)
         data = arrays_from_args(args, load_data)
-        model, report = identify_dataset(robot, data, reg=args.reg, holdout=args.holdout,
-                                         consistent=not args.unconstrained)
+        model, report = identify_dataset(
+            robot, data, reg=args.reg, holdout=args.holdout, consistent=not args.unconstrained
+        )
         model.save(args.out)
     except (ValueError, FileNotFoundError) as exc:
         print(f'delan-sysid: error: {exc}', file=sys.stderr)

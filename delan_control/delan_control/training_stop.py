@@ -5,6 +5,7 @@ reaches the target well before the model stops improving, and what it learns aft
 structure that carries it to motion faster than the excitation) only shows in tracking. So the
 demo learns on while the learner still improves and stops once it has plateaued at the target.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,8 @@ class TrainingStop:
         self._gain = math.log1p(min_gain)
         self.version: Optional[int] = None
         self.nmse: Optional[np.ndarray] = None
-        self.times: List[float] = []                    # of every usable version
-        self.scores: List[np.ndarray] = []              # its log(nMSE / target) per joint
+        self.times: List[float] = []  # of every usable version
+        self.scores: List[np.ndarray] = []  # its log(nMSE / target) per joint
         self.t_reached: Optional[float] = None
 
     def observe(self, t: float, version: int, nmse: Sequence[float]) -> None:
@@ -77,7 +78,7 @@ class TrainingStop:
         if not ok.any():
             return None
         slopes = (ys[j] - ys[i])[ok] / dt[ok, None]
-        return -np.median(slopes, axis=0) * self.patience       # Theil-Sen, per joint
+        return -np.median(slopes, axis=0) * self.patience  # Theil-Sen, per joint
 
     def done(self, t: float) -> bool:
         """At the target, and the last ``patience`` seconds up to ``t`` promise no joint more

@@ -1,5 +1,6 @@
 """Reference trajectories: excitation for learning, test strokes for evaluation, and a sampler for
 trajectories received as ``trajectory_msgs/JointTrajectory`` points. Pure numpy."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,8 +10,16 @@ import numpy as np
 
 from delan_common.excitation import FourierTrajectory, random_fourier_trajectory
 
-__all__ = ['FourierTrajectory', 'random_fourier_trajectory', 'FigureEight', 'figure_eight',
-           'PiecewiseQuintic', 'rejoin_offset', 'sample_points', 'Trajectory']
+__all__ = [
+    'FourierTrajectory',
+    'random_fourier_trajectory',
+    'FigureEight',
+    'figure_eight',
+    'PiecewiseQuintic',
+    'rejoin_offset',
+    'sample_points',
+    'Trajectory',
+]
 
 
 class Trajectory(Protocol):
@@ -47,25 +56,30 @@ class FigureEight:
         s, c = np.sin(ph), np.cos(ph)
         # amplitude ramp r(t): quintic 0 -> 1 with zero first and second derivatives at both ends
         x = np.clip(t / self.ramp, 0.0, 1.0) if self.ramp > 0 else np.ones_like(t)
-        r = x ** 3 * (10 - 15 * x + 6 * x ** 2)
+        r = x**3 * (10 - 15 * x + 6 * x**2)
         inside = (x > 0) & (x < 1)
-        rd = np.where(inside, 30 * x ** 2 * (1 - x) ** 2 / self.ramp, 0.0)
-        rdd = np.where(inside, 60 * x * (1 - x) * (1 - 2 * x) / self.ramp ** 2, 0.0)
-        f, fd, fdd = s, k * w * c, -(k * w) ** 2 * s
+        rd = np.where(inside, 30 * x**2 * (1 - x) ** 2 / self.ramp, 0.0)
+        rdd = np.where(inside, 60 * x * (1 - x) * (1 - 2 * x) / self.ramp**2, 0.0)
+        f, fd, fdd = s, k * w * c, -((k * w) ** 2) * s
         a = self.amplitude
         q = self.center + a * r * f
         qd = a * (rd * f + r * fd) * self.speed
-        qdd = a * (rdd * f + 2 * rd * fd + r * fdd) * self.speed ** 2
+        qdd = a * (rdd * f + 2 * rd * fd + r * fdd) * self.speed**2
         return q, qd, qdd
 
     def at_speed(self, speed: float) -> 'FigureEight':
         return FigureEight(self.center, self.amplitude, self.period, speed, self.ramp)
 
 
-def figure_eight(lower: np.ndarray, upper: np.ndarray, max_velocity: np.ndarray,
-                 period: float = 4.0, amplitude_fraction: float = 0.3,
-                 center: Optional[np.ndarray] = None, velocity_fraction: float = 0.5
-                 ) -> FigureEight:
+def figure_eight(
+    lower: np.ndarray,
+    upper: np.ndarray,
+    max_velocity: np.ndarray,
+    period: float = 4.0,
+    amplitude_fraction: float = 0.3,
+    center: Optional[np.ndarray] = None,
+    velocity_fraction: float = 0.5,
+) -> FigureEight:
     """A figure eight inside the limits whose 1x-speed velocity stays below
     ``velocity_fraction`` of the limit (so that 2x stays within the limit)."""
     lower, upper = np.asarray(lower, float), np.asarray(upper, float)
@@ -80,8 +94,9 @@ def figure_eight(lower: np.ndarray, upper: np.ndarray, max_velocity: np.ndarray,
     return FigureEight(center=c, amplitude=amp, period=period)
 
 
-def effort_share(inverse: Callable, effort_limit: np.ndarray, q: np.ndarray, qd: np.ndarray,
-                 qdd: np.ndarray) -> float:
+def effort_share(
+    inverse: Callable, effort_limit: np.ndarray, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray
+) -> float:
     """Largest share ``|tau| / limit`` of the finite effort limits ``(n,)`` that the motion
     ``q, qd, qdd (k, n)`` needs by the model ``inverse(q, qd, qdd)``; 0 where none is finite."""
     lim = np.asarray(effort_limit, dtype=np.float64)
@@ -92,10 +107,16 @@ def effort_share(inverse: Callable, effort_limit: np.ndarray, q: np.ndarray, qd:
     return float(np.max(np.abs(tau[:, finite]) / lim[finite]))
 
 
-def fit_figure_eight(fig: FigureEight, inverse: Callable, effort_limit: np.ndarray,
-                     speed: float = 2.0, fraction: float = 0.8, points: int = 400,
-                     max_velocity: Optional[np.ndarray] = None,
-                     velocity_fraction: float = EXCITATION_VELOCITY_FRACTION) -> FigureEight:
+def fit_figure_eight(
+    fig: FigureEight,
+    inverse: Callable,
+    effort_limit: np.ndarray,
+    speed: float = 2.0,
+    fraction: float = 0.8,
+    points: int = 400,
+    max_velocity: Optional[np.ndarray] = None,
+    velocity_fraction: float = EXCITATION_VELOCITY_FRACTION,
+) -> FigureEight:
     """``fig`` with its amplitude scaled (by the largest factor in (0, 1], bisection) so that
     played at ``speed`` it needs at most ``fraction`` of the effort limits by the model
     ``inverse(q, qd, qdd)``, and (with ``max_velocity``) moves no faster than
@@ -105,13 +126,16 @@ def fit_figure_eight(fig: FigureEight, inverse: Callable, effort_limit: np.ndarr
     constrain it."""
     lim = np.asarray(effort_limit, dtype=np.float64)
     finite = np.isfinite(lim) & (lim > 0)
-    vlim = np.full(lim.shape, np.inf) if max_velocity is None else \
-        np.asarray(max_velocity, dtype=np.float64)
+    vlim = (
+        np.full(lim.shape, np.inf)
+        if max_velocity is None
+        else np.asarray(max_velocity, dtype=np.float64)
+    )
     vfinite = np.isfinite(vlim) & (vlim > 0)
     if not finite.any() and not vfinite.any():
         return fig
     fast = fig.at_speed(speed)
-    t = np.linspace(0.0, (fast.ramp + fig.period) / speed, points)   # the ramp-in and a period
+    t = np.linspace(0.0, (fast.ramp + fig.period) / speed, points)  # the ramp-in and a period
 
     def scaled(k: float) -> FigureEight:
         return FigureEight(fig.center, fig.amplitude * k, fig.period, fig.speed, fig.ramp)
@@ -121,9 +145,11 @@ def fit_figure_eight(fig: FigureEight, inverse: Callable, effort_limit: np.ndarr
         q, qd, qdd = scaled(k).at_speed(speed).sample(t)
         worst = effort_share(inverse, lim, q, qd, qdd) / fraction
         if vfinite.any():
-            worst = max(worst, float(np.max(np.abs(qd[:, vfinite]) / vlim[vfinite]))
-                        / velocity_fraction)
+            worst = max(
+                worst, float(np.max(np.abs(qd[:, vfinite]) / vlim[vfinite])) / velocity_fraction
+            )
         return worst
+
     if need(1.0) <= 1.0:
         return fig
     lo, hi = 0.0, 1.0
@@ -148,8 +174,13 @@ class PiecewiseQuintic:
     Missing velocities/accelerations are taken as zero.
     """
 
-    def __init__(self, t: np.ndarray, q: np.ndarray, qd: Optional[np.ndarray] = None,
-                 qdd: Optional[np.ndarray] = None):
+    def __init__(
+        self,
+        t: np.ndarray,
+        q: np.ndarray,
+        qd: Optional[np.ndarray] = None,
+        qdd: Optional[np.ndarray] = None,
+    ):
         t = np.asarray(t, dtype=np.float64)
         q = np.atleast_2d(np.asarray(q, dtype=np.float64))
         if t.ndim != 1 or q.shape[0] != t.size or t.size == 0:
@@ -162,8 +193,12 @@ class PiecewiseQuintic:
         self.qdd = np.zeros_like(q) if qdd is None or np.size(qdd) == 0 else np.asarray(qdd, float)
         if self.qd.shape != q.shape or self.qdd.shape != q.shape:
             raise ValueError('velocities/accelerations must match positions in shape')
-        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(self.qd))
-                and np.all(np.isfinite(self.qdd)) and np.all(np.isfinite(t))):
+        if not (
+            np.all(np.isfinite(q))
+            and np.all(np.isfinite(self.qd))
+            and np.all(np.isfinite(self.qdd))
+            and np.all(np.isfinite(t))
+        ):
             raise ValueError('non-finite waypoint')
 
     @property
@@ -190,8 +225,15 @@ class PiecewiseQuintic:
                 h = (self.t[i + 1] - self.t[i])[:, None]
                 s = ((tm - self.t[i])[:, None]) / h
                 out_q[mid], out_qd[mid], out_qdd[mid] = _quintic_hermite(
-                    s, h, self.q[i], self.q[i + 1], self.qd[i] * h, self.qd[i + 1] * h,
-                    self.qdd[i] * h * h, self.qdd[i + 1] * h * h)
+                    s,
+                    h,
+                    self.q[i],
+                    self.q[i + 1],
+                    self.qd[i] * h,
+                    self.qd[i + 1] * h,
+                    self.qdd[i] * h * h,
+                    self.qdd[i + 1] * h * h,
+                )
         return out_q, out_qd, out_qdd
 
     def _sample_one(self, t: float):
@@ -205,31 +247,57 @@ class PiecewiseQuintic:
         i = min(max(int(np.searchsorted(self.t, t, side='right')) - 1, 0), self.t.size - 2)
         h = float(self.t[i + 1] - self.t[i])
         s = (t - float(self.t[i])) / h
-        q, qd, qdd = _quintic_hermite(s, h, self.q[i], self.q[i + 1], self.qd[i] * h,
-                                      self.qd[i + 1] * h, self.qdd[i] * h * h,
-                                      self.qdd[i + 1] * h * h)
+        q, qd, qdd = _quintic_hermite(
+            s,
+            h,
+            self.q[i],
+            self.q[i + 1],
+            self.qd[i] * h,
+            self.qd[i + 1] * h,
+            self.qdd[i] * h * h,
+            self.qdd[i + 1] * h * h,
+        )
         return q[None, :], qd[None, :], qdd[None, :]
 
 
 def _quintic_hermite(s, h, q0, q1, v0, v1, a0, a1):
     """q, qd, qdd of the quintic Hermite segment at normalised time ``s`` in [0, 1] (a float, or
     ``(T, 1)`` with ``(T, n)`` end values); ``v``/``a`` are scaled by ``h`` and ``h**2``."""
-    s2, s3, s4, s5 = s * s, s ** 3, s ** 4, s ** 5
+    s2, s3, s4, s5 = s * s, s**3, s**4, s**5
     dq = q1 - q0
-    q = (q0 + (s - 6 * s3 + 8 * s4 - 3 * s5) * v0 + (0.5 * s2 - 1.5 * s3 + 1.5 * s4
-         - 0.5 * s5) * a0 + (10 * s3 - 15 * s4 + 6 * s5) * dq
-         + (-4 * s3 + 7 * s4 - 3 * s5) * v1 + (0.5 * s3 - s4 + 0.5 * s5) * a1)
-    qd = ((-30 * s2 + 60 * s3 - 30 * s4) * -dq + (1 - 18 * s2 + 32 * s3 - 15 * s4) * v0
-          + (s - 4.5 * s2 + 6 * s3 - 2.5 * s4) * a0 + (-12 * s2 + 28 * s3 - 15 * s4) * v1
-          + (1.5 * s2 - 4 * s3 + 2.5 * s4) * a1) / h
-    qdd = ((-60 * s + 180 * s2 - 120 * s3) * -dq + (-36 * s + 96 * s2 - 60 * s3) * v0
-           + (1 - 9 * s + 18 * s2 - 10 * s3) * a0 + (-24 * s + 84 * s2 - 60 * s3) * v1
-           + (3 * s - 12 * s2 + 10 * s3) * a1) / h ** 2
+    q = (
+        q0
+        + (s - 6 * s3 + 8 * s4 - 3 * s5) * v0
+        + (0.5 * s2 - 1.5 * s3 + 1.5 * s4 - 0.5 * s5) * a0
+        + (10 * s3 - 15 * s4 + 6 * s5) * dq
+        + (-4 * s3 + 7 * s4 - 3 * s5) * v1
+        + (0.5 * s3 - s4 + 0.5 * s5) * a1
+    )
+    qd = (
+        (-30 * s2 + 60 * s3 - 30 * s4) * -dq
+        + (1 - 18 * s2 + 32 * s3 - 15 * s4) * v0
+        + (s - 4.5 * s2 + 6 * s3 - 2.5 * s4) * a0
+        + (-12 * s2 + 28 * s3 - 15 * s4) * v1
+        + (1.5 * s2 - 4 * s3 + 2.5 * s4) * a1
+    ) / h
+    qdd = (
+        (-60 * s + 180 * s2 - 120 * s3) * -dq
+        + (-36 * s + 96 * s2 - 60 * s3) * v0
+        + (1 - 9 * s + 18 * s2 - 10 * s3) * a0
+        + (-24 * s + 84 * s2 - 60 * s3) * v1
+        + (3 * s - 12 * s2 + 10 * s3) * a1
+    ) / h**2
     return q, qd, qdd
 
 
-def rejoin_offset(t0: float, dq: np.ndarray, dqd: np.ndarray, velocity_limit: np.ndarray,
-                  min_time: float = 1.0, speed_fraction: float = 0.25) -> PiecewiseQuintic:
+def rejoin_offset(
+    t0: float,
+    dq: np.ndarray,
+    dqd: np.ndarray,
+    velocity_limit: np.ndarray,
+    min_time: float = 1.0,
+    speed_fraction: float = 0.25,
+) -> PiecewiseQuintic:
     """The offset "arm minus reference" from ``(dq, dqd)`` at ``t0`` smoothly down to zero.
 
     Added to a reference the arm fell behind (joint states stopped for a while, the reference
@@ -244,20 +312,31 @@ def rejoin_offset(t0: float, dq: np.ndarray, dqd: np.ndarray, velocity_limit: np
     vmax = np.where(np.isfinite(vmax) & (vmax > 0), vmax, 1.0)
     T = max(float(min_time), float(np.max(1.875 * np.abs(dq) / (speed_fraction * vmax))), 1e-3)
     zero = np.zeros_like(dq)
-    return PiecewiseQuintic(np.array([t0, t0 + T]), np.stack([dq, zero]),
-                            np.stack([dqd, zero]), np.stack([zero, zero]))
+    return PiecewiseQuintic(
+        np.array([t0, t0 + T]), np.stack([dq, zero]), np.stack([dqd, zero]), np.stack([zero, zero])
+    )
 
 
 REFERENCE_KINDS = ('excitation', 'figure_eight', 'hold')
 
 
-def make_reference(kind: str, lower: np.ndarray, upper: np.ndarray, max_velocity: np.ndarray,
-                   q_now: Optional[np.ndarray], *, speed: float = 1.0, seed: int = 0,
-                   duration: float = 20.0, period: float = 4.0, dt: float = 0.01,
-                   approach_time: float = 2.0,
-                   excitation: Optional[Callable[[int, float], Trajectory]] = None,
-                   fit: Optional[Callable[[FigureEight], FigureEight]] = None,
-                   start: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None):
+def make_reference(
+    kind: str,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    max_velocity: np.ndarray,
+    q_now: Optional[np.ndarray],
+    *,
+    speed: float = 1.0,
+    seed: int = 0,
+    duration: float = 20.0,
+    period: float = 4.0,
+    dt: float = 0.01,
+    approach_time: float = 2.0,
+    excitation: Optional[Callable[[int, float], Trajectory]] = None,
+    fit: Optional[Callable[[FigureEight], FigureEight]] = None,
+    start: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None,
+):
     """Waypoints ``t, q, qd, qdd`` of a reference that starts at rest at ``q_now``.
 
     A quintic approach of ``approach_time`` seconds leads from ``q_now`` to the start of the
@@ -279,10 +358,13 @@ def make_reference(kind: str, lower: np.ndarray, upper: np.ndarray, max_velocity
         return np.array([0.0]), q[None, :], np.zeros((1, q.size)), np.zeros((1, q.size))
     if kind == 'excitation':
         fraction = EXCITATION_VELOCITY_FRACTION / max(speed, 1.0)
-        traj: Trajectory = (excitation(seed, fraction) if excitation is not None else
-                            random_fourier_trajectory(lower, upper, max_velocity, seed=seed,
-                                                      velocity_fraction=fraction)
-                            ).at_speed(speed)
+        traj: Trajectory = (
+            excitation(seed, fraction)
+            if excitation is not None
+            else random_fourier_trajectory(
+                lower, upper, max_velocity, seed=seed, velocity_fraction=fraction
+            )
+        ).at_speed(speed)
     else:
         fig = figure_eight(lower, upper, max_velocity, period=period)
         traj = (fit(fig) if fit is not None else fig).at_speed(speed)
@@ -292,17 +374,25 @@ def make_reference(kind: str, lower: np.ndarray, upper: np.ndarray, max_velocity
     approach = None
     if start is not None:
         approach, ta, (qa, qda, qdda), span = _moving_approach(
-            start, (q[0], qd[0], qdd[0]), lower, upper, approach_time, dt)
+            start, (q[0], qd[0], qdd[0]), lower, upper, approach_time, dt
+        )
     if approach is None:
         ta, span = np.arange(0.0, approach_time, dt), approach_time
-        approach = PiecewiseQuintic(np.array([0.0, approach_time]), np.stack([q_now, q[0]]),
-                                    np.stack([np.zeros_like(q_now), qd[0]]),
-                                    np.stack([np.zeros_like(q_now), qdd[0]]))
+        approach = PiecewiseQuintic(
+            np.array([0.0, approach_time]),
+            np.stack([q_now, q[0]]),
+            np.stack([np.zeros_like(q_now), qd[0]]),
+            np.stack([np.zeros_like(q_now), qdd[0]]),
+        )
         qa, qda, qdda = approach.sample(ta)
         qda[0] = 0.0
         qdda[0] = 0.0
-    return (np.concatenate([ta, t + span]), np.concatenate([qa, q]),
-            np.concatenate([qda, qd]), np.concatenate([qdda, qdd]))
+    return (
+        np.concatenate([ta, t + span]),
+        np.concatenate([qa, q]),
+        np.concatenate([qda, qd]),
+        np.concatenate([qdda, qdd]),
+    )
 
 
 def _moving_approach(start, goal, lower, upper, approach_time: float, dt: float):
@@ -321,16 +411,24 @@ def _moving_approach(start, goal, lower, upper, approach_time: float, dt: float)
 
     def inside(qa: np.ndarray) -> bool:
         return not (np.any(qa < lo + inner) or np.any(qa > hi - inner))
+
     q0, v0 = np.asarray(start[0], float), np.asarray(start[1], float)
     room = np.where(v0 > 0, hi - inner - q0, q0 - lo - inner)
     moving = np.abs(v0) > 1e-9
-    brake = float(np.clip(np.min(2.0 * room[moving] / np.abs(v0[moving]), initial=approach_time),
-                          min(5.0 * dt, approach_time), approach_time))
+    brake = float(
+        np.clip(
+            np.min(2.0 * room[moving] / np.abs(v0[moving]), initial=approach_time),
+            min(5.0 * dt, approach_time),
+            approach_time,
+        )
+    )
     stop = np.clip(q0 + 0.5 * brake * v0, lo + inner, hi - inner)
     rest = (stop, np.zeros_like(stop), np.zeros_like(stop))
-    for times, points in ([np.array([0.0, approach_time]), (start, goal)],
-                          [np.array([0.0, 2.0 * approach_time]), (start, goal)],
-                          [np.array([0.0, brake, brake + approach_time]), (start, rest, goal)]):
+    for times, points in (
+        [np.array([0.0, approach_time]), (start, goal)],
+        [np.array([0.0, 2.0 * approach_time]), (start, goal)],
+        [np.array([0.0, brake, brake + approach_time]), (start, rest, goal)],
+    ):
         span = float(times[-1])
         curve = PiecewiseQuintic(times, *(np.stack([p[i] for p in points]) for i in range(3)))
         ta = np.arange(0.0, span, dt)

@@ -1,6 +1,7 @@
 """CommandOrder and ReceiverOrderQuery without ROS: the permutation between the model's joint
 order and a receiving controller's, the refusal of other joints, and the one-time decision
 between the receiver's answer, the model order after the timeout, and a refusal."""
+
 import numpy as np
 import pytest
 
@@ -17,7 +18,7 @@ MODEL = ['a', 'b', 'c', 'd']
 
 def test_the_permutation_carries_each_torque_to_its_joint():
     order = CommandOrder(MODEL, ['c', 'a', 'd', 'b'])
-    tau = np.array([1.0, 2.0, 3.0, 4.0])          # a=1 b=2 c=3 d=4
+    tau = np.array([1.0, 2.0, 3.0, 4.0])  # a=1 b=2 c=3 d=4
     cmd = order.to_command(tau)
     assert cmd.tolist() == [3.0, 1.0, 4.0, 2.0]
     assert {j: v for j, v in zip(order.joints, cmd)} == dict(zip(MODEL, tau))
@@ -32,13 +33,17 @@ def test_the_model_order_costs_nothing():
     assert order.to_command(tau) is tau and order.to_model(tau) is tau
 
 
-@pytest.mark.parametrize('command, words', [
-    (['a', 'b', 'c'], ["missing ['d']"]),
-    (['a', 'b', 'c', 'd', 'gripper'], ["extra ['gripper']"]),
-    (['a', 'b', 'c', 'c'], ["repeated ['c']", "missing ['d']"]),
-    (['a', 'b', 'c', 'x'], ["missing ['d']", "extra ['x']"]),
-    ([], ['missing']),
-], ids=['missing', 'extra', 'repeated', 'renamed', 'empty'])
+@pytest.mark.parametrize(
+    'command, words',
+    [
+        (['a', 'b', 'c'], ["missing ['d']"]),
+        (['a', 'b', 'c', 'd', 'gripper'], ["extra ['gripper']"]),
+        (['a', 'b', 'c', 'c'], ["repeated ['c']", "missing ['d']"]),
+        (['a', 'b', 'c', 'x'], ["missing ['d']", "extra ['x']"]),
+        ([], ['missing']),
+    ],
+    ids=['missing', 'extra', 'repeated', 'renamed', 'empty'],
+)
 def test_other_joints_are_refused_with_the_reason(command, words):
     reason = order_mismatch(MODEL, command)
     assert reason is not None and all(w in reason for w in words), reason
@@ -85,7 +90,7 @@ def test_no_answer_in_time_falls_back_to_the_model_order_with_a_warning():
 def test_an_answer_without_joint_names_falls_back():
     d = _query().answer(None, ' (its joints is 3)')
     assert d.order.is_model_order and d.level == 'warning' and 'its joints is 3' in d.message
-    d = _query().answer([])               # no default selection to stand for []
+    d = _query().answer([])  # no default selection to stand for []
     assert d.order.is_model_order and d.level == 'warning'
 
 

@@ -30,8 +30,9 @@ class Pendulum:
         return (tau - self.mgl * np.sin(q) - self.b * qd) / self.ml2
 
 
-GAINS = Gains(ct_kp=np.array([100.0]), ct_kd=np.array([20.0]), kp=np.array([30.0]),
-              kd=np.array([3.0]))
+GAINS = Gains(
+    ct_kp=np.array([100.0]), ct_kd=np.array([20.0]), kp=np.array([30.0]), kd=np.array([3.0])
+)
 
 
 def simulate(model_ctrl, law, plant, t_end=3.0, dt=1e-3):
@@ -39,13 +40,16 @@ def simulate(model_ctrl, law, plant, t_end=3.0, dt=1e-3):
     errs = []
     for k in range(int(t_end / dt)):
         t = k * dt
-        q_ref, qd_ref, qdd_ref = (np.sin(t) * np.ones(1), np.cos(t) * np.ones(1),
-                                  -np.sin(t) * np.ones(1))
+        q_ref, qd_ref, qdd_ref = (
+            np.sin(t) * np.ones(1),
+            np.cos(t) * np.ones(1),
+            -np.sin(t) * np.ones(1),
+        )
         tau = control_torque(model_ctrl, law, GAINS, q, qd, q_ref, qd_ref, qdd_ref)
         qd = qd + dt * plant.forward(q, qd, tau)
         q = q + dt * qd
         errs.append(float(q_ref[0] - q[0]))
-    return np.sqrt(np.mean(np.square(errs[len(errs) // 2:])))
+    return np.sqrt(np.mean(np.square(errs[len(errs) // 2 :])))
 
 
 @pytest.mark.parametrize('law', ['computed_torque', 'feedforward_pd'])
@@ -79,8 +83,11 @@ def test_unknown_law_is_an_error():
 
 
 def test_clamp_and_blend():
-    assert clamp_torque(np.array([5.0, -50.0, 1.0]), np.array([4.0, 40.0, 2.0])).tolist() == \
-        [4.0, -40.0, 1.0]
+    assert clamp_torque(np.array([5.0, -50.0, 1.0]), np.array([4.0, 40.0, 2.0])).tolist() == [
+        4.0,
+        -40.0,
+        1.0,
+    ]
     blend = BumplessBlend(0.2)
     assert blend.weight(0.0) is None
     blend.start(1.0)
@@ -100,11 +107,11 @@ def _track(model, law, plant, feedback=None, t_end=3.0, dt=4e-3):
         t = k * dt
         ref = np.sin(t) * np.ones(1), np.cos(t) * np.ones(1), -np.sin(t) * np.ones(1)
         tau = control_torque(model, law, GAINS, q, qd, *ref, feedback_model=feedback)
-        for _ in range(4):                  # held over the control period, as a motor does
+        for _ in range(4):  # held over the control period, as a motor does
             qd = qd + dt / 4 * plant.forward(q, qd, tau)
             q = q + dt / 4 * qd
         errs.append(float(ref[0][0] - q[0]))
-    return np.sqrt(np.mean(np.square(errs[len(errs) // 2:])))
+    return np.sqrt(np.mean(np.square(errs[len(errs) // 2 :])))
 
 
 def test_urdf_feedback_keeps_a_model_with_a_wrong_inertia_stable():
@@ -115,16 +122,21 @@ def test_urdf_feedback_keeps_a_model_with_a_wrong_inertia_stable():
 
     def with_inertia(factor):
         m = Pendulum()
-        m.ml2 = plant.ml2 * factor            # inertia wrong, gravity and friction right
+        m.ml2 = plant.ml2 * factor  # inertia wrong, gravity and friction right
         return m
+
     with np.errstate(all='ignore'):
         for factor, ct_bound in ((50.0, 1.0), (0.01, 0.1)):
             ct = _track(with_inertia(factor), 'computed_torque', plant)
-            urdf_fb = _track(with_inertia(factor), 'computed_torque_urdf_feedback', plant,
-                             feedback=urdf)
-            assert not ct < ct_bound, (factor, ct)         # unstable / lost
-            assert urdf_fb < 0.5 and (not np.isfinite(ct) or urdf_fb < 0.5 * ct), \
-                (factor, urdf_fb, ct)
+            urdf_fb = _track(
+                with_inertia(factor), 'computed_torque_urdf_feedback', plant, feedback=urdf
+            )
+            assert not ct < ct_bound, (factor, ct)  # unstable / lost
+            assert urdf_fb < 0.5 and (not np.isfinite(ct) or urdf_fb < 0.5 * ct), (
+                factor,
+                urdf_fb,
+                ct,
+            )
     assert _track(plant, 'computed_torque_urdf_feedback', plant, feedback=urdf) < 1e-2
     with pytest.raises(ValueError, match='needs the URDF model'):
         control_torque(plant, 'computed_torque_urdf_feedback', GAINS, *[np.zeros(1)] * 5)
@@ -136,7 +148,7 @@ def test_feedforward_on_the_reference_survives_an_overestimated_friction():
     reference it only biases the feed-forward, and the loop keeps the URDF's damping."""
     plant, urdf = Pendulum(), PendulumInertia()
     steep = Pendulum()
-    steep.b = plant.b + 1.6 * plant.ml2 * GAINS.ct_kd[0]     # beyond the feedback's damping
+    steep.b = plant.b + 1.6 * plant.ml2 * GAINS.ct_kd[0]  # beyond the feedback's damping
     with np.errstate(all='ignore'):
         ct = _track(steep, 'computed_torque_urdf_feedback', plant, feedback=urdf)
         ff = _track(steep, 'feedforward_urdf_pd', plant, feedback=urdf)
@@ -179,12 +191,13 @@ def test_pd_gains_hold_a_panda_where_two_axes_line_up():
     their common mode unstable at 250 Hz; the gains of ``pd_gains`` hold the arm (slowly where
     the two turn together: that mode's inertia is large for the gains it gets)."""
     from delan_common.robot_model import RobotModel, find_urdf
+
     model = RobotModel(find_urdf('panda.urdf'))
     lo, hi = model.sample_bounds()
     q_mid = 0.5 * (lo + hi)
     h = model.mass_matrix(q_mid)
     kp, kd = pd_gains(h, dt=1.0 / 250.0, omega=12.0)
-    assert _hold(model, kp, kd, q_mid, t_end=8.0) < 0.02     # from 0.05 rad off
+    assert _hold(model, kp, kd, q_mid, t_end=8.0) < 0.02  # from 0.05 rad off
     diag = np.diag(h)
     assert _hold(model, 144.0 * diag, 24.0 * diag, q_mid) == np.inf
 
@@ -207,14 +220,14 @@ def test_ct_gains_stiffer_than_an_upright_pendulum_pulls():
         assert np.isclose(g[0, 0], -pend.mgl if upright else pend.mgl, rtol=1e-6)
         kp, kd, stiff = ct_gains(np.array([[pend.ml2]]), g, dt=1e-3)
         pull = 9.81 / length if upright else 0.0
-        assert stiff and np.isclose(kp[0], max(CT_OMEGA ** 2, GRAVITY_MARGIN * pull))
+        assert stiff and np.isclose(kp[0], max(CT_OMEGA**2, GRAVITY_MARGIN * pull))
         assert np.isclose(kd[0], 2.0 * np.sqrt(kp[0]))
         if upright:
-            assert kp[0] * pend.ml2 > pend.mgl    # the feedback holds it up
+            assert kp[0] * pend.ml2 > pend.mgl  # the feedback holds it up
 
 
 def test_ct_gains_say_when_the_rate_cannot_be_stiff_enough():
-    pend = Pendulum(l=1e-4)                  # pull 98100 / s^2: omega 626 rad/s at least
+    pend = Pendulum(l=1e-4)  # pull 98100 / s^2: omega 626 rad/s at least
     g = np.array([[-pend.mgl]])
     kp, kd, stiff = ct_gains(np.array([[pend.ml2]]), g, dt=1.0 / 250.0)
     assert not stiff and kp[0] < GRAVITY_MARGIN * 9.81 / 1e-4

@@ -1,6 +1,7 @@
 """The torque controller's gains when the parameter file gives none: derived from the URDF of
 whatever arm it controls (control_laws.arm_gains at mid-range, for control_rate), so one set of
 numbers tuned on one arm never makes another's light wrist unstable."""
+
 import math
 
 import numpy as np
@@ -15,8 +16,9 @@ from delan_testing.ros import ros_context
 
 
 def _controller(ctx, **params):
-    node = TorqueControllerNode(context=ctx, parameter_overrides=[
-        Parameter(k, value=v) for k, v in params.items()])
+    node = TorqueControllerNode(
+        context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]
+    )
     return node
 
 
@@ -30,7 +32,7 @@ def test_gains_not_given_are_the_arms_own_and_stable_at_the_rate(urdf):
         node = _controller(ctx, urdf_path=path, control_rate=250.0, kp=[80.0])
         try:
             gains = node.gains
-            assert gains.kp.tolist() == [80.0] * len(robot.joint_names)     # as given
+            assert gains.kp.tolist() == [80.0] * len(robot.joint_names)  # as given
             for name in ('kd', 'ct_kp', 'ct_kd'):
                 assert getattr(gains, name) == pytest.approx(getattr(expected, name))
             # the fixed numbers of a 2-link arm would be unstable on this wrist: kd dt / H > 2

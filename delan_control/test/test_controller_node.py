@@ -7,6 +7,7 @@ The sim runs in lockstep (publish a state, wait for the command answering it, st
 closed loop is the ideal sampled loop whatever the load on the machine; with
 ``real_time_factor = 0`` it runs as fast as the CPU allows.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,10 +46,11 @@ ROBOT = RobotDescription.load(URDF)
 NAMES = list(ROBOT.joint_names)
 Q0 = [0.3, -0.2]
 # the controller's gains in these tests: computed torque 400 / 40, PD 60 / 6
-GAINS = Gains(ct_kp=np.full(2, 400.0), ct_kd=np.full(2, 40.0), kp=np.full(2, 60.0),
-              kd=np.full(2, 6.0))
-APPROACH = 1.0      # [s] approach segment of each reference, not scored
-FIGURE8 = 4.0       # [s] one period of the figure eight at 1x
+GAINS = Gains(
+    ct_kp=np.full(2, 400.0), ct_kd=np.full(2, 40.0), kp=np.full(2, 60.0), kd=np.full(2, 6.0)
+)
+APPROACH = 1.0  # [s] approach segment of each reference, not scored
+FIGURE8 = 4.0  # [s] one period of the figure eight at 1x
 
 
 def stamp_s(stamp) -> float:
@@ -59,11 +61,15 @@ def stamp_s(stamp) -> float:
 def reference_from_msg(msg: JointTrajectory) -> PiecewiseQuintic:
     """The reference exactly as TorqueControllerNode._on_reference builds it."""
     t0 = stamp_s(msg.header.stamp)
-    t = np.array([t0 + p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec
-                  for p in msg.points])
-    return PiecewiseQuintic(t, np.array([p.positions for p in msg.points]),
-                            np.array([p.velocities for p in msg.points]),
-                            np.array([p.accelerations for p in msg.points]))
+    t = np.array(
+        [t0 + p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points]
+    )
+    return PiecewiseQuintic(
+        t,
+        np.array([p.positions for p in msg.points]),
+        np.array([p.velocities for p in msg.points]),
+        np.array([p.accelerations for p in msg.points]),
+    )
 
 
 def hold_msg(q) -> JointTrajectory:
@@ -90,8 +96,13 @@ class Rig:
         self.ex = None
         try:
             if sim is not None:
-                sim_params = dict(urdf_path=URDF, lockstep=True, lockstep_timeout=5.0,
-                                  real_time_factor=0.0, initial_position=Q0)
+                sim_params = dict(
+                    urdf_path=URDF,
+                    lockstep=True,
+                    lockstep_timeout=5.0,
+                    real_time_factor=0.0,
+                    initial_position=Q0,
+                )
                 sim_params.update(sim)
                 self.sim = SimNode(context=self.ctx, parameter_overrides=_params(sim_params))
                 self.nodes.append(self.sim)
@@ -99,28 +110,38 @@ class Rig:
             # not trip it while a test measures tracking (the watchdog has its own tests).
             # The command order: the sim's, read from it as in the demo; without a sim, given
             # (test_command_joints.py tests the order)
-            ctl_params = dict(urdf_path=URDF, model='pinocchio', watchdog_timeout=5.0,
-                              **{k: getattr(GAINS, k).tolist()
-                                 for k in ('ct_kp', 'ct_kd', 'kp', 'kd')},
-                              **({'effort_controller_name': 'sim'} if sim is not None
-                                 else {'command_joints': NAMES}))
+            ctl_params = dict(
+                urdf_path=URDF,
+                model='pinocchio',
+                watchdog_timeout=5.0,
+                **{k: getattr(GAINS, k).tolist() for k in ('ct_kp', 'ct_kd', 'kp', 'kd')},
+                **(
+                    {'effort_controller_name': 'sim'}
+                    if sim is not None
+                    else {'command_joints': NAMES}
+                ),
+            )
             ctl_params.update(ctl or {})
-            self.ctl = TorqueControllerNode(context=self.ctx,
-                                            parameter_overrides=_params(ctl_params))
+            self.ctl = TorqueControllerNode(
+                context=self.ctx, parameter_overrides=_params(ctl_params)
+            )
             self.nodes.append(self.ctl)
             self.probe = rclpy.create_node('controller_test_probe', context=self.ctx)
             self.nodes.append(self.probe)
             self.states: List[JointState] = []
-            self.commands: List[tuple] = []      # (monotonic arrival, data)
-            self.diags: List[tuple] = []         # (monotonic arrival, level, message, values)
-            self.probe.create_subscription(JointState, 'joint_states', self.states.append,
-                                           10000)
+            self.commands: List[tuple] = []  # (monotonic arrival, data)
+            self.diags: List[tuple] = []  # (monotonic arrival, level, message, values)
+            self.probe.create_subscription(JointState, 'joint_states', self.states.append, 10000)
             self.probe.create_subscription(
-                Float64MultiArray, 'effort_controller/commands',
-                lambda m: self.commands.append((time.monotonic(), list(m.data))), 10000)
+                Float64MultiArray,
+                'effort_controller/commands',
+                lambda m: self.commands.append((time.monotonic(), list(m.data))),
+                10000,
+            )
             self.probe.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 100)
-            self.ref_pub = self.probe.create_publisher(JointTrajectory, 'reference_trajectory',
-                                                       LATCHED)
+            self.ref_pub = self.probe.create_publisher(
+                JointTrajectory, 'reference_trajectory', LATCHED
+            )
             self.params = AsyncParameterClient(self.probe, 'torque_controller')
             # one thread: the fastest lockstep loop here (no GIL hand-offs between executor
             # threads); the sim's physics runs in its own thread anyway
@@ -135,8 +156,14 @@ class Rig:
     def _on_diag(self, msg: DiagnosticArray) -> None:
         for st in msg.status:
             if 'torque_controller' in st.name:
-                self.diags.append((time.monotonic(), st.level, st.message,
-                                   {kv.key: kv.value for kv in st.values}))
+                self.diags.append(
+                    (
+                        time.monotonic(),
+                        st.level,
+                        st.message,
+                        {kv.key: kv.value for kv in st.values},
+                    )
+                )
 
     def close(self) -> None:
         if self.sim is not None:
@@ -189,16 +216,23 @@ class Rig:
         deadline = time.monotonic() + max(60.0, 30.0 * (t - self.sim_time()))
         while self.sim_time() < t:
             assert time.monotonic() < deadline, (
-                f'sim time {self.sim_time():.3f} never reached {t:.3f}; sim {self.sim.stats}')
+                f'sim time {self.sim_time():.3f} never reached {t:.3f}; sim {self.sim.stats}'
+            )
             time.sleep(0.02)
 
     # -- references
     def publish_figure_eight(self, duration: float = FIGURE8, lead: float = 0.05):
         """A figure eight from the current position; returns (reference, start of scoring)."""
         m = self.states[-1]
-        t, q, qd, qdd = make_reference('figure_eight', ROBOT.lower, ROBOT.upper,
-                                       ROBOT.velocity_limits, np.array(m.position),
-                                       duration=duration, approach_time=APPROACH)
+        t, q, qd, qdd = make_reference(
+            'figure_eight',
+            ROBOT.lower,
+            ROBOT.upper,
+            ROBOT.velocity_limits,
+            np.array(m.position),
+            duration=duration,
+            approach_time=APPROACH,
+        )
         t0_ns = int(round((stamp_s(m.header.stamp) + lead) * 1e9))
         msg = to_msg(NAMES, t0_ns, t, q, qd, qdd)
         self.ref_pub.publish(msg)
@@ -210,15 +244,19 @@ class Rig:
         t = np.array([stamp_s(s.header.stamp) for s in S])
         sel = (t >= t_from) & (t <= t_to)
         pick = [s for s, k in zip(S, sel) if k]
-        return (t[sel], np.array([s.position for s in pick]), np.array([s.velocity for s in pick]),
-                np.array([s.effort for s in pick]))
+        return (
+            t[sel],
+            np.array([s.position for s in pick]),
+            np.array([s.velocity for s in pick]),
+            np.array([s.effort for s in pick]),
+        )
 
     def tracking_rms(self, ref: PiecewiseQuintic, t_from: float, t_to: float) -> np.ndarray:
         t, q, _, _ = self.recorded(t_from, t_to)
         expected = (t_to - t_from) * 500.0
         assert len(t) >= 0.95 * expected, f'{len(t)} states recorded of ~{expected:.0f}'
         err = ref.sample(t)[0] - q
-        return np.sqrt(np.mean(err ** 2, axis=0))
+        return np.sqrt(np.mean(err**2, axis=0))
 
     def track(self, model: str) -> np.ndarray:
         """Switch to ``model`` at runtime, track the figure eight, return the RMS error."""
@@ -236,6 +274,7 @@ def rig_factory():
     def make(**kwargs) -> Rig:
         rigs.append(Rig(**kwargs))
         return rigs[-1]
+
     yield make
     for rig in rigs:
         rig.close()
@@ -248,6 +287,7 @@ def _save_delan(path: str, urdf: str, fill: Optional[float] = None, kind: str = 
 
     from delan_learning.checkpoint import save_model
     from delan_learning.models import build_model
+
     robot = RobotDescription.load(urdf)
     torch.manual_seed(0)
     model = build_model(kind, robot.joint_types, width=16, depth=1)
@@ -293,11 +333,14 @@ def test_exact_model_tracks_figure_eight_to_the_discretisation_error(rig_factory
     worst = 0.0
     for k in range(len(t) - 1):
         q_ref, qd_ref, qdd_ref = (a[0] for a in ref.sample(t[k]))
-        tau = clamp_torque(control_torque(model, 'computed_torque', GAINS, plant.q, plant.qd,
-                                          q_ref, qd_ref, qdd_ref), ROBOT.effort_limits)
+        tau = clamp_torque(
+            control_torque(
+                model, 'computed_torque', GAINS, plant.q, plant.qd, q_ref, qd_ref, qdd_ref
+            ),
+            ROBOT.effort_limits,
+        )
         applied = plant.step(tau, int(round((t[k + 1] - t[k]) * 1000.0)))
-        worst = max(worst, np.abs(applied - effort[k + 1]).max(),
-                    np.abs(plant.q - q[k + 1]).max())
+        worst = max(worst, np.abs(applied - effort[k + 1]).max(), np.abs(plant.q - q[k + 1]).max())
     print(f'offline replay of {len(t) - 1} control periods: max |diff| {worst:.2e}')
     assert worst < 1e-9
 
@@ -316,11 +359,17 @@ def mismatch_models(tmp_path_factory):
     from delan_learning.checkpoint import save_model
     from delan_learning.data import Dataset
     from delan_learning.training import TrainConfig, train_model
+
     out = tmp_path_factory.mktemp('mismatch_models')
     t0 = time.monotonic()
-    data = generate_dataset(URDF, trajectories=5, duration=8.0, rate=500.0, seed=3,
-                            mismatch=Mismatch(payload_mass=0.6, viscous_scale=2.0,
-                                              coulomb_scale=2.0))
+    data = generate_dataset(
+        URDF,
+        trajectories=5,
+        duration=8.0,
+        rate=500.0,
+        seed=3,
+        mismatch=Mismatch(payload_mass=0.6, viscous_scale=2.0, coulomb_scale=2.0),
+    )
     t_gen = time.monotonic() - t0
     identified, report = identify_dataset(URDF, data)
     identified.save(str(out / 'identified.json'))
@@ -328,24 +377,32 @@ def mismatch_models(tmp_path_factory):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        result = train_model(Dataset.from_arrays({k: data[k] for k in keys}), 'delan',
-                             TrainConfig(epochs=10000, time_budget=12.0, patience=0, seed=0,
-                                         lr_schedule='cosine'),
-                             {'width': 64, 'depth': 2})
+        result = train_model(
+            Dataset.from_arrays({k: data[k] for k in keys}),
+            'delan',
+            TrainConfig(epochs=10000, time_budget=12.0, patience=0, seed=0, lr_schedule='cosine'),
+            {'width': 64, 'depth': 2},
+        )
     finally:
         torch.set_num_threads(threads)
     save_model(result.model, str(out / 'delan.pt'), result.metadata)
-    print(f'\ndata {t_gen:.1f} s ({len(data["q"])} samples); identified held-out nMSE '
-          f'{report["nmse_test"]}; DeLaN {len(result.history)} epochs, validation nMSE '
-          f'{result.metadata["training"]["final_metrics"]["nmse"]}')
+    print(
+        f'\ndata {t_gen:.1f} s ({len(data["q"])} samples); identified held-out nMSE '
+        f'{report["nmse_test"]}; DeLaN {len(result.history)} epochs, validation nMSE '
+        f'{result.metadata["training"]["final_metrics"]["nmse"]}'
+    )
     return {'identified': str(out / 'identified.json'), 'delan': str(out / 'delan.pt')}
 
 
 def test_identified_and_delan_beat_nominal_under_mismatch(rig_factory, mismatch_models):
-    rig = rig_factory(sim={'payload_mass': 0.6, 'friction_scale': 2.0},
-                      ctl={'model': 'pinocchio',
-                           'identified_params': mismatch_models['identified'],
-                           'delan_checkpoint': mismatch_models['delan']})
+    rig = rig_factory(
+        sim={'payload_mass': 0.6, 'friction_scale': 2.0},
+        ctl={
+            'model': 'pinocchio',
+            'identified_params': mismatch_models['identified'],
+            'delan_checkpoint': mismatch_models['delan'],
+        },
+    )
     rig.wait_states(20)
     rms = {m: rig.track(m) for m in ('pinocchio', 'identified', 'delan')}
     print('\nfigure eight 1x, payload 0.6 kg, friction x2 -- RMS error [rad]:')
@@ -353,14 +410,14 @@ def test_identified_and_delan_beat_nominal_under_mismatch(rig_factory, mismatch_
         print(f'  {m:>10s}: {np.array2string(r, precision=5)}')
     assert rig.ctl.fallbacks == 0
     nominal = rms['pinocchio']
-    assert nominal.max() > 0.01      # the mismatch matters to the nominal model
+    assert nominal.max() > 0.01  # the mismatch matters to the nominal model
     for m in ('identified', 'delan'):
         assert np.all(rms[m] < nominal), (m, rms)
         assert np.linalg.norm(rms[m]) < 0.3 * np.linalg.norm(nominal), (m, rms)
 
 
 # ------------------------------------------------------------------------------------------ 3
-Q_HOLD = [0.9, 0.6]     # a pose where gravity needs ~10 N m: a hard switch would jump by that
+Q_HOLD = [0.9, 0.6]  # a pose where gravity needs ~10 N m: a hard switch would jump by that
 
 
 def _blend_weights(q, qd, effort, law_models):
@@ -369,10 +426,12 @@ def _blend_weights(q, qd, effort, law_models):
     old, new = law_models
     w, res, jump = [], [], []
     for k in range(len(q) - 1):
-        a = control_torque(old, 'computed_torque', GAINS, q[k], qd[k], np.array(Q_HOLD),
-                           np.zeros(2), np.zeros(2))
-        b = control_torque(new, 'computed_torque', GAINS, q[k], qd[k], np.array(Q_HOLD),
-                           np.zeros(2), np.zeros(2))
+        a = control_torque(
+            old, 'computed_torque', GAINS, q[k], qd[k], np.array(Q_HOLD), np.zeros(2), np.zeros(2)
+        )
+        b = control_torque(
+            new, 'computed_torque', GAINS, q[k], qd[k], np.array(Q_HOLD), np.zeros(2), np.zeros(2)
+        )
         c = effort[k + 1]
         d = b - a
         wk = float(np.dot(c - a, d) / np.dot(d, d))
@@ -384,11 +443,12 @@ def _blend_weights(q, qd, effort, law_models):
 
 def test_runtime_switch_is_bumpless_and_unusable_switches_are_refused(rig_factory, tmp_path):
     blend = 1.0
-    rig = rig_factory(sim={'initial_position': Q_HOLD},
-                      ctl={'model': 'pinocchio', 'switch_blend_time': blend})
+    rig = rig_factory(
+        sim={'initial_position': Q_HOLD}, ctl={'model': 'pinocchio', 'switch_blend_time': blend}
+    )
     rig.ref_pub.publish(hold_msg(Q_HOLD))
     rig.wait_states(100)
-    rig.wait_sim_time(rig.sim_time() + 0.2)     # the window below starts 0.1 s back
+    rig.wait_sim_time(rig.sim_time() + 0.2)  # the window below starts 0.1 s back
     t_before = rig.sim_time()
     # pinocchio -> pd while holding against gravity: the feed-forward (~gravity) fades out
     res = rig.set_params(model='pd')
@@ -401,18 +461,20 @@ def test_runtime_switch_is_bumpless_and_unusable_switches_are_refused(rig_factor
     t, q, qd, effort = rig.recorded(t_before - 0.1)
     model = RobotModel(URDF)
     w, res, jump = _blend_weights(q, qd, effort, (model, None))
-    assert np.all(np.abs(effort) < ROBOT.effort_limits - 1e-6)     # nothing clamped
-    assert res.max() < 1e-6, res.max()             # every command is on the blend line
+    assert np.all(np.abs(effort) < ROBOT.effort_limits - 1e-6)  # nothing clamped
+    assert res.max() < 1e-6, res.max()  # every command is on the blend line
     assert w[0] == pytest.approx(0.0, abs=1e-9) and w[-1] == pytest.approx(1.0, abs=1e-9)
     assert np.all(np.diff(w) > -1e-9), 'blend weight went backwards'
     assert np.all((w > -1e-9) & (w < 1 + 1e-9))
     in_blend = int(np.count_nonzero((w > 1e-6) & (w < 1 - 1e-6)))
     # spread over many control periods (~1 s of wall time), not a step
     assert in_blend >= 20, in_blend
-    hard = jump[np.argmax(w > 1e-6)]               # what a hard switch would have stepped
+    hard = jump[np.argmax(w > 1e-6)]  # what a hard switch would have stepped
     steps = np.abs(np.diff(effort[1:], axis=0)).max(axis=1)
-    print(f'\nswitch pinocchio -> pd: {in_blend} blended commands; a hard switch would step '
-          f'{hard:.2f} N m, the largest step between commands was {steps.max():.3f} N m')
+    print(
+        f'\nswitch pinocchio -> pd: {in_blend} blended commands; a hard switch would step '
+        f'{hard:.2f} N m, the largest step between commands was {steps.max():.3f} N m'
+    )
     assert hard > 5.0
     assert steps.max() < 0.3 * hard
 
@@ -422,12 +484,14 @@ def test_runtime_switch_is_bumpless_and_unusable_switches_are_refused(rig_factor
         assert all(w in result.reason for w in words), result.reason
 
     refused(rig.set_params(model='identified')[0], 'identified')
-    refused(rig.set_params(model='delan')[0], 'delan')            # no checkpoint, no learner
+    refused(rig.set_params(model='delan')[0], 'delan')  # no checkpoint, no learner
     other = _save_delan(str(tmp_path / 'seven_dof.pt'), URDF7)
-    assert rig.set_params(delan_checkpoint=other)[0].successful   # not used by model=pd
+    assert rig.set_params(delan_checkpoint=other)[0].successful  # not used by model=pd
     refused(rig.set_params(model='delan')[0], 'delan', 'joints')
-    refused(rig.set_params(identified_params=str(tmp_path / 'missing.json'),
-                           model='identified')[1], 'not found')
+    refused(
+        rig.set_params(identified_params=str(tmp_path / 'missing.json'), model='identified')[1],
+        'not found',
+    )
     # an atomic change whose other half is invalid must leave no switch behind
     refused(rig.set_params_atomically(model='pinocchio', kp=[-1.0])[0], 'kp')
     assert rig.set_params(kp=[60.0])[0].successful
@@ -453,7 +517,7 @@ def test_runtime_switch_is_bumpless_and_unusable_switches_are_refused(rig_factor
     # leaving delan while changing its checkpoint: the switch goes to pinocchio, not delan
     assert rig.set_params_atomically(model='pinocchio', delan_checkpoint=mine2)[0].successful
     assert rig.ctl.model_kind == 'pinocchio' and rig.get_param('model') == 'pinocchio'
-    assert rig.set_params(delan_checkpoint=other)[0].successful   # not used by pinocchio
+    assert rig.set_params(delan_checkpoint=other)[0].successful  # not used by pinocchio
     # back to delan with a usable checkpoint in the same set: the old (7-DoF) file is not loaded
     assert rig.set_params_atomically(model='delan', delan_checkpoint=mine)[0].successful
     assert rig.ctl.model_kind == 'delan' and rig.get_param('delan_checkpoint') == mine
@@ -462,22 +526,26 @@ def test_runtime_switch_is_bumpless_and_unusable_switches_are_refused(rig_factor
     residual = _save_delan(str(tmp_path / 'two_link_residual.pt'), URDF, kind='delan_residual')
     refused(rig.set_params(delan_checkpoint=residual)[0], "'delan_residual' model")
     refused(rig.set_params(model='delan_residual')[0], "'delan' model")
-    assert rig.set_params_atomically(model='delan_residual',
-                                     delan_checkpoint=residual)[0].successful
+    assert rig.set_params_atomically(model='delan_residual', delan_checkpoint=residual)[
+        0
+    ].successful
     assert rig.ctl.model_kind == 'delan_residual'
 
 
 # ------------------------------------------------------------------------------------------ 4
-def _stream(rig: Rig, pub, clock_pub, t_sim: float, seconds: float, rate: float = 250.0,
-            position=Q0):
+def _stream(
+    rig: Rig, pub, clock_pub, t_sim: float, seconds: float, rate: float = 250.0, position=Q0
+):
     """Publish joint states (and /clock) at ``rate`` for ``seconds`` of wall time."""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         t_sim += 1.0 / rate
-        msg = JointState(name=NAMES, position=list(position), velocity=[0.1, -0.1],
-                         effort=[0.0, 0.0])
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(round(t_sim * 1e9)),
-                                                                1_000_000_000)
+        msg = JointState(
+            name=NAMES, position=list(position), velocity=[0.1, -0.1], effort=[0.0, 0.0]
+        )
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(
+            int(round(t_sim * 1e9)), 1_000_000_000
+        )
         if clock_pub is not None:
             clock_pub.publish(Clock(clock=msg.header.stamp))
         pub.publish(msg)
@@ -491,7 +559,7 @@ def test_watchdog_zero_once_then_silence_then_resume(rig_factory, use_sim_time):
     the timeout, then nothing; states come back -> commanding resumes."""
     timeout = 0.25
     rig = rig_factory(ctl={'model': 'pd', 'watchdog_timeout': 3.0, 'use_sim_time': use_sim_time})
-    assert rig.set_params(watchdog_timeout=timeout)[0].successful      # takes effect at runtime
+    assert rig.set_params(watchdog_timeout=timeout)[0].successful  # takes effect at runtime
     pub = rig.probe.create_publisher(JointState, 'joint_states', 100)
     clock_pub = rig.probe.create_publisher(Clock, '/clock', 100) if use_sim_time else None
     t_sim = _stream(rig, pub, clock_pub, 100.0, 1.0)
@@ -510,9 +578,11 @@ def test_watchdog_zero_once_then_silence_then_resume(rig_factory, use_sim_time):
     # (timeout / 2) plus slack for a loaded machine
     last = max(w for w, d in rig.commands if d != [0.0, 0.0])
     dt_zero = zeros[0] - last
-    print(f'\nzero command {dt_zero * 1e3:.0f} ms after the answer to the last joint state '
-          f'(watchdog_timeout {timeout * 1e3:.0f} ms; {(zeros[0] - t_stop) * 1e3:.0f} ms after '
-          'the last was published)')
+    print(
+        f'\nzero command {dt_zero * 1e3:.0f} ms after the answer to the last joint state '
+        f'(watchdog_timeout {timeout * 1e3:.0f} ms; {(zeros[0] - t_stop) * 1e3:.0f} ms after '
+        'the last was published)'
+    )
     assert 0.9 * timeout < dt_zero < 1.5 * timeout + 1.0
     assert rig.ctl.watchdog_trips == trips_before + 1
     stale = [d for d in rig.diags if d[0] > zeros[0]]
@@ -532,8 +602,9 @@ def test_states_restart_rejoin_the_reference_smoothly_or_drop_a_far_one(rig_fact
     resume_tolerance (and at start-up, with no command on the reference yet: the whole
     deviation counts) the reference is dropped and the arm held where it is. PD 60 / 6, states
     with velocity (0.1, -0.1): holding commands -kd qd = (-0.6, 0.6)."""
-    rig = rig_factory(ctl={'model': 'pd', 'watchdog_timeout': 1.0, 'resume_tolerance': 0.1,
-                           'resume_time': 0.2})
+    rig = rig_factory(
+        ctl={'model': 'pd', 'watchdog_timeout': 1.0, 'resume_tolerance': 0.1, 'resume_time': 0.2}
+    )
     pub = rig.probe.create_publisher(JointState, 'joint_states', 100)
     hold = [-0.6, 0.6]
 
@@ -587,7 +658,7 @@ def test_states_restart_rejoin_the_reference_smoothly_or_drop_a_far_one(rig_fact
     assert cmds[0] == pytest.approx(tracking), cmds[:3]
     assert cmds[-1] == pytest.approx([60.0 * 0.02 - 0.6, 0.6])
     steps = np.abs(np.diff(np.array(cmds), axis=0)).max()
-    assert steps < 0.2 * 60.0 * 0.03, steps            # a ramp, not a step
+    assert steps < 0.2 * 60.0 * 0.03, steps  # a ramp, not a step
     assert rig.ctl.tracker.dropped == 1 and rig.ctl.tracker.rejoined == 1
     # a reference 0.5 rad away that arrived during the stall: dropped on the restart
     stale()
@@ -595,7 +666,7 @@ def test_states_restart_rejoin_the_reference_smoothly_or_drop_a_far_one(rig_fact
     cmds = commands(0.3)
     assert cmds and all(d == pytest.approx(hold) for d in cmds), cmds[:3]
     assert rig.ctl.tracker.dropped == 2
-    time.sleep(1.2)                        # one more diagnostics period
+    time.sleep(1.2)  # one more diagnostics period
     assert rig.diags[-1][3]['references_dropped'] == '2'
     assert rig.diags[-1][3]['references_rejoined'] == '1'
 
@@ -617,7 +688,7 @@ def test_a_jump_of_the_arm_is_taken_as_a_restart(rig_factory):
     assert rig.commands[-1][1] == pytest.approx([60.0 * 0.04 - 0.6, 0.6])
     _stream(rig, pub, None, t_sim, 0.3, position=np.add(Q0, [0.5, 0.0]))
     assert rig.ctl.tracker.dropped == 1 and rig.ctl.tracker.reference is None
-    assert rig.commands[-1][1] == pytest.approx([-0.6, 0.6])      # held where it is
+    assert rig.commands[-1][1] == pytest.approx([-0.6, 0.6])  # held where it is
 
 
 def test_non_finite_model_output_falls_back_to_pd(rig_factory, tmp_path):
@@ -650,9 +721,16 @@ def _process_probe(ctx, name: str, on_command):
     node = rclpy.create_node(name, context=ctx)
     diags: List[Dict[str, str]] = []
     node.create_subscription(Float64MultiArray, 'effort_controller/commands', on_command, 1000)
-    node.create_subscription(DiagnosticArray, '/diagnostics', lambda m: diags.extend(
-        {kv.key: kv.value for kv in s.values} for s in m.status
-        if s.name.endswith('torque_controller')), 100)
+    node.create_subscription(
+        DiagnosticArray,
+        '/diagnostics',
+        lambda m: diags.extend(
+            {kv.key: kv.value for kv in s.values}
+            for s in m.status
+            if s.name.endswith('torque_controller')
+        ),
+        100,
+    )
     pub = node.create_publisher(JointState, 'joint_states', 100)
     ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(node)
@@ -665,21 +743,37 @@ def test_first_switch_to_delan_does_not_stall_the_loop(tmp_path):
     wall time; a runtime switch to delan must not hold the control callback up (loading torch
     on first use took ~1.6 s: commands stopped, the watchdog tripped, the arm went unpowered)."""
     from delan_testing.ros import node_process
+
     ckpt = _save_delan(str(tmp_path / 'two_link.pt'), URDF)
     log = open(tmp_path / 'controller.log', 'w')
-    proc = node_process('delan_control', 'torque_controller', [
-        '-p', f'urdf_path:={URDF}', '-p', 'model:=pd', '-p', f'delan_checkpoint:={ckpt}',
-        '-p', 'watchdog_timeout:=1.0', '-p', f'command_joints:=[{",".join(NAMES)}]'],
-        stdout=log, stderr=subprocess.STDOUT)
+    proc = node_process(
+        'delan_control',
+        'torque_controller',
+        [
+            '-p',
+            f'urdf_path:={URDF}',
+            '-p',
+            'model:=pd',
+            '-p',
+            f'delan_checkpoint:={ckpt}',
+            '-p',
+            'watchdog_timeout:=1.0',
+            '-p',
+            f'command_joints:=[{",".join(NAMES)}]',
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         with ros_context() as ctx:
             commands = []
             node, diags, pub, ex = _process_probe(
-                ctx, 'stall_probe', lambda m: commands.append(time.monotonic()))
+                ctx, 'stall_probe', lambda m: commands.append(time.monotonic())
+            )
             params = AsyncParameterClient(node, 'torque_controller')
             with streaming_joint_states(pub, NAMES, Q0):
                 deadline = time.monotonic() + 60.0
-                while len(commands) < 800:       # > 3 s of commands before the switch
+                while len(commands) < 800:  # > 3 s of commands before the switch
                     assert proc.poll() is None and time.monotonic() < deadline
                     time.sleep(0.05)
                 assert params.wait_for_services(timeout_sec=30.0)
@@ -695,9 +789,11 @@ def test_first_switch_to_delan_does_not_stall_the_loop(tmp_path):
             gap = np.diff(c[(c > t_switch - 0.5) & (c < t_done + 1.0)]).max()
             # what this (shared, maybe loaded) machine does anyway: the gaps before the switch
             before = np.diff(c[(c > t_switch - 3.0) & (c < t_switch)]).max()
-            print(f'\nswitch pd -> delan took {(t_done - t_switch) * 1e3:.0f} ms; longest gap '
-                  f'between commands around it {gap * 1e3:.0f} ms ({before * 1e3:.0f} ms in the '
-                  '3 s before)')
+            print(
+                f'\nswitch pd -> delan took {(t_done - t_switch) * 1e3:.0f} ms; longest gap '
+                f'between commands around it {gap * 1e3:.0f} ms ({before * 1e3:.0f} ms in the '
+                '3 s before)'
+            )
             assert gap < max(0.4, 2.0 * before), f'the control loop stalled {gap:.2f} s'
             assert diags and diags[-1]['model'] == 'delan'
             ex.shutdown(timeout_sec=10.0)
@@ -710,8 +806,9 @@ def test_first_switch_to_delan_does_not_stall_the_loop(tmp_path):
 def _fifo_allowed() -> bool:
     """Whether this machine lets a process use SCHED_FIFO (root / CAP_SYS_NICE / rtprio)."""
     probe = subprocess.run(
-        ['python3', '-c', 'import os; os.sched_setscheduler(0, os.SCHED_FIFO, '
-         'os.sched_param(1))'], capture_output=True)
+        ['python3', '-c', 'import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))'],
+        capture_output=True,
+    )
     return probe.returncode == 0
 
 
@@ -723,41 +820,59 @@ def test_loop_times_itself_and_runs_under_realtime_priority(tmp_path):
     says why not."""
     from delan_control.loop_stats import parse_histogram, percentile_us
     from delan_testing.ros import node_process
+
     log_path = tmp_path / 'controller.log'
     log = open(log_path, 'w')
-    proc = node_process('delan_control', 'torque_controller', [
-        '-p', f'urdf_path:={URDF}', '-p', 'model:=pinocchio', '-p', 'realtime_priority:=10',
-        '-p', 'watchdog_timeout:=1.0', '-p', f'command_joints:=[{",".join(NAMES)}]'],
-        stdout=log, stderr=subprocess.STDOUT)
+    proc = node_process(
+        'delan_control',
+        'torque_controller',
+        [
+            '-p',
+            f'urdf_path:={URDF}',
+            '-p',
+            'model:=pinocchio',
+            '-p',
+            'realtime_priority:=10',
+            '-p',
+            'watchdog_timeout:=1.0',
+            '-p',
+            f'command_joints:=[{",".join(NAMES)}]',
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         with ros_context() as ctx:
             commands = []
             node, diags, pub, ex = _process_probe(ctx, 'loop_probe', commands.append)
             deadline = time.monotonic() + 60.0
-            while not diags:                      # the controller is up
+            while not diags:  # the controller is up
                 assert proc.poll() is None and time.monotonic() < deadline
                 time.sleep(0.05)
             sent, t = 0, 100.0
             next_send = time.monotonic()
-            while sent < 1500:                    # 3 s at 500 Hz
+            while sent < 1500:  # 3 s at 500 Hz
                 t += 0.002
                 msg = JointState(name=NAMES, position=list(Q0), velocity=[0.0, 0.0])
                 msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(
-                    int(round(t * 1e9)), 1_000_000_000)
+                    int(round(t * 1e9)), 1_000_000_000
+                )
                 pub.publish(msg)
                 sent += 1
                 next_send += 0.002
                 time.sleep(max(0.0, next_send - time.monotonic()))
             n_diag = len(diags)
-            while len(diags) < n_diag + 2:        # the counts after the last state
+            while len(diags) < n_diag + 2:  # the counts after the last state
                 assert time.monotonic() < deadline + 30.0
                 time.sleep(0.05)
             d = diags[-1]
             received, answered = int(d['joint_states_received']), int(d['commands_sent'])
             hist = parse_histogram(d['latency_histogram_10us'])
-            print(f'\n{received} states, {answered} commands, missed {d["missed_cycles"]}, '
-                  f'latency p50 {percentile_us(hist, 50):.0f} us p99 '
-                  f'{percentile_us(hist, 99):.0f} us max {d["loop_latency_max_all_us"]} us')
+            print(
+                f'\n{received} states, {answered} commands, missed {d["missed_cycles"]}, '
+                f'latency p50 {percentile_us(hist, 50):.0f} us p99 '
+                f'{percentile_us(hist, 99):.0f} us max {d["loop_latency_max_all_us"]} us'
+            )
             missed = int(d['missed_cycles'])
             # every state taken is counted, and answered unless a newer one superseded it
             # first. A loop more than STATE_QUEUE_DEPTH states behind never sees the oldest
@@ -766,15 +881,18 @@ def test_loop_times_itself_and_runs_under_realtime_priority(tmp_path):
             assert sent // 2 <= received <= sent
             assert received - missed <= answered <= received
             assert len(commands) >= answered - 5
-            assert hist.sum() == answered           # each command timed once
+            assert hist.sum() == answered  # each command timed once
             assert 0.0 < percentile_us(hist, 50) <= float('inf')
             # how late it answers depends on the machine's load: that is measured by
             # bench/bench_control_loop.py, not asserted here
             assert int(d['loop_errors']) == 0
             ex.shutdown(timeout_sec=10.0)
             node.destroy_node()
-        fifo = [tid for tid in os.listdir(f'/proc/{proc.pid}/task')
-                if os.sched_getscheduler(int(tid)) & ~os.SCHED_RESET_ON_FORK == os.SCHED_FIFO]
+        fifo = [
+            tid
+            for tid in os.listdir(f'/proc/{proc.pid}/task')
+            if os.sched_getscheduler(int(tid)) & ~os.SCHED_RESET_ON_FORK == os.SCHED_FIFO
+        ]
         n_threads = len(os.listdir(f'/proc/{proc.pid}/task'))
     finally:
         stop_process(proc)

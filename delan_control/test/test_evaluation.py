@@ -1,4 +1,5 @@
 """The demo's judging rules: wrapped errors, divergence, the verdict."""
+
 import numpy as np
 
 from delan_control.evaluation import DivergenceCheck, delan_verdict, joint_errors
@@ -38,21 +39,27 @@ def test_divergence_by_lasting_saturation_only():
     # saturated bursts of 0.4 s with breaks: not divergence
     burst = (t % 0.5) < 0.4
     tau[burst, 0] = 5.0
-    tau[:, 1] = 1e6   # no limit on joint 1: never saturated
+    tau[:, 1] = 1e6  # no limit on joint 1: never saturated
     assert check.update(t, np.zeros_like(tau), tau) is None
     # then 0.6 s at the (negative) limit, fed in small chunks
     t2 = 2.0 + np.arange(0, 0.6, 0.01)
     tau2 = np.tile([-5.0, 0.0], (t2.size, 1))
-    reasons = [check.update(t2[i:i + 7], np.zeros((len(t2[i:i + 7]), 2)), tau2[i:i + 7])
-               for i in range(0, t2.size, 7)]
+    reasons = [
+        check.update(t2[i : i + 7], np.zeros((len(t2[i : i + 7]), 2)), tau2[i : i + 7])
+        for i in range(0, t2.size, 7)
+    ]
     assert reasons[-1] and 'joint 0' in reasons[-1]
     assert reasons[0] is None
 
 
 def test_verdict():
     speeds = (1.0, 2.0)
-    rms = {('delan', 1.0): 0.01, ('pinocchio', 1.0): 0.05,
-           ('delan', 2.0): 0.015, ('pinocchio', 2.0): 0.05}
+    rms = {
+        ('delan', 1.0): 0.01,
+        ('pinocchio', 1.0): 0.05,
+        ('delan', 2.0): 0.015,
+        ('pinocchio', 2.0): 0.05,
+    }
     ok = delan_verdict(rms, {}, speeds, 1 / 3, {1.0: 0.001, 2.0: 0.002})
     assert ok.passed and np.isclose(ok.ratios[1.0], 0.2)
     bad = delan_verdict(rms, {}, speeds, 0.25)
@@ -82,6 +89,7 @@ def test_a_barely_excited_joint_is_noise_not_broken_data():
     torque spread, a residual of 0.01 N m against a 40 N m motor. An end-stop impact leaves a
     residual of the motor's size."""
     from delan_control.evaluation import broken_joints
+
     nmse, effort = [0.107, 0.005, 1.85], [40.0, 80.0, 3.0]
     residual = [0.0096, 0.22, 1.4]
     assert broken_joints(nmse, 0.1).tolist() == [True, False, True]
@@ -89,8 +97,7 @@ def test_a_barely_excited_joint_is_noise_not_broken_data():
     # without a finite effort limit the nMSE alone decides
     assert broken_joints(nmse, 0.1, residual, [np.inf, 80.0, 0.0]).tolist() == [True, False, True]
     rms = {('delan', 1.0): 0.001, ('pinocchio', 1.0): 0.01}
-    kw = dict(excitation_floor=nmse[:2], excitation_residual=residual[:2],
-              effort_limit=effort[:2])
+    kw = dict(excitation_floor=nmse[:2], excitation_residual=residual[:2], effort_limit=effort[:2])
     assert delan_verdict(rms, {}, [1.0], 1 / 3, **kw).passed
     assert not delan_verdict(rms, {}, [1.0], 1 / 3, excitation_floor=nmse[:2]).passed
     impact = dict(kw, excitation_floor=[0.107, 0.2], excitation_residual=[0.0096, 5.0])
@@ -102,12 +109,13 @@ def test_a_joint_at_its_end_stops_fails_the_verdict():
     """The SO-100's gripper with the demo's payload sat at its stops for 30 % of the excitation;
     its 35 N m limit (a hobby servo's URDF) hid the impacts from the residual rule."""
     from delan_control.evaluation import MAX_END_STOP_SHARE, end_stop_share
+
     lower, upper = np.array([-1.0, -np.inf, 0.0]), np.array([1.0, np.inf, 2.0])
     q = np.zeros((1000, 3))
     q[:, 2] = 1.0
-    q[:300, 2] = 2.0             # 30 % at the upper stop
-    q[:3, 0] = -1.0              # 0.3 %: a touch, within the allowed share
-    q[:, 1] = 1e6                # no limits: never at a stop
+    q[:300, 2] = 2.0  # 30 % at the upper stop
+    q[:3, 0] = -1.0  # 0.3 %: a touch, within the allowed share
+    q[:, 1] = 1e6  # no limits: never at a stop
     share = end_stop_share(q, lower, upper)
     np.testing.assert_allclose(share, [0.003, 0.0, 0.3])
     assert end_stop_share(np.zeros((0, 3)), lower, upper).tolist() == [0.0, 0.0, 0.0]

@@ -1,4 +1,5 @@
 """The control loop's self-timing: percentiles from the histogram, missed cycles, windows."""
+
 import numpy as np
 
 from delan_control.loop_stats import (
@@ -46,7 +47,7 @@ def test_windows_reset_and_the_cumulative_histogram_round_trips():
     _run(stats, [100] * 50)
     w = stats.snapshot()['window']
     assert w['count'] == 50 and w['p50_us'] == 110 and w['max_us'] == 100
-    _run(stats, [30000] * 5, t0=2 * 10**12)           # beyond the histogram: overflow bin
+    _run(stats, [30000] * 5, t0=2 * 10**12)  # beyond the histogram: overflow bin
     w = stats.snapshot()['window']
     assert w['count'] == 5 and w['p99_us'] == float('inf') and w['max_us'] == 30000
     assert stats.snapshot()['window']['count'] == 0
@@ -66,7 +67,7 @@ def test_superseded_states_are_missed():
     stats = LoopStats()
     stats.received([0])
     stats.command(0, 200_000)
-    stats.received([1 * MS, 2 * MS, 3 * MS])      # a backlog: only the newest is answered
+    stats.received([1 * MS, 2 * MS, 3 * MS])  # a backlog: only the newest is answered
     stats.command(3 * MS, 3 * MS + 300_000)
     assert stats.states == 4 and stats.missed == 2
 
@@ -75,6 +76,7 @@ def test_snapshots_while_the_loop_writes():
     """The diagnostics timer reads while the loop thread writes (a controller once died of
     'number of non-zero array elements changed during function execution')."""
     import threading
+
     stats, n = LoopStats(), 200_000
     done = threading.Event()
 

@@ -1,5 +1,6 @@
 """LatestLoader: loads off the caller's thread, newest request wins, failures are reported and
 the thread lives on."""
+
 from __future__ import annotations
 
 import threading
@@ -16,7 +17,7 @@ def test_newest_request_wins_and_failures_do_not_stop_the_loader():
     def load(request):
         if request == 'first':
             started.set()
-            gate.wait(10.0)              # a slow load; requests pile up meanwhile
+            gate.wait(10.0)  # a slow load; requests pile up meanwhile
         if request == 'corrupt':
             raise ModelLoadError('truncated checkpoint')
         if request == 'bug':
@@ -64,6 +65,7 @@ def test_pinocchio_and_identified_models_keep_the_robots_joint_selection(tmp_pat
     from delan_common.urdf_joints import RobotDescription
     from delan_control.model_loader import load_dynamics_model
     from delan_control.sysid import IdentifiedModel, nominal_parameters
+
     default = RobotModel(PANDA)
     path = str(tmp_path / 'identified.json')
     IdentifiedModel(default, nominal_parameters(default)).save(path)
@@ -80,8 +82,7 @@ def test_pinocchio_and_identified_models_keep_the_robots_joint_selection(tmp_pat
 
 
 @pytest.mark.parametrize('urdf', ['panda.urdf', 'two_link_arm.urdf'])
-def test_delan_residual_is_the_urdf_model_plus_the_checkpoint_and_kinds_do_not_mix(tmp_path,
-                                                                                  urdf):
+def test_delan_residual_is_the_urdf_model_plus_the_checkpoint_and_kinds_do_not_mix(tmp_path, urdf):
     """model=delan_residual: the URDF's model plus the residual of the checkpoint; a residual is
     never loaded as a whole model, nor a whole model as a residual."""
     import numpy as np
@@ -94,13 +95,17 @@ def test_delan_residual_is_the_urdf_model_plus_the_checkpoint_and_kinds_do_not_m
     from delan_learning.checkpoint import save_model
     from delan_learning.fastpath import dynamics_model
     from delan_learning.models import build_model
+
     robot = RobotDescription.load(find_urdf(urdf))
     paths = {}
     for kind in LEARNED_KINDS:
         torch.manual_seed(0)
         paths[kind] = str(tmp_path / f'{kind}.pt')
-        save_model(build_model(kind, robot.joint_types, width=16, depth=1).double(),
-                   paths[kind], {'joint_names': robot.joint_names, 'model_version': 3})
+        save_model(
+            build_model(kind, robot.joint_types, width=16, depth=1).double(),
+            paths[kind],
+            {'joint_names': robot.joint_names, 'model_version': 3},
+        )
     model = load_dynamics_model('delan_residual', robot, checkpoint=paths['delan_residual'])
     assert model.model_version == 3 and model.joint_names == robot.joint_names
     nominal = RobotModel.from_description(robot)
@@ -109,10 +114,13 @@ def test_delan_residual_is_the_urdf_model_plus_the_checkpoint_and_kinds_do_not_m
     q = rng.uniform(lo, hi, (8, nominal.n))
     qd, qdd = rng.normal(size=q.shape), rng.normal(size=q.shape)
     torch.manual_seed(0)
-    residual = dynamics_model(build_model('delan_residual', robot.joint_types, width=16,
-                                          depth=1).double(), robot.joint_names)
-    assert np.allclose(model.inverse(q, qd, qdd),
-                       nominal.inverse(q, qd, qdd) + residual.inverse(q, qd, qdd))
+    residual = dynamics_model(
+        build_model('delan_residual', robot.joint_types, width=16, depth=1).double(),
+        robot.joint_names,
+    )
+    assert np.allclose(
+        model.inverse(q, qd, qdd), nominal.inverse(q, qd, qdd) + residual.inverse(q, qd, qdd)
+    )
     assert np.linalg.eigvalsh(model.mass_matrix(q)).min() > 0
     with pytest.raises(ModelLoadError, match="'delan_residual' model, not 'delan'"):
         load_dynamics_model('delan', robot, checkpoint=paths['delan_residual'])

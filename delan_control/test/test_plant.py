@@ -1,4 +1,5 @@
 """The plant: energy conservation, accuracy, stiff friction stability, clamping, stops, noise."""
+
 import numpy as np
 import pytest
 
@@ -6,8 +7,10 @@ from delan_common.robot_model import Mismatch, RobotModel
 from delan_control.plant import Plant
 
 NO_FRICTION = Mismatch(viscous=[0.0], coulomb=[0.0])
-START = {'two_link_arm.urdf': [0.7, -0.4],
-         'seven_dof_arm.urdf': [0.3, 0.8, 0.2, -1.0, 0.4, 0.7, 0.1]}
+START = {
+    'two_link_arm.urdf': [0.7, -0.4],
+    'seven_dof_arm.urdf': [0.3, 0.8, 0.2, -1.0, 0.4, 0.7, 0.1],
+}
 
 
 def energy_drift(plant, seconds):
@@ -26,15 +29,20 @@ def energy_drift(plant, seconds):
 def test_energy_is_conserved_without_friction_and_torque(urdf):
     plant = Plant(urdf, NO_FRICTION, physics_rate=1000.0, position_limits=False, q0=START[urdf])
     drift, t_max = energy_drift(plant, 10.0)
-    assert t_max > 1.0          # the arm really swings (J)
+    assert t_max > 1.0  # the arm really swings (J)
     assert drift < 1e-3, drift
     assert plant.t == pytest.approx(10.0)
 
 
 def test_semi_implicit_euler_is_the_cheaper_weaker_option():
     """Documented trade-off: 1st order, drifts percent-level without friction."""
-    plant = Plant('two_link_arm.urdf', NO_FRICTION, integrator='semi_implicit_euler',
-                  position_limits=False, q0=START['two_link_arm.urdf'])
+    plant = Plant(
+        'two_link_arm.urdf',
+        NO_FRICTION,
+        integrator='semi_implicit_euler',
+        position_limits=False,
+        q0=START['two_link_arm.urdf'],
+    )
     drift, _ = energy_drift(plant, 3.0)
     assert 1e-3 < drift < 0.1
 
@@ -70,7 +78,7 @@ def test_rk4_matches_a_tight_reference_solution():
         fplant.run(tau, 1.0)
         errors.append(max(np.abs(fplant.q - ref_q).max(), np.abs(fplant.qd - ref_v).max()))
     assert errors[0] < 1e-4
-    assert errors[0] / errors[1] > 8.0      # at least third order
+    assert errors[0] / errors[1] > 8.0  # at least third order
 
 
 @pytest.mark.parametrize('integrator', ['rk4', 'semi_implicit_euler'])
@@ -78,28 +86,32 @@ def test_stiff_coulomb_on_a_light_wrist_is_stable(integrator):
     """dt fc / (eps I) >> 2 on wrist_roll: explicit friction would chatter or diverge."""
     nominal = RobotModel('seven_dof_arm.urdf')
     coulomb = nominal.spec.friction.copy()
-    coulomb[-1] = 1.0                    # 10x the URDF value on a 2.4e-4 kg m^2 wrist
+    coulomb[-1] = 1.0  # 10x the URDF value on a 2.4e-4 kg m^2 wrist
     plant = Plant(nominal, Mismatch(coulomb=coulomb), integrator=integrator)
     H = plant.truth.mass_matrix(np.zeros(7))
     assert plant.dt * coulomb[-1] / (0.05 * H[-1, -1]) > 50
     qd0 = np.zeros(7)
     qd0[-1] = 3.0
     plant.reset(np.zeros(7), qd0)
-    hold = plant.truth.gravity(np.zeros(7))   # hold the arm, spin the wrist down
+    hold = plant.truth.gravity(np.zeros(7))  # hold the arm, spin the wrist down
     v = []
     for _ in range(300):
         plant.step(hold, 1)
         v.append(plant.qd[-1])
     v = np.array(v)
     assert np.all(np.isfinite(v))
-    assert np.all(v >= -1e-9)                 # never pushed through zero velocity
-    assert np.all(np.diff(v) <= 1e-9)         # monotone decay, no chatter
+    assert np.all(v >= -1e-9)  # never pushed through zero velocity
+    assert np.all(np.diff(v) <= 1e-9)  # monotone decay, no chatter
     assert v[-1] < 1e-3
 
 
 def test_friction_only_dissipates():
-    plant = Plant('seven_dof_arm.urdf', position_limits=False,
-                  q0=START['seven_dof_arm.urdf'], qd0=[0.5, -0.5, 1.0, 0.3, -1.0, 2.0, 3.0])
+    plant = Plant(
+        'seven_dof_arm.urdf',
+        position_limits=False,
+        q0=START['seven_dof_arm.urdf'],
+        qd0=[0.5, -0.5, 1.0, 0.3, -1.0, 2.0, 3.0],
+    )
     E = [sum(plant.energy())]
     for _ in range(200):
         plant.step(np.zeros(7), 10)
@@ -140,15 +152,16 @@ def test_noise_is_seeded_and_optional():
     assert not np.array_equal(qa[0], a.q)
     clean = Plant('two_link_arm.urdf', q0=[0.1, 0.2])
     clean.run([1.0, 1.0], 0.2)
-    assert not np.allclose(clean.q, a.q, atol=1e-9)          # torque noise acted
+    assert not np.allclose(clean.q, a.q, atol=1e-9)  # torque noise acted
     np.testing.assert_array_equal(clean.measure()[0], clean.q)
 
 
 def test_plant_integrates_the_mismatched_robot():
     mm = Mismatch(payload_mass=1.0, mass_scale=1.2)
     plant = Plant('two_link_arm.urdf', mm, q0=[0.0, 0.0])
-    assert plant.truth.spec.total_mass == pytest.approx(plant.nominal.spec.total_mass
-                                                        + 1.0 + 0.2 * 3.0)
+    assert plant.truth.spec.total_mass == pytest.approx(
+        plant.nominal.spec.total_mass + 1.0 + 0.2 * 3.0
+    )
     # one small step from rest follows the *true* robot (friction ramps in as it moves)
     tau = np.array([5.0, 2.0])
     plant.step(tau)
@@ -162,7 +175,7 @@ def test_measure_into_writes_what_measure_returns():
     kw = dict(position_noise=0.01, velocity_noise=0.1, seed=7, q0=[0.1, 0.2], qd0=[0.3, -0.4])
     a, b = Plant('two_link_arm.urdf', **kw), Plant('two_link_arm.urdf', **kw)
     q, qd = np.empty(2), np.empty(2)
-    for _ in range(3):                       # the same draws, in the same order
+    for _ in range(3):  # the same draws, in the same order
         qa, qda = a.measure()
         b.measure_into(q, qd)
         np.testing.assert_array_equal(q, qa)
@@ -179,6 +192,7 @@ def recorded_torque_nmse(plant: Plant, nominal: RobotModel, steps: int) -> np.nd
     physics steps each) of computed torque on a Fourier excitation."""
     from delan_common.excitation import random_fourier_trajectory
     from delan_learning.data import complete_derivatives
+
     s = nominal.spec
     ref = random_fourier_trajectory(s.lower, s.upper, s.velocity_limit, seed=1)
     rows = []
@@ -201,7 +215,7 @@ def test_torques_explain_the_motion_where_friction_is_stiff():
     nominal = RobotModel('seven_dof_arm.urdf')
     plant = Plant(nominal, mm)
     assert np.any(plant._stiff_armature > 0) and np.any(plant._stiff_armature == 0)
-    nmse = recorded_torque_nmse(plant, nominal, 1000)   # 4 s
+    nmse = recorded_torque_nmse(plant, nominal, 1000)  # 4 s
     assert np.all(nmse < 0.01), nmse
 
 
@@ -216,5 +230,5 @@ def test_a_state_gone_non_finite_is_never_kept():
     np.testing.assert_array_equal(plant.q, q_before)
     np.testing.assert_array_equal(plant.qd, 0.0)
     assert plant.blowups == 1
-    plant.step([0.0, 0.0], 5)                  # and goes on from there
+    plant.step([0.0, 0.0], 5)  # and goes on from there
     assert plant.blowups == 1 and np.all(np.isfinite(plant.q))

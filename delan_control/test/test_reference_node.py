@@ -2,6 +2,7 @@
 still gets the reference in force), starts from the arm's current position, republishes when
 ``trajectory`` / ``speed`` / ``seed`` are set at runtime, and refuses bad values (keeping the old
 ones and publishing nothing)."""
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,10 @@ NAMES = list(ROBOT.joint_names)
 
 def arrays(msg: JointTrajectory):
     t = np.array([p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points])
-    q, qd, qdd = (np.array([getattr(p, f) for p in msg.points])
-                  for f in ('positions', 'velocities', 'accelerations'))
+    q, qd, qdd = (
+        np.array([getattr(p, f) for p in msg.points])
+        for f in ('positions', 'velocities', 'accelerations')
+    )
     return t, q, qd, qdd
 
 
@@ -43,16 +46,16 @@ class Listener:
 
     def __init__(self, ctx):
         self.node = rclpy.create_node('reference_test', context=ctx)
-        self.received: List[tuple] = []       # (monotonic, JointTrajectory)
+        self.received: List[tuple] = []  # (monotonic, JointTrajectory)
         self.ex = SingleThreadedExecutor(context=ctx)
         self.ex.add_node(self.node)
         self.params = AsyncParameterClient(self.node, 'reference')
         self._thread = spin_in_thread(self.ex)
 
     def subscribe(self, topic: str = 'reference_trajectory') -> None:
-        self.node.create_subscription(JointTrajectory, topic,
-                                      lambda m: self.received.append((time.monotonic(), m)),
-                                      LATCHED)
+        self.node.create_subscription(
+            JointTrajectory, topic, lambda m: self.received.append((time.monotonic(), m)), LATCHED
+        )
 
     def wait_count(self, n: int, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -69,8 +72,9 @@ class Listener:
 
     def set(self, **values):
         assert self.params.wait_for_services(timeout_sec=60.0)
-        return self._result(self.params.set_parameters(
-            [Parameter(k, value=v) for k, v in values.items()])).results
+        return self._result(
+            self.params.set_parameters([Parameter(k, value=v) for k, v in values.items()])
+        ).results
 
     def get(self, *names):
         assert self.params.wait_for_services(timeout_sec=60.0)
@@ -86,10 +90,25 @@ class Listener:
 def reference_process():
     """The installed `reference` node as a process: figure eight, no joint states (it starts
     anyway after wait_for_joint_states), and a listener that joins only after it published."""
-    proc = node_process('delan_control', 'reference', [
-        '-p', f'urdf_path:={URDF}', '-p', 'trajectory:=figure_eight', '-p', 'duration:=4.0',
-        '-p', 'wait_for_joint_states:=0.0', '-p', 'point_rate:=50.0'],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = node_process(
+        'delan_control',
+        'reference',
+        [
+            '-p',
+            f'urdf_path:={URDF}',
+            '-p',
+            'trajectory:=figure_eight',
+            '-p',
+            'duration:=4.0',
+            '-p',
+            'wait_for_joint_states:=0.0',
+            '-p',
+            'point_rate:=50.0',
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         with ros_context() as ctx:
             listener = Listener(ctx)
@@ -135,7 +154,7 @@ def test_published_on_start_and_latched_for_a_late_subscriber(reference_process)
 
 def test_republished_when_trajectory_speed_or_seed_change(reference_process):
     proc, lis = reference_process
-    if not lis.received:         # (run alone: test 1 subscribes otherwise)
+    if not lis.received:  # (run alone: test 1 subscribes otherwise)
         lis.subscribe()
     lis.wait_count(1)
     n = len(lis.received)
@@ -148,14 +167,14 @@ def test_republished_when_trajectory_speed_or_seed_change(reference_process):
     _, q2, qd2, qdd2 = arrays(fast)
     assert np.abs(qd2).max(axis=0) == pytest.approx(2.0 * np.abs(qd1).max(axis=0), rel=0.02)
     assert np.abs(qdd2).max(axis=0) == pytest.approx(4.0 * np.abs(qdd1).max(axis=0), rel=0.05)
-    assert np.allclose(q2.min(axis=0), q1.min(axis=0), atol=0.01)   # same path
+    assert np.allclose(q2.min(axis=0), q1.min(axis=0), atol=0.01)  # same path
     # another trajectory kind (not repeated: the next seed would come on its own)
     assert all(r.successful for r in lis.set(trajectory='excitation', speed=1.0, repeat=False))
     lis.wait_count(n + 2)
     time.sleep(0.5)
     exc = lis.received[-1][1]
     _, q3, _, _ = arrays(exc)
-    assert not np.allclose(q3[:len(q1)], q1[:len(q3)])
+    assert not np.allclose(q3[: len(q1)], q1[: len(q3)])
     # a new seed: a new excitation
     k = len(lis.received)
     assert lis.set(seed=7)[0].successful
@@ -171,26 +190,40 @@ def test_republished_when_trajectory_speed_or_seed_change(reference_process):
     assert proc.poll() is None
 
 
-@pytest.mark.parametrize('name, value', [
-    ('speed', 0.0), ('speed', 10.0), ('speed', math.nan), ('speed', 'fast'),
-    ('trajectory', 'circle'), ('trajectory', ''), ('seed', -1), ('duration', 0.0),
-    ('point_rate', 5000.0), ('approach_time', -1.0), ('period', 0.0),
-    ('urdf_path', URDF),             # read-only
-])
+@pytest.mark.parametrize(
+    'name, value',
+    [
+        ('speed', 0.0),
+        ('speed', 10.0),
+        ('speed', math.nan),
+        ('speed', 'fast'),
+        ('trajectory', 'circle'),
+        ('trajectory', ''),
+        ('seed', -1),
+        ('duration', 0.0),
+        ('point_rate', 5000.0),
+        ('approach_time', -1.0),
+        ('period', 0.0),
+        ('urdf_path', URDF),  # read-only
+    ],
+)
 def test_bad_values_are_refused(reference_process, name, value):
     proc, lis = reference_process
-    if not lis.received:         # (run alone: test 1 subscribes otherwise)
+    if not lis.received:  # (run alone: test 1 subscribes otherwise)
         lis.subscribe()
     lis.wait_count(1)
-    before = lis.get('trajectory', 'speed', 'seed', 'duration', 'point_rate', 'approach_time',
-                     'period')
+    before = lis.get(
+        'trajectory', 'speed', 'seed', 'duration', 'point_rate', 'approach_time', 'period'
+    )
     n = len(lis.received)
     result = lis.set(**{name: value})[0]
     assert not result.successful and result.reason
     time.sleep(0.3)
     assert len(lis.received) == n, 'a refused value published a reference'
-    assert lis.get('trajectory', 'speed', 'seed', 'duration', 'point_rate', 'approach_time',
-                   'period') == before
+    assert (
+        lis.get('trajectory', 'speed', 'seed', 'duration', 'point_rate', 'approach_time', 'period')
+        == before
+    )
     assert proc.poll() is None
 
 
@@ -199,10 +232,17 @@ def test_starts_from_the_current_joint_state():
     q_now = [0.2, -0.4]
     with ros_context() as ctx:
         # a namespace of its own: the module's reference process may still be publishing
-        node = ReferenceNode(context=ctx, namespace='from_state', parameter_overrides=[
-            Parameter('urdf_path', value=URDF), Parameter('trajectory', value='figure_eight'),
-            Parameter('approach_time', value=1.5), Parameter('duration', value=2.0),
-            Parameter('wait_for_joint_states', value=30.0)])
+        node = ReferenceNode(
+            context=ctx,
+            namespace='from_state',
+            parameter_overrides=[
+                Parameter('urdf_path', value=URDF),
+                Parameter('trajectory', value='figure_eight'),
+                Parameter('approach_time', value=1.5),
+                Parameter('duration', value=2.0),
+                Parameter('wait_for_joint_states', value=30.0),
+            ],
+        )
         lis = Listener(ctx)
         try:
             lis.ex.add_node(node)
@@ -211,8 +251,13 @@ def test_starts_from_the_current_joint_state():
             deadline = time.monotonic() + 30.0
             while not lis.received:
                 assert time.monotonic() < deadline
-                pub.publish(JointState(name=list(reversed(NAMES)),    # any order, by name
-                                       position=list(reversed(q_now)), velocity=[0.0, 0.0]))
+                pub.publish(
+                    JointState(
+                        name=list(reversed(NAMES)),  # any order, by name
+                        position=list(reversed(q_now)),
+                        velocity=[0.0, 0.0],
+                    )
+                )
                 time.sleep(0.05)
             msg = lis.received[0][1]
             t, q, qd, qdd = arrays(msg)
@@ -232,18 +277,27 @@ def test_a_repeated_excitation_is_handed_over_before_the_last_one_ends():
     """In-process: the next seed's excitation comes while the current one still runs, stamped so
     that both command the same motion until the current one ends (no stop, no velocity step)."""
     with ros_context() as ctx:
-        node = ReferenceNode(context=ctx, namespace='handover', parameter_overrides=[
-            Parameter('urdf_path', value=URDF), Parameter('trajectory', value='excitation'),
-            Parameter('approach_time', value=0.5), Parameter('duration', value=2.0),
-            Parameter('wait_for_joint_states', value=0.0), Parameter('repeat', value=True)])
+        node = ReferenceNode(
+            context=ctx,
+            namespace='handover',
+            parameter_overrides=[
+                Parameter('urdf_path', value=URDF),
+                Parameter('trajectory', value='excitation'),
+                Parameter('approach_time', value=0.5),
+                Parameter('duration', value=2.0),
+                Parameter('wait_for_joint_states', value=0.0),
+                Parameter('repeat', value=True),
+            ],
+        )
         lis = Listener(ctx)
         try:
             lis.ex.add_node(node)
             lis.subscribe('/handover/reference_trajectory')
             lis.wait_count(3, timeout=60.0)
             for (arrived0, first), (arrived1, second) in zip(lis.received, lis.received[1:]):
-                stamp = [m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec
-                         for m in (first, second)]
+                stamp = [
+                    m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in (first, second)
+                ]
                 a, b = arrays(first), arrays(second)
                 end = stamp[0] + a[0][-1]
                 # the next begins 1 s (half a trajectory at most) before the last one ends ...
@@ -265,19 +319,28 @@ def test_a_repeat_too_late_to_splice_starts_from_rest_where_the_arm_is():
     only after the last one ended (the arm already holds its last point), the next one starts
     from rest at the arm's position, now, instead of a splice stamped in the past."""
     from rclpy.serialization import serialize_message
+
     q_now = [0.1, -0.3]
     with ros_context() as ctx:
-        node = ReferenceNode(context=ctx, namespace='late', parameter_overrides=[
-            Parameter('urdf_path', value=URDF), Parameter('trajectory', value='excitation'),
-            Parameter('approach_time', value=0.5), Parameter('duration', value=2.0),
-            Parameter('wait_for_joint_states', value=0.0), Parameter('repeat', value=True)])
-        lis = Listener(ctx)     # the node is not spun: only the listener
+        node = ReferenceNode(
+            context=ctx,
+            namespace='late',
+            parameter_overrides=[
+                Parameter('urdf_path', value=URDF),
+                Parameter('trajectory', value='excitation'),
+                Parameter('approach_time', value=0.5),
+                Parameter('duration', value=2.0),
+                Parameter('wait_for_joint_states', value=0.0),
+                Parameter('repeat', value=True),
+            ],
+        )
+        lis = Listener(ctx)  # the node is not spun: only the listener
         try:
             lis.subscribe('/late/reference_trajectory')
             time.sleep(1.0)
             node._tick()
             lis.wait_count(1)
-            node._tick()          # makes the next one ahead
+            node._tick()  # makes the next one ahead
             state = JointState(name=NAMES, position=q_now, velocity=[0.0, 0.0])
             node._last_state = serialize_message(state)
             node._end_ns = node.get_clock().now().nanoseconds - 500_000_000

@@ -1,5 +1,6 @@
 """The controller's target (``reference_tracking.ReferenceTracker``): hold, track, rejoin after
 a gap in the joint states, drop a reference the arm is far from."""
+
 import numpy as np
 import pytest
 
@@ -63,10 +64,10 @@ def test_after_a_stall_the_target_starts_at_the_arm_and_rejoins_the_reference():
     assert r.error == pytest.approx(0.2, abs=0.01) and r.until >= 6.0
     q_ref, qd_ref, _, holding = tr.target(5.0, q_arm, qd_arm)
     assert not holding
-    np.testing.assert_allclose(q_ref, q_arm, atol=1e-9)      # no step in the target
+    np.testing.assert_allclose(q_ref, q_arm, atol=1e-9)  # no step in the target
     np.testing.assert_allclose(qd_ref, qd_arm, atol=1e-9)
     q_ref, _ = _track(tr, 5.0, r.until + 0.05)
-    assert not tr.rejoining                                    # back on the reference
+    assert not tr.rejoining  # back on the reference
     np.testing.assert_allclose(q_ref, _exact(tr, r.until + 0.04)[0], atol=2e-3)
 
 
@@ -74,7 +75,7 @@ def test_the_feedback_before_a_stall_is_kept_and_a_driver_that_resumes_in_place_
     tr = ReferenceTracker(VMAX, 1.0, 1.0)
     tr.resume(0.0, np.zeros(2), np.zeros(2))
     tr.set_reference(_ramp())
-    lag = np.array([0.01, 0.0])              # the arm trails the reference by 10 mrad
+    lag = np.array([0.01, 0.0])  # the arm trails the reference by 10 mrad
     for t in np.arange(0.0, 3.0, 0.01):
         q, qd = _exact(tr, t)
         tr.target(t, q - lag, qd)
@@ -87,7 +88,7 @@ def test_the_feedback_before_a_stall_is_kept_and_a_driver_that_resumes_in_place_
     assert r.action == 'rejoining'
     assert r.error == pytest.approx(0.1 + 0.0001, abs=2e-3)
     q_ref, _, _, _ = tr.target(4.0, q - lag, qd)
-    np.testing.assert_allclose(q_ref, q, atol=1e-6)            # the lag is still fed back
+    np.testing.assert_allclose(q_ref, q, atol=1e-6)  # the lag is still fed back
 
 
 def test_a_reference_far_from_the_arm_is_dropped_and_the_arm_held():
@@ -95,10 +96,10 @@ def test_a_reference_far_from_the_arm_is_dropped_and_the_arm_held():
     tr.resume(0.0, np.zeros(2), np.zeros(2))
     tr.set_reference(_ramp())
     _track(tr, 0.0, 1.0)
-    q_moved = np.array([2.0, 0.3])                             # the arm was moved by hand
+    q_moved = np.array([2.0, 0.3])  # the arm was moved by hand
     r = tr.resume(1.5, q_moved, np.zeros(2))
     assert r.action == 'dropped' and tr.dropped == 1 and tr.reference is None
-    assert r.error == pytest.approx(2.0 - 0.15, abs=1e-3)      # the reference is at 0.15
+    assert r.error == pytest.approx(2.0 - 0.15, abs=1e-3)  # the reference is at 0.15
     q_ref, qd_ref, _, holding = tr.target(1.6, q_moved + 0.01, np.zeros(2))
     assert holding
     np.testing.assert_array_equal(q_ref, q_moved)

@@ -1,5 +1,6 @@
 """The demo's evaluation replayed without ROS (delan_control.replay). That it reproduces a real
 demo run over DDS is asserted in tests/test_demo.py; here its parts, on arrays."""
+
 import copy
 import os
 
@@ -52,8 +53,10 @@ class _Broken:
 
 
 def test_a_model_gone_non_finite_falls_back_to_pd_as_in_the_controller(two_link):
-    np.testing.assert_array_equal(replay_tracking(two_link, _Broken(), 1.0, duration=3.0),
-                                  replay_tracking(two_link, None, 1.0, duration=3.0))
+    np.testing.assert_array_equal(
+        replay_tracking(two_link, _Broken(), 1.0, duration=3.0),
+        replay_tracking(two_link, None, 1.0, duration=3.0),
+    )
 
 
 def test_a_run_that_loses_the_arm_is_marked_diverged(two_link):
@@ -76,8 +79,14 @@ def test_an_upright_light_arm_gets_gains_stiffer_than_gravity():
 
 
 def test_mismatch_from_sim_parameters():
-    m = Mismatch.from_params({'payload_mass': 0.6, 'friction_scale': 2.0,
-                              'viscous': [-1.0, -1.0], 'coulomb': [0.1, 0.2]})
+    m = Mismatch.from_params(
+        {
+            'payload_mass': 0.6,
+            'friction_scale': 2.0,
+            'viscous': [-1.0, -1.0],
+            'coulomb': [0.1, 0.2],
+        }
+    )
     assert m.payload_mass == 0.6
     assert m.viscous is None and m.coulomb == [0.1, 0.2]
     assert m.viscous_scale == m.coulomb_scale == 2.0
@@ -87,7 +96,7 @@ def test_mismatch_from_sim_parameters():
 def test_home_is_the_middle_of_the_limits_and_zero_without_limits():
     panda = RobotDescription.load(find_urdf('panda.urdf'))
     np.testing.assert_allclose(panda.home(), 0.5 * (panda.lower + panda.upper))
-    assert panda.home()[3] < 0   # the elbow's range lies below zero
+    assert panda.home()[3] < 0  # the elbow's range lies below zero
     seven = RobotDescription.load(find_urdf('seven_dof_arm.urdf'))
     cont = np.array([t == 'continuous' for t in seven.joint_types])
     assert cont.any() and np.all(seven.home()[cont] == 0.0)

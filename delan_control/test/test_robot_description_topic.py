@@ -2,6 +2,7 @@
 ``robot_description`` topic (as robot_state_publisher publishes it), with the joint selection of
 its parameters; no robot within robot_description_timeout, or a bad selection, is a clear error.
 Real rclpy, in-process."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,9 @@ from delan_control.nodes.reference import ReferenceNode
 from delan_testing.ros import ros_context, spin_in_thread
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..'))
-with open(os.path.join(ROOT, 'delan_bringup', 'urdf', 'seven_dof_arm.urdf'),
-          encoding='utf-8') as _fh:
+with open(
+    os.path.join(ROOT, 'delan_bringup', 'urdf', 'seven_dof_arm.urdf'), encoding='utf-8'
+) as _fh:
     SEVEN = _fh.read()
 
 
@@ -35,15 +37,20 @@ def _publisher(ctx, xml: str):
 def test_reference_node_gets_its_robot_and_selection_from_the_latched_topic():
     with ros_context() as ctx:
         rsp = _publisher(ctx, SEVEN)
-        ref = ReferenceNode(context=ctx, parameter_overrides=[
-            Parameter('wait_for_joint_states', value=0.0),
-            Parameter('joints', value=['wrist_flex', 'shoulder_pan', 'shoulder_lift']),
-            Parameter('locked_joint_positions', value=['elbow_flex=0.5']),
-            Parameter('effort_limits', value=[0.0, 40.0, 0.0])])
+        ref = ReferenceNode(
+            context=ctx,
+            parameter_overrides=[
+                Parameter('wait_for_joint_states', value=0.0),
+                Parameter('joints', value=['wrist_flex', 'shoulder_pan', 'shoulder_lift']),
+                Parameter('locked_joint_positions', value=['elbow_flex=0.5']),
+                Parameter('effort_limits', value=[0.0, 40.0, 0.0]),
+            ],
+        )
         received = []
         listener = rclpy.create_node('listener', context=ctx)
-        listener.create_subscription(JointTrajectory, 'reference_trajectory', received.append,
-                                     LATCHED)
+        listener.create_subscription(
+            JointTrajectory, 'reference_trajectory', received.append, LATCHED
+        )
         ex = SingleThreadedExecutor(context=ctx)
         for node in (ref, listener):
             ex.add_node(node)
@@ -69,17 +76,22 @@ def test_no_robot_within_the_timeout_is_a_clear_error():
     with ros_context() as ctx:
         start = time.monotonic()
         with pytest.raises(ValueError, match='no robot.*/robot_description.*0.3 s'):
-            ReferenceNode(context=ctx, parameter_overrides=[
-                Parameter('robot_description_timeout', value=0.3)])
+            ReferenceNode(
+                context=ctx,
+                parameter_overrides=[Parameter('robot_description_timeout', value=0.3)],
+            )
         assert time.monotonic() - start < 5.0
 
 
-@pytest.mark.parametrize('overrides, match', [
-    ([('joints', ['shoulder_pan', 'no_such_joint'])], "unknown joints \\['no_such_joint'\\]"),
-    ([('locked_joint_positions', ['elbow_flex'])], 'name=value'),
-    ([('joints', [1, 2])], 'array of str'),
-    ([('effort_limits', [1.0, 2.0])], '2 values for the 7 joints'),
-])
+@pytest.mark.parametrize(
+    'overrides, match',
+    [
+        ([('joints', ['shoulder_pan', 'no_such_joint'])], "unknown joints \\['no_such_joint'\\]"),
+        ([('locked_joint_positions', ['elbow_flex'])], 'name=value'),
+        ([('joints', [1, 2])], 'array of str'),
+        ([('effort_limits', [1.0, 2.0])], '2 values for the 7 joints'),
+    ],
+)
 def test_bad_selection_parameters_fail_the_node_clearly(overrides, match):
     with ros_context() as ctx:
         params = [Parameter('robot_description', value=SEVEN)]

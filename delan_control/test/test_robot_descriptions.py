@@ -2,6 +2,7 @@
 Pinocchio model (RobotModel) and the pure-XML reader of the nodes (RobotDescription) select the
 same joints in the same order, lock the rest, read limits left at 0 as not given, and expand
 xacro."""
+
 import glob
 import os
 import random
@@ -38,15 +39,27 @@ FINGERS = {'panda_finger_joint1': 0.0, 'panda_finger_joint2': 0.0}
 # fixed-base arms: file, joints selected by default (the single gripper joint at the end of
 # the Z1's and the SO-100's chains is left out and locked)
 ARMS = {
-    'ur5': ('ur_description/urdf/ur5_joint_limited_robot.urdf',
-            ['shoulder_pan_joint', 'shoulder_lift_joint', 'elbow_joint', 'wrist_1_joint',
-             'wrist_2_joint', 'wrist_3_joint']),
+    'ur5': (
+        'ur_description/urdf/ur5_joint_limited_robot.urdf',
+        [
+            'shoulder_pan_joint',
+            'shoulder_lift_joint',
+            'elbow_joint',
+            'wrist_1_joint',
+            'wrist_2_joint',
+            'wrist_3_joint',
+        ],
+    ),
     'xarm7': ('xarm_description/urdf/xarm7.urdf', [f'joint{i}' for i in range(1, 8)]),
-    'kinova': ('kinova_description/robots/kinova.urdf',
-               [f'j2s6s200_joint_{i}' for i in range(1, 7)]),
+    'kinova': (
+        'kinova_description/robots/kinova.urdf',
+        [f'j2s6s200_joint_{i}' for i in range(1, 7)],
+    ),
     'z1': ('z1_description/urdf/z1.urdf', [f'joint{i}' for i in range(1, 7)]),
-    'so100': ('so_arm_description/urdf/so100.urdf',
-              ['shoulder_pan', 'shoulder_lift', 'elbow_flex', 'wrist_flex', 'wrist_roll']),
+    'so100': (
+        'so_arm_description/urdf/so100.urdf',
+        ['shoulder_pan', 'shoulder_lift', 'elbow_flex', 'wrist_flex', 'wrist_roll'],
+    ),
 }
 GRIPPERS = {'z1': ['jointGripper'], 'so100': ['gripper']}
 
@@ -59,12 +72,15 @@ def _agree(urdf, **selection):
     assert model.joint_types == robot.joint_types
     assert model.locked == pytest.approx(robot.locked)
     assert model.warnings == robot.warnings
-    for mine, theirs in ((model.spec.lower, robot.lower), (model.spec.upper, robot.upper),
-                         (model.spec.effort_limit, robot.effort_limits),
-                         (model.spec.velocity_limit, robot.velocity_limits),
-                         (model.spec.effort_given, robot.effort_given),
-                         (model.spec.velocity_given, robot.velocity_given),
-                         (model.spec.position_given, robot.position_given)):
+    for mine, theirs in (
+        (model.spec.lower, robot.lower),
+        (model.spec.upper, robot.upper),
+        (model.spec.effort_limit, robot.effort_limits),
+        (model.spec.velocity_limit, robot.velocity_limits),
+        (model.spec.effort_given, robot.effort_given),
+        (model.spec.velocity_given, robot.velocity_given),
+        (model.spec.position_given, robot.position_given),
+    ):
         np.testing.assert_array_equal(mine, theirs)
     return robot, model
 
@@ -99,7 +115,7 @@ def test_pinocchio_mimic_models_still_lack_aba():
     makes this fail, the mimic model can serve and the refusal can go."""
     with open(PANDA) as fh:
         model = pin.buildModelFromXML(fh.read(), mimic=True)
-    assert model.nv == 8                                  # the mimic finger has no dof
+    assert model.nv == 8  # the mimic finger has no dof
     data = model.createData()
     q, v = pin.neutral(model), np.zeros(model.nv)
     assert pin.rnea(model, data, q, v, v).shape == (8,)
@@ -147,8 +163,12 @@ def test_vendor_arms_load_with_positive_definite_mass_matrix(name):
 def test_tree_branching_at_the_base_selects_every_joint_but_grippers():
     robot, model = _agree(os.path.join(ROBOTS, 'baxter_description', 'urdf', 'baxter.urdf'))
     assert model.n == 15 and robot.joint_names[0] == 'head_pan'
-    assert sorted(robot.locked) == ['l_gripper_l_finger_joint', 'l_gripper_r_finger_joint',
-                                    'r_gripper_l_finger_joint', 'r_gripper_r_finger_joint']
+    assert sorted(robot.locked) == [
+        'l_gripper_l_finger_joint',
+        'l_gripper_r_finger_joint',
+        'r_gripper_l_finger_joint',
+        'r_gripper_r_finger_joint',
+    ]
 
 
 def test_shuffled_joints_come_in_depth_first_order_and_others_lock_clamped():
@@ -161,19 +181,25 @@ def test_shuffled_joints_come_in_depth_first_order_and_others_lock_clamped():
     assert robot.locked['panda_joint3'] == 0.0 and 'panda_finger_joint1' in robot.locked
 
 
-@pytest.mark.parametrize('selection, match', [
-    ({'joints': ['panda_joint1', 'elbow']}, r"unknown joints \['elbow'\] in joints"),
-    ({'joints': ['panda_joint8']}, 'unknown joints'),        # a fixed joint
-    ({'locked': {'gripper': 0.1}}, r"unknown joints \['gripper'\] in locked"),
-    ({'joints': ['panda_joint1'], 'locked': {'panda_joint1': 0.0}}, 'both selected and locked'),
-    ({'joints': ['panda_joint1', 'panda_joint1']}, 'repeat'),
-])
+@pytest.mark.parametrize(
+    'selection, match',
+    [
+        ({'joints': ['panda_joint1', 'elbow']}, r"unknown joints \['elbow'\] in joints"),
+        ({'joints': ['panda_joint8']}, 'unknown joints'),  # a fixed joint
+        ({'locked': {'gripper': 0.1}}, r"unknown joints \['gripper'\] in locked"),
+        (
+            {'joints': ['panda_joint1'], 'locked': {'panda_joint1': 0.0}},
+            'both selected and locked',
+        ),
+        ({'joints': ['panda_joint1', 'panda_joint1']}, 'repeat'),
+    ],
+)
 def test_bad_selections_are_clear_errors(selection, match):
     for load in (RobotDescription.load, RobotModel):
         with pytest.raises(JointSelectionError, match=match) as err:
             load(PANDA, **selection)
         if 'unknown' in match:
-            assert 'panda_finger_joint1' in str(err.value)      # the movable joints listed
+            assert 'panda_finger_joint1' in str(err.value)  # the movable joints listed
 
 
 def test_xacro_loads_in_both_readers():
@@ -189,15 +215,14 @@ def test_locked_positions_change_gravity_as_a_hand_built_reduced_model():
     locked = {'panda_joint5': 0.7, 'panda_joint6': 1.9, 'panda_finger_joint1': 0.03}
     arm = PANDA_ARM[:4] + ['panda_joint7']
     robot, model = _agree(PANDA, joints=arm, locked=locked)
-    assert robot.locked == dict(locked, panda_finger_joint2=0.03)   # the mimic follows
+    assert robot.locked == dict(locked, panda_finger_joint2=0.03)  # the mimic follows
     full = pin.buildModelFromUrdf(PANDA)
     q_ref = pin.neutral(full)
     for name, value in robot.locked.items():
         q_ref[full.joints[full.getJointId(name)].idx_q] = value
-    by_hand = pin.buildReducedModel(
-        full, [full.getJointId(nm) for nm in robot.locked], q_ref)
+    by_hand = pin.buildReducedModel(full, [full.getJointId(nm) for nm in robot.locked], q_ref)
     data = by_hand.createData()
-    other = RobotModel(PANDA, joints=arm)          # joints 5 and 6 at 0: other gravity
+    other = RobotModel(PANDA, joints=arm)  # joints 5 and 6 at 0: other gravity
     for q in _random_q(model, 10, seed=5):
         g = pin.computeGeneralizedGravity(by_hand, data, q)
         np.testing.assert_allclose(model.gravity(q), g, rtol=1e-10, atol=1e-10)

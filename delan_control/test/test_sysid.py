@@ -1,6 +1,7 @@
 """Classical identification: exact recovery from noise-free plant data, graceful degradation with
 noise, physical consistency (the default estimator) on every robot and data regime, the
 identified model as a DynamicsModel, safe persistence, the CLIs."""
+
 import json
 import os
 import subprocess
@@ -33,17 +34,22 @@ from delan_control.sysid import (
 )
 from delan_control.sysid import main as sysid_main
 
-MISMATCH_2 = Mismatch(mass_scale=[1.2, 0.9], payload_mass=0.5, coulomb_scale=1.5,
-                      viscous_scale=0.6)
-MISMATCH_7 = Mismatch(mass_scale=1.15, inertia_scale=1.2, payload_mass=0.8, coulomb_scale=1.4,
-                      viscous_scale=0.7)
+MISMATCH_2 = Mismatch(
+    mass_scale=[1.2, 0.9], payload_mass=0.5, coulomb_scale=1.5, viscous_scale=0.6
+)
+MISMATCH_7 = Mismatch(
+    mass_scale=1.15, inertia_scale=1.2, payload_mass=0.8, coulomb_scale=1.4, viscous_scale=0.7
+)
 
 
 SHIPPED = example_robot_data_files()
 UR5 = SHIPPED.get('ur5_joint_limited_robot.urdf', 'ur5_joint_limited_robot.urdf')
 # the UR5 URDF has no friction: the plant gets some
-MISMATCH_UR5 = Mismatch(payload_mass=1.0, viscous=[0.5, 0.5, 0.3, 0.1, 0.1, 0.05],
-                        coulomb=[1.0, 1.0, 0.6, 0.2, 0.2, 0.1])
+MISMATCH_UR5 = Mismatch(
+    payload_mass=1.0,
+    viscous=[0.5, 0.5, 0.3, 0.1, 0.1, 0.05],
+    coulomb=[1.0, 1.0, 0.6, 0.2, 0.2, 0.1],
+)
 PANDA = SHIPPED.get('panda.urdf', 'panda.urdf')
 MISMATCH_PANDA = Mismatch(payload_mass=0.5, viscous=[0.3] * 7, coulomb=[0.5] * 7)
 # what an online demo records: little data, slow, noisy
@@ -52,14 +58,16 @@ SHORT = dict(trajectories=2, duration=2.0, velocity_fraction=0.2, noise=0.01)
 
 @pytest.fixture(scope='module')
 def two_link_data():
-    return generate_dataset('two_link_arm.urdf', trajectories=4, duration=6.0,
-                            mismatch=MISMATCH_2, seed=11)
+    return generate_dataset(
+        'two_link_arm.urdf', trajectories=4, duration=6.0, mismatch=MISMATCH_2, seed=11
+    )
 
 
 @pytest.fixture(scope='module')
 def seven_dof_data():
-    return generate_dataset('seven_dof_arm.urdf', trajectories=3, duration=6.0,
-                            mismatch=MISMATCH_7, seed=3)
+    return generate_dataset(
+        'seven_dof_arm.urdf', trajectories=3, duration=6.0, mismatch=MISMATCH_7, seed=3
+    )
 
 
 @pytest.fixture(scope='module')
@@ -96,8 +104,9 @@ def test_regressor_reproduces_the_model():
         Phi = regressor(nominal, q, qd, qdd)
         assert Phi.shape == (20, nominal.n, 12 * nominal.n)
         # the kinematics are shared: the truth's parameters through the nominal regressor
-        np.testing.assert_allclose(Phi @ nominal_parameters(truth), truth.inverse(q, qd, qdd),
-                                   atol=1e-10)
+        np.testing.assert_allclose(
+            Phi @ nominal_parameters(truth), truth.inverse(q, qd, qdd), atol=1e-10
+        )
 
 
 @pytest.mark.parametrize('which', ['two_link', 'seven_dof'])
@@ -110,10 +119,12 @@ def test_recovers_the_perturbed_plant_from_noise_free_data(which, request):
     q, qd, qdd, tau = arrays(d, test)
     err = nmse(model.inverse(q, qd, qdd), tau)
     before = nmse(nominal.inverse(q, qd, qdd), tau)
-    print(f'\n{which}: held-out torque nMSE nominal URDF {before.max():.3g} -> identified '
-          f'{err.max():.3g} (rank {model.info["numerical_rank"]}/{model.info["parameters"]}, '
-          f'cond {model.info["condition_number"]:.3g})')
-    assert before.max() > 1e-2          # the mismatch is real
+    print(
+        f'\n{which}: held-out torque nMSE nominal URDF {before.max():.3g} -> identified '
+        f'{err.max():.3g} (rank {model.info["numerical_rank"]}/{model.info["parameters"]}, '
+        f'cond {model.info["condition_number"]:.3g})'
+    )
+    assert before.max() > 1e-2  # the mismatch is real
     assert err.max() < 1e-6
     assert model.info['estimator'] == 'consistent' and all(model.physically_consistent())
     # the friction parameters come out right (the viscous terms of slow 7-DoF pitch joints are
@@ -140,7 +151,7 @@ def test_degrades_gracefully_with_measurement_noise(two_link_data):
     for level, e in table:
         print(f'  {level:6.3f}  {e:.3g}')
     for level, e in table:
-        assert e < 0.05 * level ** 2 + 1e-6, (level, e)
+        assert e < 0.05 * level**2 + 1e-6, (level, e)
     assert table[-1][1] > table[0][1]
 
 
@@ -173,8 +184,14 @@ def test_identified_model_is_a_dynamics_model(two_link_data, tmp_path):
     tau = model.inverse(q, qd, qdd)
     np.testing.assert_allclose(model.forward(q, qd, tau), qdd, atol=1e-8)
     H = model.mass_matrix(q)
-    np.testing.assert_allclose(np.einsum('bij,bj->bi', H, qdd) + model.coriolis(q, qd)
-                               + model.gravity(q) + model.friction(qd), tau, atol=1e-9)
+    np.testing.assert_allclose(
+        np.einsum('bij,bj->bi', H, qdd)
+        + model.coriolis(q, qd)
+        + model.gravity(q)
+        + model.friction(qd),
+        tau,
+        atol=1e-9,
+    )
     assert np.all(np.linalg.eigvalsh(H)[:, 0] > 0)
     # Pinocchio path == regressor path (the algorithms are linear in the parameters)
     slow = IdentifiedModel(nominal, model.theta)
@@ -185,9 +202,11 @@ def test_identified_model_is_a_dynamics_model(two_link_data, tmp_path):
     T2, V2 = slow.energy(q, qd)
     np.testing.assert_allclose(T, T2, atol=1e-10)
     np.testing.assert_allclose(V, V2, atol=1e-10)
-    h = 1e-6    # g = dV/dq
-    dV = [(model.energy(q[0] + h * e, qd[0])[1] - model.energy(q[0] - h * e, qd[0])[1]) / (2 * h)
-          for e in np.eye(2)]
+    h = 1e-6  # g = dV/dq
+    dV = [
+        (model.energy(q[0] + h * e, qd[0])[1] - model.energy(q[0] - h * e, qd[0])[1]) / (2 * h)
+        for e in np.eye(2)
+    ]
     np.testing.assert_allclose(dV, model.gravity(q[0]), rtol=1e-5, atol=1e-6)
     # persistence: JSON, self-contained, exact
     path = str(tmp_path / 'params.json')
@@ -206,8 +225,9 @@ def test_pseudo_inertia_and_log_cholesky_match_pinocchio():
     for _ in range(20):
         pi = pin.Inertia.Random().toDynamicParameters()
         J = pseudo_inertia(pi)
-        np.testing.assert_allclose(J, pin.PseudoInertia.FromDynamicParameters(pi).toMatrix(),
-                                   atol=1e-12)
+        np.testing.assert_allclose(
+            J, pin.PseudoInertia.FromDynamicParameters(pi).toMatrix(), atol=1e-12
+        )
         np.testing.assert_allclose(dynamic_parameters(J), pi, atol=1e-12)
         phi = rng.normal(size=10)
         K = pin.LogCholeskyParameters(phi).toPseudoInertia().toMatrix()
@@ -215,7 +235,8 @@ def test_pseudo_inertia_and_log_cholesky_match_pinocchio():
 
 
 def test_unconstrained_fit_of_short_data_is_inconsistent_the_consistent_one_is_not(
-        seven_dof_short):
+    seven_dof_short,
+):
     """Little, slow, noisy excitation (what the online demo records) of the 7-DoF arm: the
     unconstrained fit has physically inconsistent bodies (with the plant's earlier friction
     integration also an indefinite mass matrix); the consistent one never."""
@@ -225,32 +246,39 @@ def test_unconstrained_fit_of_short_data_is_inconsistent_the_consistent_one_is_n
     Q = random_configurations(nominal)
     unc = identify(nominal, *arrays(d, train), consistent=False)
     con = identify(nominal, *arrays(d, train))
-    e_unc, e_con = (float(nmse(m.inverse(*arrays(d, test)[:3]), d['tau'][test]).max())
-                    for m in (unc, con))
+    e_unc, e_con = (
+        float(nmse(m.inverse(*arrays(d, test)[:3]), d['tau'][test]).max()) for m in (unc, con)
+    )
     i = con.info
-    print(f'\n7-DoF short data: unconstrained {sum(unc.physically_consistent())}/7 consistent, '
-          f'min eig H {min_eig(unc, Q):.3g}, held-out nMSE {e_unc:.3g}; consistent: min eig H '
-          f'{min_eig(con, Q):.3g}, held-out {e_con:.3g}, objective {i["objective"]:.4g} vs '
-          f'{i["objective_unconstrained"]:.4g}, {i["iterations"]} Newton steps, '
-          f'{i["seconds"]} s')
+    print(
+        f'\n7-DoF short data: unconstrained {sum(unc.physically_consistent())}/7 consistent, '
+        f'min eig H {min_eig(unc, Q):.3g}, held-out nMSE {e_unc:.3g}; consistent: min eig H '
+        f'{min_eig(con, Q):.3g}, held-out {e_con:.3g}, objective {i["objective"]:.4g} vs '
+        f'{i["objective_unconstrained"]:.4g}, {i["iterations"]} Newton steps, '
+        f'{i["seconds"]} s'
+    )
     assert not all(unc.physically_consistent())
     assert all(con.physically_consistent()) and min_eig(con, Q) > 0
     assert i['min_mass_matrix_eig'] > 0 and np.all(con.theta[70:] >= 0)
     assert e_con < e_unc
     # the consistent optimum: no better than the unconstrained one, certified within the gap
     assert i['objective'] >= i['objective_unconstrained']
-    assert i['consistency_cost'] == pytest.approx(i['objective'] - i['objective_unconstrained'],
-                                                  rel=1e-6)
+    assert i['consistency_cost'] == pytest.approx(
+        i['objective'] - i['objective_unconstrained'], rel=1e-6
+    )
     assert i['optimizer_status'] == 0 and i['duality_gap_bound'] < 1e-12
     assert i['solver'] == 'interior_point' and i['floored_bodies'] == []
     assert set(i['unconstrained_inconsistent_bodies']) == {
-        name for name, ok in zip(nominal.joint_names, unc.physically_consistent()) if not ok}
+        name for name, ok in zip(nominal.joint_names, unc.physically_consistent()) if not ok
+    }
 
 
-ROBOTS = {'two_link': ('two_link_arm.urdf', MISMATCH_2),
-          'seven_dof': ('seven_dof_arm.urdf', MISMATCH_7),
-          'ur5': (UR5, MISMATCH_UR5),
-          'panda': (PANDA, MISMATCH_PANDA)}   # fingers locked (robot_model's joint selection)
+ROBOTS = {
+    'two_link': ('two_link_arm.urdf', MISMATCH_2),
+    'seven_dof': ('seven_dof_arm.urdf', MISMATCH_7),
+    'ur5': (UR5, MISMATCH_UR5),
+    'panda': (PANDA, MISMATCH_PANDA),
+}  # fingers locked (robot_model's joint selection)
 
 
 @pytest.mark.parametrize('regime', ['full', 'short'])
@@ -262,7 +290,7 @@ def test_consistent_on_every_robot_and_close_to_the_unconstrained_fit(which, reg
     urdf, mismatch = ROBOTS[which]
     try:
         nominal = RobotModel(urdf)
-    except RobotDescriptionError as exc:      # a robot_model without joint selection
+    except RobotDescriptionError as exc:  # a robot_model without joint selection
         pytest.skip(f'{which} does not load: {exc}')
     if regime == 'full' and which in ('two_link', 'seven_dof'):
         d = request.getfixturevalue(f'{which}_data')
@@ -278,10 +306,12 @@ def test_consistent_on_every_robot_and_close_to_the_unconstrained_fit(which, reg
     q, qd, qdd, tau = arrays(d, test)
     e_unc, e_con = (float(nmse(m.inverse(q, qd, qdd), tau).max()) for m in (unc, con))
     Q = random_configurations(nominal)
-    print(f'\n{which} {regime}: held-out nMSE consistent {e_con:.3g} vs unconstrained '
-          f'{e_unc:.3g} (ratio {e_con / e_unc:.2f}); min eig H {min_eig(con, Q):.3g} vs '
-          f'{min_eig(unc, Q):.3g}; consistent bodies {sum(unc.physically_consistent())}/'
-          f'{nominal.n} unconstrained; {con.info["seconds"]} s')
+    print(
+        f'\n{which} {regime}: held-out nMSE consistent {e_con:.3g} vs unconstrained '
+        f'{e_unc:.3g} (ratio {e_con / e_unc:.2f}); min eig H {min_eig(con, Q):.3g} vs '
+        f'{min_eig(unc, Q):.3g}; consistent bodies {sum(unc.physically_consistent())}/'
+        f'{nominal.n} unconstrained; {con.info["seconds"]} s'
+    )
     assert all(con.physically_consistent())
     assert min_eig(con, Q) > 0 and con.info['min_mass_matrix_eig'] > 0
     assert np.all(con.viscous >= 0) and np.all(con.coulomb >= 0)
@@ -289,7 +319,7 @@ def test_consistent_on_every_robot_and_close_to_the_unconstrained_fit(which, reg
     assert con.info['optimizer_status'] == 0
 
 
-HAND = '''<joint name="wrist" type="revolute">
+HAND = """<joint name="wrist" type="revolute">
     <parent link="forearm"/>
     <child link="hand"/>
     <origin xyz="0.4 0 0" rpy="0 0 0"/>
@@ -304,18 +334,22 @@ HAND = '''<joint name="wrist" type="revolute">
   <joint name="tool_joint" type="fixed">
     <parent link="hand"/>
     <child link="tool"/>
-    <origin xyz="0.08 0 0" rpy="0 0 0"/>'''
+    <origin xyz="0.08 0 0" rpy="0 0 0"/>"""
 
 
 def _massless_forearm_arm() -> str:
     """The 2-link arm with a massless forearm link and a wrist roll joint carrying a hand."""
     with open(RobotModel('two_link_arm.urdf').source, encoding='utf-8') as fh:
         xml = fh.read()
-    forearm = ('<inertial>\n      <origin xyz="0.2 0 0" rpy="0 0 0"/>\n      <mass value="1.0"/>'
-               '\n      <inertia ixx="0.0003125" ixy="0" ixz="0" iyy="0.013490" iyz="0" '
-               'izz="0.013490"/>\n    </inertial>')
-    tool = ('<joint name="tool_joint" type="fixed">\n    <parent link="forearm"/>\n'
-            '    <child link="tool"/>\n    <origin xyz="0.4 0 0" rpy="0 0 0"/>')
+    forearm = (
+        '<inertial>\n      <origin xyz="0.2 0 0" rpy="0 0 0"/>\n      <mass value="1.0"/>'
+        '\n      <inertia ixx="0.0003125" ixy="0" ixz="0" iyy="0.013490" iyz="0" '
+        'izz="0.013490"/>\n    </inertial>'
+    )
+    tool = (
+        '<joint name="tool_joint" type="fixed">\n    <parent link="forearm"/>\n'
+        '    <child link="tool"/>\n    <origin xyz="0.4 0 0" rpy="0 0 0"/>'
+    )
     assert forearm in xml and tool in xml
     return xml.replace(forearm, '').replace(tool, HAND)
 
@@ -341,18 +375,24 @@ def test_a_massless_body_is_floored_not_a_crash():
 
 
 @pytest.mark.parametrize('regime', ['full', 'short'])
-def test_log_cholesky_solver_reaches_a_consistent_fit_no_better_than_the_barrier(regime,
-                                                                                  two_link_data):
-    d = (two_link_data if regime == 'full' else
-         generate_dataset('two_link_arm.urdf', mismatch=MISMATCH_2, seed=3, **SHORT))
+def test_log_cholesky_solver_reaches_a_consistent_fit_no_better_than_the_barrier(
+    regime, two_link_data
+):
+    d = (
+        two_link_data
+        if regime == 'full'
+        else generate_dataset('two_link_arm.urdf', mismatch=MISMATCH_2, seed=3, **SHORT)
+    )
     nominal = RobotModel('two_link_arm.urdf')
     train, _ = split(d)
     ip = identify(nominal, *arrays(d, train))
     lc = identify(nominal, *arrays(d, train), solver='log_cholesky')
-    print(f'\n2-link {regime}: objective barrier {ip.info["objective"]:.8g} '
-          f'({ip.info["iterations"]} Newton steps, {ip.info["seconds"]} s), log-Cholesky '
-          f'{lc.info["objective"]:.8g} ({lc.info["iterations"]} Jacobians, '
-          f'{lc.info["seconds"]} s); unconstrained {ip.info["objective_unconstrained"]:.8g}')
+    print(
+        f'\n2-link {regime}: objective barrier {ip.info["objective"]:.8g} '
+        f'({ip.info["iterations"]} Newton steps, {ip.info["seconds"]} s), log-Cholesky '
+        f'{lc.info["objective"]:.8g} ({lc.info["iterations"]} Jacobians, '
+        f'{lc.info["seconds"]} s); unconstrained {ip.info["objective_unconstrained"]:.8g}'
+    )
     assert all(lc.physically_consistent()) and lc.info['solver'] == 'log_cholesky'
     assert lc.info['objective'] >= ip.info['objective'] * (1 - 1e-9)
     # (with trf's default-like tolerances it once stopped at 500x the optimal objective)
@@ -374,15 +414,27 @@ def test_json_round_trip_keeps_everything(seven_dof_short, tmp_path):
     assert loaded.info['estimator'] == 'consistent'
     assert loaded.physically_consistent() == [True] * 7
     q, qd, qdd, _ = arrays(d, test)
-    np.testing.assert_array_equal(loaded.inverse(q[:20], qd[:20], qdd[:20]),
-                                  model.inverse(q[:20], qd[:20], qdd[:20]))
+    np.testing.assert_array_equal(
+        loaded.inverse(q[:20], qd[:20], qdd[:20]), model.inverse(q[:20], qd[:20], qdd[:20])
+    )
     np.testing.assert_array_equal(loaded.mass_matrix(q[:5]), model.mass_matrix(q[:5]))
     # a file of the unconstrained-only version (its fit info) still loads
     with open(path, encoding='utf-8') as fh:
         doc = json.load(fh)
-    doc['fit'] = {k: doc['fit'][k] for k in ('reg', 'samples', 'parameters', 'numerical_rank',
-                                             'condition_number', 'seconds', 'nmse_train',
-                                             'physically_consistent', 'min_mass_matrix_eig')}
+    doc['fit'] = {
+        k: doc['fit'][k]
+        for k in (
+            'reg',
+            'samples',
+            'parameters',
+            'numerical_rank',
+            'condition_number',
+            'seconds',
+            'nmse_train',
+            'physically_consistent',
+            'min_mass_matrix_eig',
+        )
+    }
     old = tmp_path / 'old.json'
     old.write_text(json.dumps(doc))
     np.testing.assert_array_equal(IdentifiedModel.load(str(old)).theta, model.theta)
@@ -392,22 +444,44 @@ def test_computed_torque_on_the_consistent_fit_of_short_data_tracks():
     d = generate_dataset(UR5, mismatch=MISMATCH_UR5, seed=3, **SHORT)
     nominal = RobotModel(UR5)
     train, _ = split(d)
+
     def rms(model):
         return simulated_tracking_rms(model, nominal, MISMATCH_UR5, duration=2.0)
+
     truth = rms(nominal.mismatched(MISMATCH_UR5))
     con = rms(identify(nominal, *arrays(d, train)))
     unc = rms(identify(nominal, *arrays(d, train), consistent=False))
-    print(f'\nUR5 computed torque, RMS error: true parameters {truth:.3g} rad, consistent fit '
-          f'{con:.3g}, unconstrained fit {unc:.3g}')
+    print(
+        f'\nUR5 computed torque, RMS error: true parameters {truth:.3g} rad, consistent fit '
+        f'{con:.3g}, unconstrained fit {unc:.3g}'
+    )
     assert con < 1e-2
     assert con < unc
 
 
 def test_cli_round_trip(tmp_path, capsys):
     data = str(tmp_path / 'data.npz')
-    assert gen_main(['--urdf', 'two_link_arm.urdf', '--out', data, '--trajectories', '3',
-                     '--duration', '3', '--seed', '2', '--mismatch-payload', '0.4',
-                     '--mismatch-mass-scale', '1.1,0.95']) == 0
+    assert (
+        gen_main(
+            [
+                '--urdf',
+                'two_link_arm.urdf',
+                '--out',
+                data,
+                '--trajectories',
+                '3',
+                '--duration',
+                '3',
+                '--seed',
+                '2',
+                '--mismatch-payload',
+                '0.4',
+                '--mismatch-mass-scale',
+                '1.1,0.95',
+            ]
+        )
+        == 0
+    )
     gen = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert gen['samples'] == 3 * 1500
     with np.load(data, allow_pickle=False) as f:
@@ -423,16 +497,24 @@ def test_cli_round_trip(tmp_path, capsys):
     assert max(report['nmse_test'].values()) < 1e-6
     assert report['estimator'] == 'consistent' and all(report['physically_consistent'])
     assert report['min_mass_matrix_eig'] > 0
-    assert sysid_main(['--data', data, '--urdf', 'two_link_arm.urdf', '--out', out,
-                       '--unconstrained']) == 0
+    assert (
+        sysid_main(
+            ['--data', data, '--urdf', 'two_link_arm.urdf', '--out', out, '--unconstrained']
+        )
+        == 0
+    )
     unconstrained = json.loads(capsys.readouterr().out)
     assert unconstrained['estimator'] == 'unconstrained'
     assert unconstrained['objective'] <= report['objective']
     assert set(report['nmse_test']) == {'shoulder', 'elbow'}
     assert IdentifiedModel.load(out).joint_names == ['shoulder', 'elbow']
     # errors are reported, not raised
-    assert sysid_main(['--data', str(tmp_path / 'none.npz'), '--urdf', 'two_link_arm.urdf',
-                       '--out', out]) == 2
+    assert (
+        sysid_main(
+            ['--data', str(tmp_path / 'none.npz'), '--urdf', 'two_link_arm.urdf', '--out', out]
+        )
+        == 2
+    )
 
 
 def test_missing_accelerations_are_estimated(two_link_data, tmp_path):
@@ -448,12 +530,39 @@ def test_missing_accelerations_are_estimated(two_link_data, tmp_path):
 
 def test_installed_console_scripts_run(tmp_path):
     data, out = str(tmp_path / 'd.npz'), str(tmp_path / 'p.json')
-    r = subprocess.run(['delan-gen-data', '--urdf', 'two_link_arm.urdf', '--out', data,
-                        '--trajectories', '2', '--duration', '1'], capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [
+            'delan-gen-data',
+            '--urdf',
+            'two_link_arm.urdf',
+            '--out',
+            data,
+            '--trajectories',
+            '2',
+            '--duration',
+            '1',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(['delan-sysid', '--data', data, '--urdf', 'two_link_arm.urdf', '--out',
-                        out, '--reg', '1e-6'], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            'delan-sysid',
+            '--data',
+            data,
+            '--urdf',
+            'two_link_arm.urdf',
+            '--out',
+            out,
+            '--reg',
+            '1e-6',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)['reg'] == 1e-6 and os.path.isfile(out)
 
@@ -465,8 +574,13 @@ def test_json_keeps_the_joint_selection(tmp_path):
         pytest.skip('example-robot-data not installed')
     free = [f'panda_joint{i}' for i in range(1, 6)]
     locked = {'panda_joint6': 1.5, 'panda_joint7': 0.3, 'panda_finger_joint1': 0.03}
-    robot = RobotModel(PANDA, joints=free, locked=locked,
-                       effort_limits=[80.0, 0, 0, 0, 0], velocity_limits=[0, 0, 0, 0, 1.0])
+    robot = RobotModel(
+        PANDA,
+        joints=free,
+        locked=locked,
+        effort_limits=[80.0, 0, 0, 0, 0],
+        velocity_limits=[0, 0, 0, 0, 1.0],
+    )
     theta = nominal_parameters(robot) * 1.1
     model = IdentifiedModel(robot, theta)
     path = str(tmp_path / 'panda5.json')

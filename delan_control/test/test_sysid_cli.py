@@ -5,6 +5,7 @@ The bag is written with the project's bag writer (the logger's :class:`SplitBagW
 short simulated run of the 2-link arm: one JointState per sample carrying the applied torque
 as effort, trajectories separated by 2 s gaps.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,11 +29,16 @@ def write_joint_state_bag(bag_dir: str, data: dict) -> int:
     t_ns, count = 1_700_000_000 * 1_000_000_000, 0
     for traj in np.unique(data['traj']):
         for i in np.flatnonzero(data['traj'] == traj):
-            stamp = types['builtin_interfaces/msg/Time'](sec=t_ns // 1_000_000_000,
-                                                         nanosec=t_ns % 1_000_000_000)
+            stamp = types['builtin_interfaces/msg/Time'](
+                sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000
+            )
             msg = types[JOINT_STATE_TYPE](
-                header=types['std_msgs/msg/Header'](stamp=stamp, frame_id=''), name=names,
-                position=data['q'][i], velocity=data['qd'][i], effort=data['tau'][i])
+                header=types['std_msgs/msg/Header'](stamp=stamp, frame_id=''),
+                name=names,
+                position=data['q'][i],
+                velocity=data['qd'][i],
+                effort=data['tau'][i],
+            )
             writer.write('/joint_states', t_ns, bytes(store.serialize_cdr(msg, JOINT_STATE_TYPE)))
             count += 1
             t_ns += int(round(1e9 / RATE))
@@ -48,6 +54,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope='module')
 def bag(tmp_path_factory):
     from delan_control.datagen import generate_dataset
+
     tmp = tmp_path_factory.mktemp('sysid_bag')
     data = generate_dataset(URDF, trajectories=3, duration=3.0, rate=RATE, seed=4)
     samples = write_joint_state_bag(str(tmp / 'session'), data)
@@ -71,8 +78,9 @@ def test_sysid_bag_matches_sysid_on_its_npz(bag):
     assert from_bag['n_train'] + from_bag['n_test'] == bag['samples']
     for key in ('joint_names', 'n_train', 'n_test', 'numerical_rank'):
         assert from_bag[key] == from_npz[key], key
-    np.testing.assert_allclose(params['--bag']['theta'], params['--data']['theta'],
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        params['--bag']['theta'], params['--data']['theta'], rtol=1e-9, atol=1e-12
+    )
     for j, v in from_npz['nmse_test'].items():
         assert from_bag['nmse_test'][j] == pytest.approx(v, rel=1e-6, abs=1e-12)
     # the simulated plant is the URDF: the fit is close to exact on held-out data
@@ -81,21 +89,30 @@ def test_sysid_bag_matches_sysid_on_its_npz(bag):
 
 def test_sysid_joints_selects_and_locks(bag):
     out = str(bag['tmp'] / 'shoulder.json')
-    r = run('delan-sysid', '--bag', bag['dir'], '--urdf', URDF, '--joints', 'shoulder',
-            '--out', out)
+    r = run(
+        'delan-sysid', '--bag', bag['dir'], '--urdf', URDF, '--joints', 'shoulder', '--out', out
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)['joint_names'] == ['shoulder']
     with open(out, encoding='utf-8') as fh:
         doc = json.load(fh)
     assert doc['joint_names'] == ['shoulder'] and list(doc['selection']['locked']) == ['elbow']
-    r = run('delan-sysid', '--bag', bag['dir'], '--urdf', URDF, '--joints', 'wrist',
-            '--out', out)
+    r = run('delan-sysid', '--bag', bag['dir'], '--urdf', URDF, '--joints', 'wrist', '--out', out)
     assert r.returncode == 2 and 'wrist' in r.stderr and 'Traceback' not in r.stderr
 
 
 def test_sysid_bag_and_data_together_is_a_usage_error(bag, tmp_path):
-    r = run('delan-sysid', '--bag', bag['dir'], '--data', str(tmp_path / 'x.npz'),
-            '--urdf', URDF, '--out', str(tmp_path / 'p.json'))
+    r = run(
+        'delan-sysid',
+        '--bag',
+        bag['dir'],
+        '--data',
+        str(tmp_path / 'x.npz'),
+        '--urdf',
+        URDF,
+        '--out',
+        str(tmp_path / 'p.json'),
+    )
     assert r.returncode == 2
     assert 'argument --data: not allowed with argument --bag' in r.stderr
     assert not (tmp_path / 'p.json').exists()
@@ -103,5 +120,6 @@ def test_sysid_bag_and_data_together_is_a_usage_error(bag, tmp_path):
 
 def test_demo_takes_urdf_as_well_as_robot():
     from delan_control.demo import build_parser
+
     for flag in ('--urdf', '--robot'):
         assert build_parser().parse_args([flag, 'panda.urdf']).robot == 'panda.urdf'

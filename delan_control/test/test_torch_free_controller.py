@@ -1,6 +1,7 @@
 """A PD / Pinocchio controller without the learning stack: delan_control needs delan_learning
 (and with it PyTorch) only for the learned model kinds, so an arm controlled with its URDF model
 runs where torch is not installed."""
+
 from __future__ import annotations
 
 import os
@@ -35,19 +36,23 @@ def _hide_learning_stack(folder) -> str:
         pkg = folder / name
         pkg.mkdir()
         (pkg / '__init__.py').write_text(
-            f'raise ModuleNotFoundError("No module named {name}", name="{name}")\n')
+            f'raise ModuleNotFoundError("No module named {name}", name="{name}")\n'
+        )
     return str(folder)
 
 
 def test_the_control_modules_import_without_the_learning_stack(tmp_path):
     hidden = _hide_learning_stack(tmp_path)
-    code = ('import sys\n'
-            'import delan_control.nodes.torque_controller, delan_control.nodes.sim, '
-            'delan_control.nodes.reference, delan_control.sysid\n'
-            'assert not {"torch", "delan_learning"} & set(sys.modules), sorted(sys.modules)\n')
+    code = (
+        'import sys\n'
+        'import delan_control.nodes.torque_controller, delan_control.nodes.sim, '
+        'delan_control.nodes.reference, delan_control.sysid\n'
+        'assert not {"torch", "delan_learning"} & set(sys.modules), sorted(sys.modules)\n'
+    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([hidden, os.environ['PYTHONPATH']]))
-    done = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, '-c', code], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -55,16 +60,24 @@ def test_pinocchio_controller_runs_without_torch_and_refuses_learned_models(tmp_
     hidden = _hide_learning_stack(tmp_path)
     log_path = tmp_path / 'controller.log'
     with open(log_path, 'w') as log:
-        proc = node_process('delan_control', 'torque_controller', [
-            '-p', f'urdf_path:={URDF}', '-p', 'model:=pinocchio', '-p', 'watchdog_timeout:=1.0'],
+        proc = node_process(
+            'delan_control',
+            'torque_controller',
+            ['-p', f'urdf_path:={URDF}', '-p', 'model:=pinocchio', '-p', 'watchdog_timeout:=1.0'],
             env={'PYTHONPATH': os.pathsep.join([hidden, os.environ['PYTHONPATH']])},
-            stdout=log, stderr=subprocess.STDOUT)
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         with ros_context() as ctx:
             commands = []
             node = rclpy.create_node('torch_free_probe', context=ctx)
-            node.create_subscription(Float64MultiArray, 'effort_controller/commands',
-                                     lambda m: commands.append(np.array(m.data)), 100)
+            node.create_subscription(
+                Float64MultiArray,
+                'effort_controller/commands',
+                lambda m: commands.append(np.array(m.data)),
+                100,
+            )
             pub = node.create_publisher(JointState, 'joint_states', 100)
             ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
             ex.add_node(node)

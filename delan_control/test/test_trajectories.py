@@ -47,8 +47,9 @@ def test_figure_eight_is_consistent_and_inside_limits(speed):
     assert np.all(q > LOWER) and np.all(q < UPPER)
     assert np.all(np.abs(qd) <= VMAX)
     np.testing.assert_allclose(np.gradient(q, t, axis=0)[2:-2], qd[2:-2], atol=1e-3 * speed)
-    np.testing.assert_allclose(np.gradient(qd, t, axis=0)[2:-2], qdd[2:-2], atol=1e-2 * speed ** 2,
-                               rtol=1e-2)  # jerk jumps where the ramp ends
+    np.testing.assert_allclose(
+        np.gradient(qd, t, axis=0)[2:-2], qdd[2:-2], atol=1e-2 * speed**2, rtol=1e-2
+    )  # jerk jumps where the ramp ends
     assert np.allclose(qd[0], 0) and np.allclose(qdd[0], 0)  # starts at rest
 
 
@@ -87,7 +88,7 @@ def test_rejoin_offset_starts_at_the_arm_and_ends_at_zero_within_the_speed_budge
     dq, dqd, vmax = np.array([0.4, -0.01]), np.array([0.2, 0.0]), np.array([2.0, np.inf])
     off = rejoin_offset(10.0, dq, dqd, vmax, min_time=0.5)
     T = off.end_time - 10.0
-    assert T == pytest.approx(1.875 * 0.4 / (0.25 * 2.0))      # stretched past min_time
+    assert T == pytest.approx(1.875 * 0.4 / (0.25 * 2.0))  # stretched past min_time
     q, qd, qdd = off.sample(np.array([10.0, off.end_time, off.end_time + 1.0]))
     assert q[0] == pytest.approx(dq) and qd[0] == pytest.approx(dqd)
     assert qdd[0] == pytest.approx([0.0, 0.0])
@@ -98,15 +99,24 @@ def test_rejoin_offset_starts_at_the_arm_and_ends_at_zero_within_the_speed_budge
     assert np.abs(qd_all[:, 0]).max() <= 0.25 * 2.0 + 0.2
     # a small offset takes min_time; joints without a limit count as 1 rad/s
     assert rejoin_offset(0.0, [0.01, 0.0], [0.0, 0.0], [np.inf, 0.0], 0.5).end_time == 0.5
-    assert rejoin_offset(0.0, [0.0, 0.5], [0.0, 0.0], [np.inf, 0.0], 0.5).end_time == \
-        pytest.approx(1.875 * 0.5 / 0.25)
+    assert rejoin_offset(
+        0.0, [0.0, 0.5], [0.0, 0.0], [np.inf, 0.0], 0.5
+    ).end_time == pytest.approx(1.875 * 0.5 / 0.25)
 
 
 def test_a_spliced_excitation_repeats_the_end_of_the_last_one_then_follows_on():
     lo, hi, vmax = np.array([-2.0, -1.5]), np.array([2.0, 1.5]), np.array([2.0, 2.0])
     first = make_reference('excitation', lo, hi, vmax, np.zeros(2), seed=1, duration=3.0)
-    following = make_reference('excitation', lo, hi, vmax, first[1][-1], seed=2, duration=3.0,
-                               start=tuple(a[-1] for a in first[1:]))
+    following = make_reference(
+        'excitation',
+        lo,
+        hi,
+        vmax,
+        first[1][-1],
+        seed=2,
+        duration=3.0,
+        start=tuple(a[-1] for a in first[1:]),
+    )
     offset, spliced = splice(first, following, overlap=1.0)
     t = spliced[0]
     assert offset == pytest.approx(first[0][-1] - 1.0) and t[0] == 0.0
@@ -119,8 +129,9 @@ def test_a_spliced_excitation_repeats_the_end_of_the_last_one_then_follows_on():
         assert np.allclose(x, y, atol=1e-9)
     # ... and after it the new one is the following excitation
     later = np.linspace(0.0, following[0][-1] - 1e-6, 200)
-    for x, y in zip(PiecewiseQuintic(*following).sample(later),
-                    b.sample(later + first[0][-1] - offset)):
+    for x, y in zip(
+        PiecewiseQuintic(*following).sample(later), b.sample(later + first[0][-1] - offset)
+    ):
         assert np.allclose(x, y, atol=1e-9)
     assert spliced[0][-1] == pytest.approx(1.0 + following[0][-1])
 

@@ -1,4 +1,5 @@
 """Where the compiled controller and its model library are, or why the tests skip."""
+
 import ctypes
 import os
 

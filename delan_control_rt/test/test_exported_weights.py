@@ -1,5 +1,6 @@
 """The compiled node's reader of delan_learning.c_export files: the kernel on the loaded
 weights equals the torch model (float64), and a truncated, foreign or newer file is refused."""
+
 import ctypes
 import struct
 
@@ -11,15 +12,18 @@ from rt_build import library
 from delan_learning.c_export import FORMAT_VERSION, export_bytes, export_delan, fnv1a64
 from delan_learning.lagrangian import DelanModel
 
-CASES = [(['revolute'] * 7, False, 'softplus', 2), (['revolute', 'prismatic', 'continuous'],
-                                                    True, 'tanh', 1),
-         (['revolute'] * 2, False, 'softplus', 3)]
+CASES = [
+    (['revolute'] * 7, False, 'softplus', 2),
+    (['revolute', 'prismatic', 'continuous'], True, 'tanh', 1),
+    (['revolute'] * 2, False, 'softplus', 3),
+]
 
 
 def delan(types, shared, activation, depth, seed=0):
     torch.manual_seed(seed)
-    m = DelanModel(types, width=16, depth=depth, shared_trunk=shared,
-                   activation=activation).double()
+    m = DelanModel(
+        types, width=16, depth=depth, shared_trunk=shared, activation=activation
+    ).double()
     with torch.no_grad():
         for p in m.parameters():
             p.normal_(0.0, 0.4)
@@ -50,8 +54,12 @@ def test_loaded_kernel_equals_torch(tmp_path, types, shared, activation, depth):
         for _ in range(5):
             q, qd, qdd = (np.ascontiguousarray(rng.uniform(-2, 2, n)) for _ in range(3))
             tau = np.zeros(n)
-            assert lib.delan_model_inverse(handle, q.ctypes.data, qd.ctypes.data,
-                                           qdd.ctypes.data, tau.ctypes.data) == 0
+            assert (
+                lib.delan_model_inverse(
+                    handle, q.ctypes.data, qd.ctypes.data, qdd.ctypes.data, tau.ctypes.data
+                )
+                == 0
+            )
             with torch.no_grad():
                 ref = m.inverse(*(torch.as_tensor(x)[None] for x in (q, qd, qdd)))[0].numpy()
             assert np.abs(tau - ref).max() <= 1e-10 * max(np.abs(ref).max(), 1.0)
@@ -70,9 +78,14 @@ def test_refuses_truncated_foreign_and_newer_files(tmp_path):
     flipped[200] ^= 0x40
     # a consistent checksum over a truncated body: only the size check can refuse it
     short = body[:-16] + struct.pack('<Q', fnv1a64(body[:-16]))
-    cases = {'truncated': (data[:-100], 'checksum'), 'short': (short, 'truncated'),
-             'empty': (b'', 'too short'), 'foreign': (b'PK\x03\x04' + data[4:], 'not a DeLaN'),
-             'newer': (newer, 'format version'), 'corrupt': (bytes(flipped), 'checksum')}
+    cases = {
+        'truncated': (data[:-100], 'checksum'),
+        'short': (short, 'truncated'),
+        'empty': (b'', 'too short'),
+        'foreign': (b'PK\x03\x04' + data[4:], 'not a DeLaN'),
+        'newer': (newer, 'format version'),
+        'corrupt': (bytes(flipped), 'checksum'),
+    }
     for name, (blob, reason) in cases.items():
         path = tmp_path / name
         path.write_bytes(blob)

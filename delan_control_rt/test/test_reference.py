@@ -1,6 +1,7 @@
 """The compiled node's reference (src/reference.c) against delan_control.trajectories: the same
 q, qd, qdd of a quintic waypoint trajectory anywhere (before, on, between and after the
 waypoints) and the same rejoin offset; bad waypoints refused."""
+
 import ctypes
 
 import numpy as np
@@ -15,13 +16,28 @@ P = ctypes.POINTER(ctypes.c_double)
 def reference_lib():
     lib = library()
     lib.reference_create.restype = ctypes.c_void_p
-    lib.reference_create.argtypes = [ctypes.c_int, ctypes.c_int, P, P, P, P, ctypes.c_char_p,
-                                     ctypes.c_int]
+    lib.reference_create.argtypes = [
+        ctypes.c_int,
+        ctypes.c_int,
+        P,
+        P,
+        P,
+        P,
+        ctypes.c_char_p,
+        ctypes.c_int,
+    ]
     lib.reference_free.argtypes = [ctypes.c_void_p]
     lib.reference_sample.argtypes = [ctypes.c_void_p, ctypes.c_double, P, P, P]
     lib.reference_rejoin.restype = ctypes.c_void_p
-    lib.reference_rejoin.argtypes = [ctypes.c_int, ctypes.c_double, P, P, P, ctypes.c_double,
-                                     ctypes.c_double]
+    lib.reference_rejoin.argtypes = [
+        ctypes.c_int,
+        ctypes.c_double,
+        P,
+        P,
+        P,
+        ctypes.c_double,
+        ctypes.c_double,
+    ]
     return lib
 
 
@@ -37,8 +53,9 @@ def sample(lib, handle, n, t):
 
 def create(lib, t, q, qd=None, qdd=None):
     err = ctypes.create_string_buffer(128)
-    handle = lib.reference_create(q.shape[1], len(t), ptr(t), ptr(q), ptr(qd), ptr(qdd), err,
-                                  len(err))
+    handle = lib.reference_create(
+        q.shape[1], len(t), ptr(t), ptr(q), ptr(qd), ptr(qdd), err, len(err)
+    )
     return handle, err.value.decode()
 
 
@@ -67,7 +84,7 @@ def test_sampled_as_the_python_reference(given):
 def test_rejoin_as_the_python_offset():
     lib = reference_lib()
     dq, dqd = np.array([0.3, -0.05, 2.0]), np.array([0.4, 0.0, -1.0])
-    vmax = np.array([2.0, 0.0, np.inf])          # 0 and inf: 1 rad/s, as the Python side
+    vmax = np.array([2.0, 0.0, np.inf])  # 0 and inf: 1 rad/s, as the Python side
     vmax_c = np.where(np.isfinite(vmax), vmax, 0.0)
     handle = lib.reference_rejoin(3, 50.0, ptr(dq), ptr(dqd), ptr(vmax_c), 1.0, 0.25)
     assert handle
@@ -81,11 +98,14 @@ def test_rejoin_as_the_python_offset():
         lib.reference_free(handle)
 
 
-@pytest.mark.parametrize('t,q,why', [
-    ([0.0, 1.0, 1.0], np.zeros((3, 2)), 'increase strictly'),
-    ([0.0, np.nan], np.zeros((2, 2)), 'non-finite'),
-    ([0.0, 1.0], np.array([[0.0, np.inf], [0.0, 0.0]]), 'non-finite'),
-])
+@pytest.mark.parametrize(
+    't,q,why',
+    [
+        ([0.0, 1.0, 1.0], np.zeros((3, 2)), 'increase strictly'),
+        ([0.0, np.nan], np.zeros((2, 2)), 'non-finite'),
+        ([0.0, 1.0], np.array([[0.0, np.inf], [0.0, 0.0]]), 'non-finite'),
+    ],
+)
 def test_bad_waypoints_refused(t, q, why):
     handle, err = create(reference_lib(), np.array(t, dtype=float), q)
     assert not handle and why in err

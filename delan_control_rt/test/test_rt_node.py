@@ -1,5 +1,6 @@
 """The compiled torque controller over real DDS, beside the Python one: the same commands on the
 same joint states (pd, delan), counted rejection of bad input, the watchdog's single zero."""
+
 import os
 import subprocess
 import time
@@ -54,16 +55,20 @@ class Bench:
 
     def listen(self, topic):
         self.got[topic] = []
-        self.node.create_subscription(Float64MultiArray, topic,
-                                      lambda m: self.got[topic].append(list(m.data)), 10)
+        self.node.create_subscription(
+            Float64MultiArray, topic, lambda m: self.got[topic].append(list(m.data)), 10
+        )
 
     def start(self, package, exe, name, params):
         topic = f'{name}_commands'
         self.listen(topic)
         args = ['-r', f'__node:={name}', '-r', f'effort_controller/commands:={topic}']
         log = open(os.path.join(self.tmp, f'{name}.log'), 'w')
-        self.procs.append(node_process(package, exe, args + ros_args(params), stdout=log,
-                                       stderr=subprocess.STDOUT))
+        self.procs.append(
+            node_process(
+                package, exe, args + ros_args(params), stdout=log, stderr=subprocess.STDOUT
+            )
+        )
         return topic
 
     def spin(self, seconds):
@@ -72,8 +77,7 @@ class Bench:
             self.ex.spin_once(timeout_sec=0.01)
 
     def send(self, names, q, qd, effort=None):
-        m = JointState(name=names, position=list(q), velocity=list(qd),
-                       effort=list(effort or []))
+        m = JointState(name=names, position=list(q), velocity=list(qd), effort=list(effort or []))
         m.header.stamp = self.node.get_clock().now().to_msg()
         self.pub.publish(m)
 
@@ -140,16 +144,23 @@ def test_same_commands_as_the_python_node(bench, tmp_path):
     params = rt_params()
     names = params['joint_names']
     ckpt = checkpoint(str(tmp_path), names)
-    order = list(reversed(names))   # the receiver's order differs from the model's
-    common = {**GAINS, 'command_joints': order, 'watchdog_timeout': 2.0,
-              'switch_blend_time': 0.0}
-    py = bench.start('delan_control', 'torque_controller', 'py_ctl',
-                     {**common, 'urdf_path': URDF, 'model': 'pd'})
-    rt_pd = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_pd',
-                        {**params, 'command_joints': order})
-    rt_delan = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_delan',
-                           {**params, 'command_joints': order, 'model': 'delan',
-                            'delan_checkpoint': ckpt})
+    order = list(reversed(names))  # the receiver's order differs from the model's
+    common = {**GAINS, 'command_joints': order, 'watchdog_timeout': 2.0, 'switch_blend_time': 0.0}
+    py = bench.start(
+        'delan_control',
+        'torque_controller',
+        'py_ctl',
+        {**common, 'urdf_path': URDF, 'model': 'pd'},
+    )
+    rt_pd = bench.start(
+        'delan_control_rt', 'torque_controller_rt', 'rt_pd', {**params, 'command_joints': order}
+    )
+    rt_delan = bench.start(
+        'delan_control_rt',
+        'torque_controller_rt',
+        'rt_delan',
+        {**params, 'command_joints': order, 'model': 'delan', 'delan_checkpoint': ckpt},
+    )
     hold, qd0 = [0.3, -0.5], [0.0, 0.0]
     answer(bench, [py, rt_pd, rt_delan], names, hold, qd0, timeout=40.0)
     # a state near the held one: the error and the velocity drive both laws
@@ -160,12 +171,13 @@ def test_same_commands_as_the_python_node(bench, tmp_path):
     # the Python node switched to the same DeLaN
     client = AsyncParameterClient(bench.node, 'py_ctl')
     assert client.wait_for_services(10.0)
-    fut = client.set_parameters([Parameter('delan_checkpoint', value=ckpt),
-                                 Parameter('model', value='delan')])
+    fut = client.set_parameters(
+        [Parameter('delan_checkpoint', value=ckpt), Parameter('model', value='delan')]
+    )
     bench.until(fut.done, 20.0, 'the model switch')
     assert all(r.successful for r in fut.result().results), fut.result()
     a_py, a_rt_delan = answer(bench, [py, rt_delan], names, q, qd)
-    assert np.abs(a_py - a_rt).max() > 1e-3     # the model changed the command
+    assert np.abs(a_py - a_rt).max() > 1e-3  # the model changed the command
     np.testing.assert_allclose(a_rt_delan, a_py, rtol=0, atol=1e-9)
 
 
@@ -175,21 +187,26 @@ def test_bad_input_is_counted_and_the_watchdog_zeroes_once(bench):
     params['command_joints'] = names
     topic = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_bad', params)
     answer(bench, [topic], names, [0.1, 0.2], [0.0, 0.0], timeout=20.0)
-    bad = [(['elbow', 'nope'], [0.1, 0.2], [0.0, 0.0]),        # wrong names
-           (names, [float('nan'), 0.2], [0.0, 0.0]),            # NaN
-           (names, [0.1], [0.0, 0.0]),                          # short positions
-           (names, [0.1, 0.2], [])]                             # no velocities
+    bad = [
+        (['elbow', 'nope'], [0.1, 0.2], [0.0, 0.0]),  # wrong names
+        (names, [float('nan'), 0.2], [0.0, 0.0]),  # NaN
+        (names, [0.1], [0.0, 0.0]),  # short positions
+        (names, [0.1, 0.2], []),
+    ]  # no velocities
     bench.got[topic].clear()
     for args in bad:
         bench.send(*args)
         bench.spin(0.05)
-    assert bench.got[topic] == []                               # no command for any of them
-    answer(bench, [topic], names, [0.1, 0.2], [0.0, 0.0])       # still alive and commanding
+    assert bench.got[topic] == []  # no command for any of them
+    answer(bench, [topic], names, [0.1, 0.2], [0.0, 0.0])  # still alive and commanding
     bench.got[topic].clear()
-    bench.spin(1.0)                                             # states stop
-    assert bench.got[topic] == [[0.0, 0.0]]                     # one zero, then silence
-    bench.until(lambda: int(bench.diag.get('/rt_bad', {}).get('watchdog_trips', 0)) == 1,
-                5.0, 'diagnostics')
+    bench.spin(1.0)  # states stop
+    assert bench.got[topic] == [[0.0, 0.0]]  # one zero, then silence
+    bench.until(
+        lambda: int(bench.diag.get('/rt_bad', {}).get('watchdog_trips', 0)) == 1,
+        5.0,
+        'diagnostics',
+    )
     diag = bench.diag['/rt_bad']
     assert int(diag['rejected_joint_states']) == len(bad)
     assert bench.procs[0].poll() is None
@@ -202,21 +219,31 @@ def reference_message(names, t0_msg, period=4.0, amplitude=(0.4, -0.3), dt=0.25,
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
     from delan_control.trajectories import PiecewiseQuintic
+
     w = 2 * np.pi / period
     ts = np.arange(0.0, length, dt)
     a = np.array(amplitude)
-    q, qd, qdd = (a * np.sin(w * ts)[:, None] + np.array([0.3, -0.5]),
-                  a * w * np.cos(w * ts)[:, None], -a * w * w * np.sin(w * ts)[:, None])
+    q, qd, qdd = (
+        a * np.sin(w * ts)[:, None] + np.array([0.3, -0.5]),
+        a * w * np.cos(w * ts)[:, None],
+        -a * w * w * np.sin(w * ts)[:, None],
+    )
     model_order = ['shoulder', 'elbow']
 
-    def row(x, k):      # in ``names`` order; 0 for a joint the controllers do not control
+    def row(x, k):  # in ``names`` order; 0 for a joint the controllers do not control
         return [float(x[k, model_order.index(n)]) if n in model_order else 0.0 for n in names]
+
     msg = JointTrajectory(joint_names=list(names))
     msg.header.stamp = t0_msg
     for k, tk in enumerate(ts):
-        msg.points.append(JointTrajectoryPoint(
-            positions=row(q, k), velocities=row(qd, k), accelerations=row(qdd, k),
-            time_from_start=Duration(sec=int(tk), nanosec=int(round((tk % 1) * 1e9)))))
+        msg.points.append(
+            JointTrajectoryPoint(
+                positions=row(q, k),
+                velocities=row(qd, k),
+                accelerations=row(qdd, k),
+                time_from_start=Duration(sec=int(tk), nanosec=int(round((tk % 1) * 1e9))),
+            )
+        )
     t0 = t0_msg.sec + 1e-9 * t0_msg.nanosec
     return msg, PiecewiseQuintic(t0 + ts, q, qd, qdd)
 
@@ -233,8 +260,10 @@ def answer_at(bench, topics, names, state_at, timeout=30.0, resend=False, after=
             bench.got[t].clear()
         stamp = bench.node.get_clock().now()
         if after is not None:
-            stamp = Time(nanoseconds=bench.last_stamp.nanoseconds + int(after * 1e9),
-                         clock_type=stamp.clock_type)
+            stamp = Time(
+                nanoseconds=bench.last_stamp.nanoseconds + int(after * 1e9),
+                clock_type=stamp.clock_type,
+            )
         bench.last_stamp = stamp
         q, qd = state_at(stamp.nanoseconds * 1e-9)
         m = JointState(name=names, position=list(q), velocity=list(qd))
@@ -245,8 +274,9 @@ def answer_at(bench, topics, names, state_at, timeout=30.0, resend=False, after=
             bench.spin(0.01)
         if all(bench.got[t] for t in topics):
             return [np.array(bench.got[t][-1]) for t in topics]
-        assert resend and time.monotonic() < end, \
+        assert resend and time.monotonic() < end, (
             f'no command on {[t for t in topics if not bench.got[t]]}'
+        )
 
 
 WATCHDOG = 2.0
@@ -256,7 +286,7 @@ def stall(bench, names, state_at):
     """Joint states stop for longer than the watchdog; then one state that both controllers
     refuse (its stamp is over 1 s after their last: the stamp gate takes it as a candidate), so
     that the next one, which continues it, is the first both take after the stall."""
-    bench.spin(1.75 * WATCHDOG)      # the watchdogs check at half their timeout
+    bench.spin(1.75 * WATCHDOG)  # the watchdogs check at half their timeout
     stamp = bench.node.get_clock().now()
     q, qd = state_at(stamp.nanoseconds * 1e-9)
     m = JointState(name=names, position=list(q), velocity=list(qd))
@@ -271,38 +301,57 @@ def test_reference_tracked_rejoined_and_dropped_as_by_the_python_node(bench, tmp
     the Python node does."""
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from trajectory_msgs.msg import JointTrajectory
+
     # a watchdog no answer on a loaded machine trips; the stalls below are longer
     params = rt_params(watchdog_timeout=WATCHDOG)
     names = params['joint_names']
     ckpt = checkpoint(str(tmp_path), names)
-    common = {**GAINS, 'watchdog_timeout': WATCHDOG, 'switch_blend_time': 0.0,
-              'command_joints': names}
-    py = bench.start('delan_control', 'torque_controller', 'py_ref',
-                     {**common, 'urdf_path': URDF, 'model': 'delan', 'delan_checkpoint': ckpt})
-    rt = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_ref',
-                     {**params, 'command_joints': names, 'model': 'delan',
-                      'delan_checkpoint': ckpt})
-    latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    common = {
+        **GAINS,
+        'watchdog_timeout': WATCHDOG,
+        'switch_blend_time': 0.0,
+        'command_joints': names,
+    }
+    py = bench.start(
+        'delan_control',
+        'torque_controller',
+        'py_ref',
+        {**common, 'urdf_path': URDF, 'model': 'delan', 'delan_checkpoint': ckpt},
+    )
+    rt = bench.start(
+        'delan_control_rt',
+        'torque_controller_rt',
+        'rt_ref',
+        {**params, 'command_joints': names, 'model': 'delan', 'delan_checkpoint': ckpt},
+    )
+    latched = QoSProfile(
+        depth=1,
+        reliability=ReliabilityPolicy.RELIABLE,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL,
+    )
     ref_pub = bench.node.create_publisher(JointTrajectory, 'reference_trajectory', latched)
-    msg, ref = reference_message(['gripper', 'elbow', 'shoulder'],
-                                 bench.node.get_clock().now().to_msg())
+    msg, ref = reference_message(
+        ['gripper', 'elbow', 'shoulder'], bench.node.get_clock().now().to_msg()
+    )
     ref_pub.publish(msg)
-    bad = JointTrajectory(joint_names=['elbow'])          # lacks a joint: refused, ref kept
+    bad = JointTrajectory(joint_names=['elbow'])  # lacks a joint: refused, ref kept
     bad.points = msg.points[:2]
 
     def on_ref(off_q=(0.0, 0.0), off_qd=(0.0, 0.0)):
         def state(t):
             q, qd, _ = (a[0] for a in ref.sample(t))
             return q + np.array(off_q), qd + np.array(off_qd)
+
         return state
+
     # on the reference from the first state: nothing to rejoin at start-up. Both must have the
     # (latched) reference before anything is compared: one that answers first holds its position
     # (states go on meanwhile: a pause would be a stall)
     answer_at(bench, [py, rt], names, on_ref(), timeout=40.0, resend=True)
     end = time.monotonic() + 20.0
-    while not all(bench.diag.get(n, {}).get('references_received') == '1'
-                  for n in ('/py_ref', '/rt_ref')):
+    while not all(
+        bench.diag.get(n, {}).get('references_received') == '1' for n in ('/py_ref', '/rt_ref')
+    ):
         assert time.monotonic() < end, ('the reference never reached both', bench.diag)
         answer_at(bench, [py, rt], names, on_ref(), resend=True)
         bench.spin(0.05)
@@ -328,9 +377,14 @@ def test_reference_tracked_rejoined_and_dropped_as_by_the_python_node(bench, tmp
     stall(bench, names, on_ref((2.0, 0.0)))
     a_py, a_rt = answer_at(bench, [py, rt], names, on_ref((2.0, 0.0)))
     np.testing.assert_allclose(a_rt, a_py, rtol=0, atol=1e-9)
-    bench.until(lambda: bench.diag.get('/rt_ref', {}).get('references_dropped') == '1' and
-                bench.diag.get('/py_ref', {}).get('references_dropped') == '1', 10.0,
-                'diagnostics')
+    bench.until(
+        lambda: (
+            bench.diag.get('/rt_ref', {}).get('references_dropped') == '1'
+            and bench.diag.get('/py_ref', {}).get('references_dropped') == '1'
+        ),
+        10.0,
+        'diagnostics',
+    )
     for name in ('/rt_ref', '/py_ref'):
         d = bench.diag[name]
         assert (d['references_rejoined'], d['rejected_references']) == ('2', '1'), (name, d)
@@ -349,20 +403,36 @@ def test_commands_in_the_joint_order_the_receiving_controller_declares(bench):
         n = rclpy.create_node(name, context=bench.ctx)
         n.declare_parameter('joints', joints)
         bench.ex.add_node(n)
-    ok = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_ok',
-                     {**params, 'effort_controller_name': 'recv_ok'})
-    bad = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_refused',
-                      {**params, 'effort_controller_name': 'recv_bad'})
-    gone = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_fallback',
-                       {**params, 'effort_controller_name': 'nobody',
-                        'effort_controller_timeout': 1.0})
-    model_order, = answer(bench, [gone], names, [0.3, -0.5], [0.2, -0.1], timeout=40.0)
-    reordered, = answer(bench, [ok], names, [0.3, -0.5], [0.2, -0.1])
+    ok = bench.start(
+        'delan_control_rt',
+        'torque_controller_rt',
+        'rt_ok',
+        {**params, 'effort_controller_name': 'recv_ok'},
+    )
+    bad = bench.start(
+        'delan_control_rt',
+        'torque_controller_rt',
+        'rt_refused',
+        {**params, 'effort_controller_name': 'recv_bad'},
+    )
+    gone = bench.start(
+        'delan_control_rt',
+        'torque_controller_rt',
+        'rt_fallback',
+        {**params, 'effort_controller_name': 'nobody', 'effort_controller_timeout': 1.0},
+    )
+    (model_order,) = answer(bench, [gone], names, [0.3, -0.5], [0.2, -0.1], timeout=40.0)
+    (reordered,) = answer(bench, [ok], names, [0.3, -0.5], [0.2, -0.1])
     assert np.abs(model_order).max() > 0.1
     np.testing.assert_array_equal(reordered, model_order[::-1])
-    bench.until(lambda: all(bench.diag.get(n, {}).get('command_order', 'pending') != 'pending'
-                            for n in ('/rt_ok', '/rt_refused', '/rt_fallback')),
-                10.0, 'diagnostics of the decided orders')     # (1 Hz: may predate them)
+    bench.until(
+        lambda: all(
+            bench.diag.get(n, {}).get('command_order', 'pending') != 'pending'
+            for n in ('/rt_ok', '/rt_refused', '/rt_fallback')
+        ),
+        10.0,
+        'diagnostics of the decided orders',
+    )  # (1 Hz: may predate them)
     assert bench.diag['/rt_ok']['command_order'] == '/recv_ok'
     assert bench.diag['/rt_fallback']['command_order'] == 'model order (fallback)'
     assert bench.diag['/rt_refused']['command_order'] == 'refused: /recv_bad'

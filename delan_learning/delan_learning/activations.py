@@ -1,4 +1,5 @@
 """The hidden-layer activations of the learned models (DeLaN and the black-box MLP)."""
+
 from __future__ import annotations
 
 from typing import Tuple

@@ -5,6 +5,7 @@ Keys written: q, qd, qdd, tau (N x n float64), traj (N,) int64, t (N,) float64 [
 joint_names (n,) str, and joint_types (n,) str only when ``--joint-types`` is given.
 Exit codes: 0 ok, 2 bad input (missing/damaged bag, no usable data, bad arguments).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,33 +27,61 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog='delan-bag2npz',
         description='Convert a rosbag2 bag of sensor_msgs/JointState (written by data_logger or '
-                    '`ros2 bag record`, mcap or sqlite3) into a DeLaN training .npz file. tau is '
-                    "the joint states' effort, or the latest torque command when they carry none; "
-                    'qdd (and qd if missing) is estimated with a Savitzky-Golay filter.')
-    p.add_argument('--bag', required=True,
-                   help='bag directory, .mcap/.db3 file, or a directory of bags (a logger '
-                        'session split into several bags)')
+        '`ros2 bag record`, mcap or sqlite3) into a DeLaN training .npz file. tau is '
+        "the joint states' effort, or the latest torque command when they carry none; "
+        'qdd (and qd if missing) is estimated with a Savitzky-Golay filter.',
+    )
+    p.add_argument(
+        '--bag',
+        required=True,
+        help='bag directory, .mcap/.db3 file, or a directory of bags (a logger '
+        'session split into several bags)',
+    )
     p.add_argument('--out', required=True, help='output .npz file')
-    p.add_argument('--joints', type=csv_list, default=None,
-                   help='comma-separated joint names (order of the arrays); default: the joints '
-                        'of the messages (required when several robots share the topic)')
-    p.add_argument('--topic', default=None,
-                   help='sensor_msgs/JointState topic (default: the only one, else /joint_states)')
-    p.add_argument('--command-topic', default=None,
-                   help='std_msgs/Float64MultiArray torque commands, used when the joint states '
-                        'carry no effort (default: the one ending in effort_controller/commands)')
+    p.add_argument(
+        '--joints',
+        type=csv_list,
+        default=None,
+        help='comma-separated joint names (order of the arrays); default: the joints '
+        'of the messages (required when several robots share the topic)',
+    )
+    p.add_argument(
+        '--topic',
+        default=None,
+        help='sensor_msgs/JointState topic (default: the only one, else /joint_states)',
+    )
+    p.add_argument(
+        '--command-topic',
+        default=None,
+        help='std_msgs/Float64MultiArray torque commands, used when the joint states '
+        'carry no effort (default: the one ending in effort_controller/commands)',
+    )
     add_command_order_args(p)
     p.add_argument('--tau-source', choices=('auto', 'effort', 'command'), default='auto')
-    p.add_argument('--joint-types', type=csv_list, default=None,
-                   help='comma-separated joint types (revolute, continuous, prismatic); omitted '
-                        'from the file when not given')
-    p.add_argument('--gap-factor', type=float, default=5.0,
-                   help='a time step above this x the median step starts a new trajectory')
-    p.add_argument('--strict', action='store_true',
-                   help='fail on a damaged bag (truncated file, missing metadata.yaml) instead of '
-                        'reading what is readable')
-    p.add_argument('--recover', action='store_true',
-                   help='first repair a bag cut off by a crash in place (recover_bag)')
+    p.add_argument(
+        '--joint-types',
+        type=csv_list,
+        default=None,
+        help='comma-separated joint types (revolute, continuous, prismatic); omitted '
+        'from the file when not given',
+    )
+    p.add_argument(
+        '--gap-factor',
+        type=float,
+        default=5.0,
+        help='a time step above this x the median step starts a new trajectory',
+    )
+    p.add_argument(
+        '--strict',
+        action='store_true',
+        help='fail on a damaged bag (truncated file, missing metadata.yaml) instead of '
+        'reading what is readable',
+    )
+    p.add_argument(
+        '--recover',
+        action='store_true',
+        help='first repair a bag cut off by a crash in place (recover_bag)',
+    )
     return p
 
 
@@ -76,11 +105,18 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.recover:
             recover_bag(args.bag)
         with warnings.catch_warnings():
-            warnings.simplefilter('ignore', BagWarning)   # reported from info['recovered']
-            res = read_bag_arrays(args.bag, joint_names=args.joints, joint_state_topic=args.topic,
-                                  command_topic=args.command_topic, gap_factor=args.gap_factor,
-                                  joint_types=args.joint_types, tau_source=args.tau_source,
-                                  strict=args.strict, command_joints=command_joints_of(args))
+            warnings.simplefilter('ignore', BagWarning)  # reported from info['recovered']
+            res = read_bag_arrays(
+                args.bag,
+                joint_names=args.joints,
+                joint_state_topic=args.topic,
+                command_topic=args.command_topic,
+                gap_factor=args.gap_factor,
+                joint_types=args.joint_types,
+                tau_source=args.tau_source,
+                strict=args.strict,
+                command_joints=command_joints_of(args),
+            )
     except (BagError, ValueError) as exc:
         print(f'delan-bag2npz: error: {exc}', file=sys.stderr)
         return 2
@@ -96,9 +132,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     info = res['info']
     rejected = ', '.join(f'{k} {v}' for k, v in sorted(res['rejected'].items())) or 'none'
     names = ','.join(str(s) for s in arrays['joint_names'])
-    print(f'{args.out}: {info["samples"]} samples, {info["trajectories"]} trajectories, joints '
-          f'{names}; tau from {info["tau_source"]}, t from '
-          f'{info["time_source"]}, qd from {info["qd_source"]}; dropped: {rejected}')
+    print(
+        f'{args.out}: {info["samples"]} samples, {info["trajectories"]} trajectories, joints '
+        f'{names}; tau from {info["tau_source"]}, t from '
+        f'{info["time_source"]}, qd from {info["qd_source"]}; dropped: {rejected}'
+    )
     return 0
 
 

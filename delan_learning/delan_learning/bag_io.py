@@ -28,6 +28,7 @@ Reading (:func:`read_bag_arrays`)
     record; that, and a missing ``metadata.yaml``, is reported in ``result['info']['recovered']``
     (``strict=True`` raises :class:`BagError` instead).
 """
+
 from __future__ import annotations
 
 import math
@@ -66,10 +67,23 @@ from delan_common.joint_state import JointStateError, JointStateMapper
 from delan_learning.data import complete_derivatives, split_at_gaps
 
 __all__ = [
-    'BagError', 'BagWarning', 'TopicSpec', 'SplitBagWriter', 'read_bag_arrays', 'recover_bag',
-    'list_bags', 'iter_bag_messages', 'ros2_typestore', 'type_definition', 'qos_profile',
-    'normalize_msgtype', 'parse_topic_entry', 'register_installed_type',
-    'JOINT_STATE_TYPE', 'COMMAND_TYPE', 'ARRAY_KEYS',
+    'BagError',
+    'BagWarning',
+    'TopicSpec',
+    'SplitBagWriter',
+    'read_bag_arrays',
+    'recover_bag',
+    'list_bags',
+    'iter_bag_messages',
+    'ros2_typestore',
+    'type_definition',
+    'qos_profile',
+    'normalize_msgtype',
+    'parse_topic_entry',
+    'register_installed_type',
+    'JOINT_STATE_TYPE',
+    'COMMAND_TYPE',
+    'ARRAY_KEYS',
 ]
 
 JOINT_STATE_TYPE = 'sensor_msgs/msg/JointState'
@@ -119,8 +133,11 @@ def normalize_msgtype(name: str) -> str:
     parts = name.strip().split('/')
     if len(parts) == 2:
         parts.insert(1, 'msg')
-    if len(parts) != 3 or parts[1] != 'msg' or not all(
-            re.fullmatch(r'[A-Za-z][A-Za-z0-9_]*', p) for p in parts):
+    if (
+        len(parts) != 3
+        or parts[1] != 'msg'
+        or not all(re.fullmatch(r'[A-Za-z][A-Za-z0-9_]*', p) for p in parts)
+    ):
         raise ValueError(f'{name!r} is not a message type (pkg/msg/Type or pkg/Type)')
     return '/'.join(parts)
 
@@ -143,8 +160,10 @@ def installed_interface_file(msgtype: str) -> Path:
         path = Path(prefix, 'share', pkg, kind, f'{name}.msg') if prefix else None
         if path is not None and path.is_file():
             return path
-    raise BagError(f'message type {msgtype}: no share/{pkg}/{kind}/{name}.msg in '
-                   'AMENT_PREFIX_PATH (is its package built and sourced?)')
+    raise BagError(
+        f'message type {msgtype}: no share/{pkg}/{kind}/{name}.msg in '
+        'AMENT_PREFIX_PATH (is its package built and sourced?)'
+    )
 
 
 def register_installed_type(msgtype: str) -> None:
@@ -175,14 +194,23 @@ def qos_profile(reliable: bool = True, depth: int = 100) -> Qos:
     """A rosbags QoS record (for ``offered_qos_profiles`` in the bag) of a volatile keep-last
     subscription; deadlines and leases are 0 = unspecified (the rmw default)."""
     zero = QosTime(0, 0)
-    return Qos(QosHistory.KEEP_LAST, int(depth),
-               QosReliability.RELIABLE if reliable else QosReliability.BEST_EFFORT,
-               QosDurability.VOLATILE, zero, zero, QosLiveliness.AUTOMATIC, zero, False)
+    return Qos(
+        QosHistory.KEEP_LAST,
+        int(depth),
+        QosReliability.RELIABLE if reliable else QosReliability.BEST_EFFORT,
+        QosDurability.VOLATILE,
+        zero,
+        zero,
+        QosLiveliness.AUTOMATIC,
+        zero,
+        False,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Writing
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class TopicSpec:
@@ -207,17 +235,26 @@ class SplitBagWriter:
     loses power. :meth:`close` writes the mcap summary and ``metadata.yaml``.
     """
 
-    def __init__(self, bag_dir: PathLike, topics: Sequence[TopicSpec], *, prefix: str = 'delan',
-                 storage: str = 'mcap', max_bag_size_mb: float = 0.0,
-                 max_bag_duration_s: float = 0.0, session: Optional[str] = None,
-                 custom_data: Optional[Dict[str, str]] = None):
+    def __init__(
+        self,
+        bag_dir: PathLike,
+        topics: Sequence[TopicSpec],
+        *,
+        prefix: str = 'delan',
+        storage: str = 'mcap',
+        max_bag_size_mb: float = 0.0,
+        max_bag_duration_s: float = 0.0,
+        session: Optional[str] = None,
+        custom_data: Optional[Dict[str, str]] = None,
+    ):
         if storage not in STORAGES:
             raise ValueError(f'storage must be one of {STORAGES}, not {storage!r}')
         if not topics:
             raise ValueError('no topics to record')
         if not re.fullmatch(r'[A-Za-z0-9_.\-]+', prefix):
-            raise ValueError(f'bag prefix {prefix!r} must be a plain file name '
-                             '(letters, digits, "_", "-", ".")')
+            raise ValueError(
+                f'bag prefix {prefix!r} must be a plain file name (letters, digits, "_", "-", ".")'
+            )
         self.bag_dir = Path(bag_dir).expanduser()
         self.topics = list(topics)
         self.storage = storage
@@ -228,9 +265,9 @@ class SplitBagWriter:
         if not os.access(self.bag_dir, os.W_OK | os.X_OK):
             raise PermissionError(f'bag directory {self.bag_dir} is not writable')
         self.session = session or self._new_session_name(prefix)
-        self.index = -1                     # split index of the open (or last) bag
-        self.paths: List[Path] = []         # every split opened so far
-        self.messages_written = 0           # in the whole session
+        self.index = -1  # split index of the open (or last) bag
+        self.paths: List[Path] = []  # every split opened so far
+        self.messages_written = 0  # in the whole session
         self.bytes_written = 0
         self.topic_counts: Counter = Counter()
         self._writer: Optional[Writer] = None
@@ -270,9 +307,11 @@ class SplitBagWriter:
             self._close_current()
         self.index += 1
         path = self.bag_dir / f'{self.session}_{self.index:03d}'
-        writer = Writer(path, version=Writer.VERSION_LATEST,
-                        storage_plugin=StoragePlugin.MCAP if self.storage == 'mcap'
-                        else StoragePlugin.SQLITE3)
+        writer = Writer(
+            path,
+            version=Writer.VERSION_LATEST,
+            storage_plugin=StoragePlugin.MCAP if self.storage == 'mcap' else StoragePlugin.SQLITE3,
+        )
         writer.open()
         try:
             conns = {spec.name: self._add_connection(writer, spec) for spec in self.topics}
@@ -304,17 +343,27 @@ class SplitBagWriter:
     @staticmethod
     def _add_connection(writer: Writer, spec: TopicSpec):
         msgdef, rihs01 = type_definition(spec.msgtype)
-        return writer.add_connection(spec.name, spec.msgtype, msgdef=msgdef, rihs01=rihs01,
-                                     offered_qos_profiles=list(spec.qos))
+        return writer.add_connection(
+            spec.name,
+            spec.msgtype,
+            msgdef=msgdef,
+            rihs01=rihs01,
+            offered_qos_profiles=list(spec.qos),
+        )
 
     def _needs_split(self, timestamp: int, size: int) -> bool:
         if self._bag_messages == 0:
             return False
-        if self.max_bag_size_mb > 0 and \
-                self._bag_bytes + size + RECORD_OVERHEAD > self.max_bag_size_mb * 1e6:
+        if (
+            self.max_bag_size_mb > 0
+            and self._bag_bytes + size + RECORD_OVERHEAD > self.max_bag_size_mb * 1e6
+        ):
             return True
-        if self.max_bag_duration_s > 0 and self._bag_start_ns is not None and \
-                timestamp - self._bag_start_ns >= self.max_bag_duration_s * 1e9:
+        if (
+            self.max_bag_duration_s > 0
+            and self._bag_start_ns is not None
+            and timestamp - self._bag_start_ns >= self.max_bag_duration_s * 1e9
+        ):
             return True
         return False
 
@@ -358,7 +407,7 @@ class SplitBagWriter:
         writer, self._writer = self._writer, None
         self._conns = {}
         if writer is not None:
-            writer.close()          # mcap summary + footer, metadata.yaml (written atomically)
+            writer.close()  # mcap summary + footer, metadata.yaml (written atomically)
             self._unflushed = 0
 
     def close(self) -> None:
@@ -384,6 +433,7 @@ def glob_escape(name: str) -> str:
 # Low-level reading and salvage
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass
 class _Topic:
     name: str
@@ -400,7 +450,7 @@ class _Source:
     path: Path
     storage: str
     topics: Dict[str, _Topic]
-    reader: Optional[Reader] = None                      # intact: read lazily through rosbags
+    reader: Optional[Reader] = None  # intact: read lazily through rosbags
     messages: Optional[List[Tuple[str, int, bytes]]] = None  # salvaged: materialised
 
     def iter(self, topics: Optional[Sequence[str]] = None) -> Iterator[Tuple[str, int, bytes]]:
@@ -413,8 +463,9 @@ class _Source:
                 for conn, timestamp, data in self.reader.messages(connections=conns):
                     yield conn.topic, timestamp, data
             except (ReaderError, OSError, struct.error) as exc:
-                raise BagError(f'{self.path}: damaged data ({exc}); recover_bag() rewrites what '
-                               'is readable') from exc
+                raise BagError(
+                    f'{self.path}: damaged data ({exc}); recover_bag() rewrites what is readable'
+                ) from exc
         else:
             for topic, timestamp, data in self.messages or ():
                 if wanted is None or topic in wanted:
@@ -434,7 +485,8 @@ def _storage_files(bag: Path) -> List[Path]:
 
     def key(p: Path):
         m = re.search(r'_(\d+)$', p.stem)
-        return (p.stem[:m.start()] if m else p.stem, int(m.group(1)) if m else -1, p.name)
+        return (p.stem[: m.start()] if m else p.stem, int(m.group(1)) if m else -1, p.name)
+
     return sorted(files, key=key)
 
 
@@ -456,8 +508,10 @@ def list_bags(path: PathLike) -> List[Path]:
         return [p]
     subs = sorted(d for d in p.iterdir() if _is_bag_dir(d))
     if not subs:
-        raise BagError(f'{p} is not a bag directory: no metadata.yaml, no .mcap/.db3 file and no '
-                       'bag subdirectories')
+        raise BagError(
+            f'{p} is not a bag directory: no metadata.yaml, no .mcap/.db3 file and no '
+            'bag subdirectories'
+        )
     return subs
 
 
@@ -483,7 +537,7 @@ def _open_reader(path: Path, storage: str) -> _Source:
 def _read_str(buf, pos: int) -> Tuple[str, int]:
     (n,) = struct.unpack_from('<I', buf, pos)
     pos += 4
-    return bytes(buf[pos:pos + n]).decode('utf-8'), pos + n
+    return bytes(buf[pos : pos + n]).decode('utf-8'), pos + n
 
 
 def _mcap_records(buf, pos: int, end: int) -> Iterator[Tuple[int, int, int]]:
@@ -516,23 +570,27 @@ def salvage_mcap(path: PathLike) -> _Salvaged:
             raise BagError(f'{path}: not an mcap file (bad magic)')
         schemas: Dict[int, Tuple[str, str, str]] = {}
         channels: Dict[int, Tuple[str, int, str]] = {}
-        raw: List[Tuple[int, int, bytes]] = []   # (log_time, channel, data)
+        raw: List[Tuple[int, int, bytes]] = []  # (log_time, channel, data)
 
         def handle(container, op, start, end, nested) -> Optional[str]:
-            if op == 0x03:                       # Schema
+            if op == 0x03:  # Schema
                 (sid,) = struct.unpack_from('<H', container, start)
                 name, p = _read_str(container, start + 2)
                 encoding, p = _read_str(container, p)
                 (n,) = struct.unpack_from('<I', container, p)
-                schemas[sid] = (name, encoding, bytes(container[p + 4:p + 4 + n]).decode('utf-8'))
-            elif op == 0x04:                     # Channel
+                schemas[sid] = (
+                    name,
+                    encoding,
+                    bytes(container[p + 4 : p + 4 + n]).decode('utf-8'),
+                )
+            elif op == 0x04:  # Channel
                 cid, sid = struct.unpack_from('<HH', container, start)
                 topic, p = _read_str(container, start + 4)
                 channels[cid] = (topic, sid, '')
-            elif op == 0x05:                     # Message
+            elif op == 0x05:  # Message
                 cid, _seq, log_time, _pub = struct.unpack_from('<HIQQ', container, start)
-                raw.append((log_time, cid, bytes(container[start + 22:end])))
-            elif op == 0x06 and not nested:     # Chunk
+                raw.append((log_time, cid, bytes(container[start + 22 : end])))
+            elif op == 0x06 and not nested:  # Chunk
                 _s, _e, usize, crc = struct.unpack_from('<QQQI', container, start)
                 compression, p = _read_str(container, start + 28)
                 (csize,) = struct.unpack_from('<Q', container, p)
@@ -540,8 +598,9 @@ def salvage_mcap(path: PathLike) -> _Salvaged:
                 if p + csize > end:
                     return 'chunk record inconsistent'
                 try:
-                    inner = _mcap.decompress(bytes(container[p:p + csize]), compression, usize,
-                                             crc)
+                    inner = _mcap.decompress(
+                        bytes(container[p : p + csize]), compression, usize, crc
+                    )
                 except ReaderError as exc:
                     notes.append(f'{path.name}: skipped a damaged chunk ({exc})')
                     return None
@@ -560,7 +619,7 @@ def salvage_mcap(path: PathLike) -> _Salvaged:
         try:
             while True:
                 op, start, end = next(gen)
-                if op in (0x0F, 0x02):           # DataEnd / Footer: all data records seen
+                if op in (0x0F, 0x02):  # DataEnd / Footer: all data records seen
                     complete = True
                     break
                 try:
@@ -572,11 +631,15 @@ def salvage_mcap(path: PathLike) -> _Salvaged:
                     break
         except StopIteration as stop:
             if stop.value:
-                notes.append(f'{path.name}: truncated ({stop.value} at the end): read up to the '
-                             'last complete record')
+                notes.append(
+                    f'{path.name}: truncated ({stop.value} at the end): read up to the '
+                    'last complete record'
+                )
             elif not complete:
-                notes.append(f'{path.name}: truncated (no data-end record or footer): read all '
-                             'complete records')
+                notes.append(
+                    f'{path.name}: truncated (no data-end record or footer): read all '
+                    'complete records'
+                )
     topics: Dict[str, _Topic] = {}
     for cid, (topic, sid, _) in sorted(channels.items()):
         name, encoding, text = schemas.get(sid, ('', '', ''))
@@ -584,8 +647,11 @@ def salvage_mcap(path: PathLike) -> _Salvaged:
             continue
         fmt = MessageDefinitionFormat.IDL if encoding == 'ros2idl' else MessageDefinitionFormat.MSG
         topics[topic] = _Topic(topic, name, MessageDefinition(fmt, text))
-    messages = [(channels[cid][0], ts, data) for ts, cid, data in sorted(raw, key=lambda r: r[0])
-                if cid in channels and channels[cid][0] in topics]
+    messages = [
+        (channels[cid][0], ts, data)
+        for ts, cid, data in sorted(raw, key=lambda r: r[0])
+        if cid in channels and channels[cid][0] in topics
+    ]
     lost = len(raw) - len(messages)
     if lost:
         notes.append(f'{path.name}: {lost} messages of unknown channels skipped')
@@ -605,8 +671,10 @@ def salvage_sqlite(path: PathLike) -> _Salvaged:
             side = path.with_name(path.name + suffix)
             if side.exists():
                 shutil.copyfile(side, copy.with_name(copy.name + suffix))
-                notes.append(f'{path.name}: found {side.name} (interrupted write); '
-                             'uncommitted messages rolled back')
+                notes.append(
+                    f'{path.name}: found {side.name} (interrupted write); '
+                    'uncommitted messages rolled back'
+                )
         try:
             con = sqlite3.connect(str(copy))
             try:
@@ -614,16 +682,21 @@ def salvage_sqlite(path: PathLike) -> _Salvaged:
                 if not {'id', 'name', 'type'} <= cols:
                     raise BagError(f'{path}: not a rosbag2 sqlite3 file (no topics table)')
                 topics_rows = con.execute(
-                    'SELECT id, name, type FROM topics ORDER BY id').fetchall()
+                    'SELECT id, name, type FROM topics ORDER BY id'
+                ).fetchall()
                 defs: Dict[str, Tuple[str, str]] = {}
-                if con.execute("SELECT name FROM sqlite_master WHERE type='table' AND "
-                               "name='message_definitions'").fetchone():
+                if con.execute(
+                    "SELECT name FROM sqlite_master WHERE type='table' AND "
+                    "name='message_definitions'"
+                ).fetchone():
                     for ttype, enc, text in con.execute(
-                            'SELECT topic_type, encoding, encoded_message_definition '
-                            'FROM message_definitions'):
+                        'SELECT topic_type, encoding, encoded_message_definition '
+                        'FROM message_definitions'
+                    ):
                         defs[ttype] = (enc, text)
-                rows = con.execute('SELECT topic_id, timestamp, data FROM messages '
-                                   'ORDER BY timestamp, id').fetchall()
+                rows = con.execute(
+                    'SELECT topic_id, timestamp, data FROM messages ORDER BY timestamp, id'
+                ).fetchall()
             finally:
                 con.close()
         except sqlite3.DatabaseError as exc:
@@ -679,8 +752,10 @@ def _open_sources(bag: Path, notes: List[str], strict: bool) -> List[_Source]:
     else:
         msg = f'{bag.name}: no metadata.yaml (recording cut off?); reading its storage files'
         if strict:
-            raise BagError(msg.replace('; reading its storage files', '') + ' (strict=True); '
-                           'run recover_bag() first')
+            raise BagError(
+                msg.replace('; reading its storage files', '') + ' (strict=True); '
+                'run recover_bag() first'
+            )
         notes.append(msg)
     files = _storage_files(bag)
     if not files:
@@ -688,9 +763,9 @@ def _open_sources(bag: Path, notes: List[str], strict: bool) -> List[_Source]:
     return [_open_file(f, notes, strict) for f in files]
 
 
-def iter_bag_messages(path: PathLike, topics: Optional[Sequence[str]] = None,
-                      notes: Optional[List[str]] = None
-                      ) -> Iterator[Tuple[str, str, int, bytes]]:
+def iter_bag_messages(
+    path: PathLike, topics: Optional[Sequence[str]] = None, notes: Optional[List[str]] = None
+) -> Iterator[Tuple[str, str, int, bytes]]:
     """(topic, msgtype, timestamp, cdr bytes) of every message under ``path`` (see
     :func:`list_bags`), bag by bag; damaged bags are salvaged and noted in ``notes``."""
     notes = [] if notes is None else notes
@@ -708,6 +783,7 @@ def iter_bag_messages(path: PathLike, topics: Optional[Sequence[str]] = None,
 # ---------------------------------------------------------------------------------------------
 # Recovery
 # ---------------------------------------------------------------------------------------------
+
 
 def _bag_is_intact(bag: Path) -> bool:
     if not (bag / 'metadata.yaml').is_file():
@@ -762,22 +838,29 @@ def recover_bag(path: PathLike, keep_original: bool = True) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f'.{p.name}.recover-', dir=p.parent))
     new = tmp / p.name
     try:
-        writer = Writer(new, version=Writer.VERSION_LATEST,
-                        storage_plugin=StoragePlugin.MCAP if storage == 'mcap'
-                        else StoragePlugin.SQLITE3)
+        writer = Writer(
+            new,
+            version=Writer.VERSION_LATEST,
+            storage_plugin=StoragePlugin.MCAP if storage == 'mcap' else StoragePlugin.SQLITE3,
+        )
         writer.open()
         conns = {}
         for name, t in topics.items():
             try:
-                conns[name] = writer.add_connection(name, t.msgtype, typestore=store,
-                                                    offered_qos_profiles=t.qos)
+                conns[name] = writer.add_connection(
+                    name, t.msgtype, typestore=store, offered_qos_profiles=t.qos
+                )
             except Exception:  # noqa: BLE001 - type unknown to the typestore: use the bag's own
                 if t.msgdef is None or not t.msgdef.data:
                     notes.append(f'topic {name}: type {t.msgtype} unknown, messages dropped')
                     continue
                 conns[name] = writer.add_connection(
-                    name, t.msgtype, msgdef=t.msgdef.data, rihs01=t.digest or 'RIHS01_' + '0' * 64,
-                    offered_qos_profiles=t.qos)
+                    name,
+                    t.msgtype,
+                    msgdef=t.msgdef.data,
+                    rihs01=t.digest or 'RIHS01_' + '0' * 64,
+                    offered_qos_profiles=t.qos,
+                )
         for name, ts, data in messages:
             if name in conns:
                 writer.write(conns[name], ts, data)
@@ -796,14 +879,17 @@ def recover_bag(path: PathLike, keep_original: bool = True) -> Path:
 # Training arrays
 # ---------------------------------------------------------------------------------------------
 
-def _pick_topic(topics: Dict[str, str], msgtype: str, wanted: Optional[str], what: str,
-                preferred: str) -> Optional[str]:
+
+def _pick_topic(
+    topics: Dict[str, str], msgtype: str, wanted: Optional[str], what: str, preferred: str
+) -> Optional[str]:
     """A topic of ``msgtype``: ``wanted`` (must exist), else the only one, else ``preferred``."""
     if wanted is not None:
         name = wanted if wanted.startswith('/') else '/' + wanted
         if name not in topics:
-            raise BagError(f'{what} topic {name} is not in the bag '
-                           f'(topics: {_fmt_topics(topics)})')
+            raise BagError(
+                f'{what} topic {name} is not in the bag (topics: {_fmt_topics(topics)})'
+            )
         if topics[name] != msgtype:
             raise BagError(f'{what} topic {name} has type {topics[name]}, expected {msgtype}')
         return name
@@ -814,8 +900,9 @@ def _pick_topic(topics: Dict[str, str], msgtype: str, wanted: Optional[str], wha
     if len(pref) == 1:
         return pref[0]
     if len(cands) > 1:
-        raise BagError(f'several {msgtype} topics {cands}: choose one with the {what} topic '
-                       'argument')
+        raise BagError(
+            f'several {msgtype} topics {cands}: choose one with the {what} topic argument'
+        )
     return None
 
 
@@ -842,13 +929,21 @@ def _stamp_ns(msg) -> int:
     return int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
 
 
-def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
-                    joint_state_topic: Optional[str] = None,
-                    command_topic: Optional[str] = None, gap_factor: float = 5.0, *,
-                    joint_types: Optional[Sequence[str]] = None, tau_source: str = 'auto',
-                    strict: bool = False, complete: bool = True, match_torque: bool = True,
-                    min_traj_samples: int = 5,
-                    command_joints: Optional[Sequence[str]] = None) -> dict:
+def read_bag_arrays(
+    path: PathLike,
+    joint_names: Optional[Sequence[str]] = None,
+    joint_state_topic: Optional[str] = None,
+    command_topic: Optional[str] = None,
+    gap_factor: float = 5.0,
+    *,
+    joint_types: Optional[Sequence[str]] = None,
+    tau_source: str = 'auto',
+    strict: bool = False,
+    complete: bool = True,
+    match_torque: bool = True,
+    min_traj_samples: int = 5,
+    command_joints: Optional[Sequence[str]] = None,
+) -> dict:
     """Training arrays from a joint-state bag (this logger's or ``ros2 bag record``'s).
 
     Args:
@@ -907,25 +1002,34 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
         for src in sources:
             for name, t in src.topics.items():
                 topics.setdefault(name, t.msgtype)
-        js_topic = _pick_topic(topics, JOINT_STATE_TYPE, joint_state_topic, 'joint state',
-                               '/joint_states')
+        js_topic = _pick_topic(
+            topics, JOINT_STATE_TYPE, joint_state_topic, 'joint state', '/joint_states'
+        )
         if js_topic is None:
-            raise BagError(f'no {JOINT_STATE_TYPE} topic in {path} '
-                           f'(topics: {_fmt_topics(topics)})')
+            raise BagError(
+                f'no {JOINT_STATE_TYPE} topic in {path} (topics: {_fmt_topics(topics)})'
+            )
         cmd_error: Optional[BagError] = None
         try:
             cmd_topic = _pick_topic(
-                {t: ty for t, ty in topics.items()
-                 if command_topic is not None or t.endswith(COMMAND_TOPIC_SUFFIX)},
-                COMMAND_TYPE, command_topic, 'command', COMMAND_TOPIC_SUFFIX)
+                {
+                    t: ty
+                    for t, ty in topics.items()
+                    if command_topic is not None or t.endswith(COMMAND_TOPIC_SUFFIX)
+                },
+                COMMAND_TYPE,
+                command_topic,
+                'command',
+                COMMAND_TOPIC_SUFFIX,
+            )
         except BagError as exc:
             if command_topic is not None:
                 raise
-            cmd_topic, cmd_error = None, exc     # ambiguous: only an error if commands are needed
+            cmd_topic, cmd_error = None, exc  # ambiguous: only an error if commands are needed
         store = ros2_typestore()
         rejected: Counter = Counter()
-        states = []          # (recv_ns, msg)
-        commands = []        # (recv_ns, data)
+        states = []  # (recv_ns, msg)
+        commands = []  # (recv_ns, data)
         wanted = [js_topic] + ([cmd_topic] if cmd_topic else [])
         for src in sources:
             for topic, ts, data in src.iter(wanted):
@@ -948,7 +1052,7 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
 
     # -- joint set
     if joint_names is None and command_joints is not None:
-        joint_names = command_joints        # the commanded joints; a gripper is left out
+        joint_names = command_joints  # the commanded joints; a gripper is left out
     if joint_names is None:
         sets: Dict[frozenset, list] = {}
         for _, msg in states:
@@ -959,16 +1063,22 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
         if not sets:
             raise BagError(f'no message on {js_topic} names its joints')
         if len(sets) > 1:
-            listing = '; '.join(f'{names} ({n} messages)' for names, n in
-                                sorted(sets.values(), key=lambda e: -e[1]))
-            raise BagError(f'{js_topic} carries several joint sets '
-                           '(several robots on one topic?): '
-                           f'{listing}. Pass joint_names to pick one.')
+            listing = '; '.join(
+                f'{names} ({n} messages)'
+                for names, n in sorted(sets.values(), key=lambda e: -e[1])
+            )
+            raise BagError(
+                f'{js_topic} carries several joint sets '
+                '(several robots on one topic?): '
+                f'{listing}. Pass joint_names to pick one.'
+            )
         joint_names = next(iter(sets.values()))[0]
     joint_names = [str(n) for n in joint_names]
     try:
-        command_order = CommandOrder(joint_names, joint_names if command_joints is None
-                                     else [str(j) for j in command_joints])
+        command_order = CommandOrder(
+            joint_names,
+            joint_names if command_joints is None else [str(j) for j in command_joints],
+        )
     except CommandOrderError as err:
         raise BagError(f'command_joints: {err}') from None
     mapper = JointStateMapper(joint_names, allow_extra=True, require_velocity=False)
@@ -991,8 +1101,10 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
         has_e.append(m.effort is not None)
         tau.append(m.effort if m.effort is not None else np.full(n, np.nan))
     if not recv:
-        raise BagError(f'no valid joint state for joints {joint_names} on {js_topic} '
-                       f'(rejected: {dict(rejected)})')
+        raise BagError(
+            f'no valid joint state for joints {joint_names} on {js_topic} '
+            f'(rejected: {dict(rejected)})'
+        )
     recv = np.asarray(recv, dtype=np.int64)
     stamp = np.asarray(stamp, dtype=np.int64)
     q, qd, tau = np.asarray(q), np.asarray(qd), np.asarray(tau)
@@ -1018,9 +1130,11 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
         if cmd_error is not None:
             raise BagError(f'{js_topic} carries no effort: {cmd_error}')
         if cmd_topic is None:
-            raise BagError(f'{js_topic} carries no effort and the bag has no torque command topic '
-                           f'({COMMAND_TYPE} ending in {COMMAND_TOPIC_SUFFIX}; topics: '
-                           f'{_fmt_topics(topics)}); pass command_topic')
+            raise BagError(
+                f'{js_topic} carries no effort and the bag has no torque command topic '
+                f'({COMMAND_TYPE} ending in {COMMAND_TOPIC_SUFFIX}; topics: '
+                f'{_fmt_topics(topics)}); pass command_topic'
+            )
         if not commands:
             raise BagError(f'command topic {cmd_topic} has no readable messages')
         commands.sort(key=lambda c: c[0])
@@ -1038,7 +1152,7 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
                 keep[i] = False
                 continue
             cmd = commands[j][1]
-            if cmd.shape != (n,):           # n == len(command_joints), checked above
+            if cmd.shape != (n,):  # n == len(command_joints), checked above
                 rejected['command_length'] += 1
                 keep[i] = False
             elif not np.all(np.isfinite(cmd)):
@@ -1082,14 +1196,21 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
         rejected['short_trajectory'] += int(drop.sum())
         t, q, qd, tau, traj = t[~drop], q[~drop], qd[~drop], tau[~drop], traj[~drop]
         if t.size == 0:
-            raise BagError(f'no trajectory of at least {min_traj_samples} samples on {js_topic} '
-                           f'(gap_factor={gap_factor}; rejected: {dict(rejected)})')
+            raise BagError(
+                f'no trajectory of at least {min_traj_samples} samples on {js_topic} '
+                f'(gap_factor={gap_factor}; rejected: {dict(rejected)})'
+            )
         traj = np.unique(traj, return_inverse=True)[1].astype(np.int64).reshape(-1)
         t0 += int(round(t[0] * 1e9))
         t = t - t[0]
 
-    arrays = {'q': q, 'tau': tau, 't': t, 'traj': traj,
-              'joint_names': np.asarray(joint_names, dtype=str)}
+    arrays = {
+        'q': q,
+        'tau': tau,
+        't': t,
+        'traj': traj,
+        'joint_names': np.asarray(joint_names, dtype=str),
+    }
     if with_qd:
         arrays['qd'] = qd
     if joint_types is not None:
@@ -1100,7 +1221,7 @@ def read_bag_arrays(path: PathLike, joint_names: Optional[Sequence[str]] = None,
         except ValueError as exc:
             raise BagError(f'cannot estimate derivatives: {exc}') from exc
         if joint_types is None:
-            arrays.pop('joint_types', None)     # unknown: let the trainer's default apply
+            arrays.pop('joint_types', None)  # unknown: let the trainer's default apply
     result = dict(arrays)
     result['rejected'] = dict(rejected)
     result['info'] = {

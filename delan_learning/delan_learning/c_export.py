@@ -24,6 +24,7 @@ A reader refuses another magic, a newer version, a size other than the one the d
 and a wrong checksum. The file is written to a temporary name and renamed, so a reader never
 sees half of it.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,9 +47,9 @@ _DOUBLE_ARRAYS = ('w_in', 'w_hid', 'bias', 'head', 'head_b', 'viscous', 'coulomb
 
 def fnv1a64(data: bytes) -> int:
     """64-bit FNV-1a: a checksum the C reader computes in four lines."""
-    h = 0xcbf29ce484222325
+    h = 0xCBF29CE484222325
     for b in data:
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return h
 
 
@@ -57,18 +58,23 @@ def weights_path(checkpoint: str) -> str:
     return checkpoint + SUFFIX
 
 
-def export_bytes(model, joint_names: Optional[Sequence[str]] = None,
-                 model_version: int = 0) -> bytes:
+def export_bytes(
+    model, joint_names: Optional[Sequence[str]] = None, model_version: int = 0
+) -> bytes:
     """The file's bytes for a :class:`~delan_learning.lagrangian.DelanModel`."""
     from delan_learning.fastpath import NumpyDelan
+
     fast = NumpyDelan(model, joint_names, use_c=False)
     _, st, _, arrays, _, _ = fast._c_setup(model, None)
     n = st.n
     names = [s.encode('utf-8') for s in fast.joint_names]
-    parts = [MAGIC, struct.pack('<II', FORMAT_VERSION, 0x01020304),
-             struct.pack('<10i', *(getattr(st, k) for k in _INTS)),
-             struct.pack('<4d', *(getattr(st, k) for k in _DOUBLES)),
-             struct.pack('<q', int(model_version))]
+    parts = [
+        MAGIC,
+        struct.pack('<II', FORMAT_VERSION, 0x01020304),
+        struct.pack('<10i', *(getattr(st, k) for k in _INTS)),
+        struct.pack('<4d', *(getattr(st, k) for k in _DOUBLES)),
+        struct.pack('<q', int(model_version)),
+    ]
     parts += [struct.pack('<I', len(s)) + s for s in names]
     sizes = {'w_hid': max(st.depth - 1, 1) * st.K * st.W * st.W}
     for k in _INT_ARRAYS:
@@ -83,13 +89,15 @@ def export_bytes(model, joint_names: Optional[Sequence[str]] = None,
     return body + struct.pack('<Q', fnv1a64(body))
 
 
-def export_delan(model, path: str, joint_names: Optional[Sequence[str]] = None,
-                 model_version: int = 0) -> str:
+def export_delan(
+    model, path: str, joint_names: Optional[Sequence[str]] = None, model_version: int = 0
+) -> str:
     """Write ``model`` (a DelanModel) to ``path`` atomically; returns ``path``."""
     data = export_bytes(model, joint_names, model_version)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.' + os.path.basename(path) + '.',
-                               suffix='.tmp')
+    fd, tmp = tempfile.mkstemp(
+        dir=folder, prefix='.' + os.path.basename(path) + '.', suffix='.tmp'
+    )
     try:
         with os.fdopen(fd, 'wb') as f:
             f.write(data)

@@ -5,6 +5,7 @@ other joints), printing one ``delan-<cmd>: error: ...`` line to stderr instead o
 ``delan-train`` prints a JSON summary to stdout (progress, unless ``--quiet``, goes to stderr);
 ``delan-eval`` prints its metrics as JSON to stdout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,12 +38,16 @@ def _read_data(args: argparse.Namespace, require_tau: bool = True, match_torque:
     from delan_learning.data import Dataset, load_npz
 
     try:
-        arrays = arrays_from_args(args, lambda path: load_npz(
-            path, require_tau, match_torque=match_torque).arrays())
-        return Dataset.from_arrays(arrays, require_tau=require_tau,
-                                   source=str(args.data or args.bag),
-                                   match_torque=match_torque)
-    except ValueError as err:   # DataError included
+        arrays = arrays_from_args(
+            args, lambda path: load_npz(path, require_tau, match_torque=match_torque).arrays()
+        )
+        return Dataset.from_arrays(
+            arrays,
+            require_tau=require_tau,
+            source=str(args.data or args.bag),
+            match_torque=match_torque,
+        )
+    except ValueError as err:  # DataError included
         raise UsageError(str(err)) from None
 
 
@@ -51,58 +56,109 @@ def train_parser() -> argparse.ArgumentParser:
     from delan_learning.train_config import TrainConfig
 
     p = argparse.ArgumentParser(
-        prog='delan-train', description='Fit a DeLaN (or MLP baseline) inverse-dynamics model '
-        'to recorded joint data and save a checkpoint.')
-    add_data_arguments(p, 'joints to learn, comma separated, in the order of the model '
-                       '(default: all joints of the data; of a bag, as delan-bag2npz reads them)')
+        prog='delan-train',
+        description='Fit a DeLaN (or MLP baseline) inverse-dynamics model '
+        'to recorded joint data and save a checkpoint.',
+    )
+    add_data_arguments(
+        p,
+        'joints to learn, comma separated, in the order of the model '
+        '(default: all joints of the data; of a bag, as delan-bag2npz reads them)',
+    )
     p.add_argument('--out', required=True, metavar='model.pt', help='checkpoint to write')
-    p.add_argument('--model', choices=('delan', 'mlp'), default='delan',
-                   help='kind of model to fit (default %(default)s)')
-    p.add_argument('--loss', choices=LOSSES, default=TrainConfig.loss,
-                   help="'inverse' (default): torque error of the inverse model, with qdd "
-                   "estimated from the data; 'forward': error of positions and velocities "
-                   'predicted --horizon steps ahead by the forward model under the recorded '
-                   "torques (no qdd; needs time stamps t and --model delan); 'both': their sum")
+    p.add_argument(
+        '--model',
+        choices=('delan', 'mlp'),
+        default='delan',
+        help='kind of model to fit (default %(default)s)',
+    )
+    p.add_argument(
+        '--loss',
+        choices=LOSSES,
+        default=TrainConfig.loss,
+        help="'inverse' (default): torque error of the inverse model, with qdd "
+        "estimated from the data; 'forward': error of positions and velocities "
+        'predicted --horizon steps ahead by the forward model under the recorded '
+        "torques (no qdd; needs time stamps t and --model delan); 'both': their sum",
+    )
     add_rollout_arguments(p, TrainConfig.horizon, 'forward loss: steps per rollout window')
-    p.add_argument('--epochs', type=int, default=None,
-                   help='passes over the data at most (default: no limit; training runs until '
-                   'the validation loss plateaus, see --schedule)')
-    p.add_argument('--max-steps', type=int, default=TrainConfig.max_steps,
-                   help='optimiser steps at most (default %(default)s)')
-    p.add_argument('--schedule', choices=('plateau', 'cosine', 'constant'), default='plateau',
-                   help="learning rate: 'plateau' (default) lowers it whenever the validation "
-                   "loss stops improving and stops after the last drop; 'cosine' decays it over "
-                   "--epochs (else --max-steps)")
+    p.add_argument(
+        '--epochs',
+        type=int,
+        default=None,
+        help='passes over the data at most (default: no limit; training runs until '
+        'the validation loss plateaus, see --schedule)',
+    )
+    p.add_argument(
+        '--max-steps',
+        type=int,
+        default=TrainConfig.max_steps,
+        help='optimiser steps at most (default %(default)s)',
+    )
+    p.add_argument(
+        '--schedule',
+        choices=('plateau', 'cosine', 'constant'),
+        default='plateau',
+        help="learning rate: 'plateau' (default) lowers it whenever the validation "
+        "loss stops improving and stops after the last drop; 'cosine' decays it over "
+        '--epochs (else --max-steps)',
+    )
     p.add_argument('--batch', type=int, default=512, help='minibatch size')
     p.add_argument('--lr', type=float, default=5e-3, help='peak learning rate (cosine decay)')
     p.add_argument('--width', type=int, default=64, help='hidden units per layer')
     p.add_argument('--depth', type=int, default=2, help='hidden layers')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--no-friction', action='store_true', help='DeLaN without friction terms')
-    p.add_argument('--val-fraction', type=float, default=0.2,
-                   help='share of trajectories held out for early stopping')
-    p.add_argument('--patience', type=int, default=TrainConfig.patience,
-                   help='early stopping: validation rounds without improvement (0: never)')
-    p.add_argument('--time-budget', type=float, default=None, metavar='SECONDS',
-                   help='stop training after this wall time')
-    p.add_argument('--threads', type=int, default=1,
-                   help='torch CPU threads (default 1: at width 64 and batch 512 each op is too '
-                   'small to split, and a second thread stalls when the core is shared; raise '
-                   'it for wide models or large batches)')
+    p.add_argument(
+        '--val-fraction',
+        type=float,
+        default=0.2,
+        help='share of trajectories held out for early stopping',
+    )
+    p.add_argument(
+        '--patience',
+        type=int,
+        default=TrainConfig.patience,
+        help='early stopping: validation rounds without improvement (0: never)',
+    )
+    p.add_argument(
+        '--time-budget',
+        type=float,
+        default=None,
+        metavar='SECONDS',
+        help='stop training after this wall time',
+    )
+    p.add_argument(
+        '--threads',
+        type=int,
+        default=1,
+        help='torch CPU threads (default 1: at width 64 and batch 512 each op is too '
+        'small to split, and a second thread stalls when the core is shared; raise '
+        'it for wide models or large batches)',
+    )
     p.add_argument('--quiet', action='store_true', help='no progress output')
     return p
 
 
-def add_rollout_arguments(p: argparse.ArgumentParser, horizon: Optional[int],
-                          horizon_help: str) -> None:
+def add_rollout_arguments(
+    p: argparse.ArgumentParser, horizon: Optional[int], horizon_help: str
+) -> None:
     """``--horizon``, ``--integrator``, ``--torque-timing``: how a forward model is rolled out
     (:mod:`delan_learning.rollout`), the same for the loss and the metric."""
     p.add_argument('--horizon', type=int, default=horizon, metavar='N', help=horizon_help)
-    p.add_argument('--integrator', choices=INTEGRATORS, default='rk4',
-                   help="rollout integration: 'rk4' (default) or 'euler' (semi-implicit)")
-    p.add_argument('--torque-timing', choices=TORQUE_TIMINGS, default='start',
-                   help="the torque of sample k acts over [t_k, t_k+1) ('start', default: "
-                   "delan-gen-data) or over (t_k-1, t_k] ('end': a joint state's effort)")
+    p.add_argument(
+        '--integrator',
+        choices=INTEGRATORS,
+        default='rk4',
+        help="rollout integration: 'rk4' (default) or 'euler' (semi-implicit)",
+    )
+    p.add_argument(
+        '--torque-timing',
+        choices=TORQUE_TIMINGS,
+        default='start',
+        help="the torque of sample k acts over [t_k, t_k+1) ('start', default: "
+        "delan-gen-data) or over (t_k-1, t_k] ('end': a joint state's effort)",
+    )
 
 
 def train_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -110,12 +166,19 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
     prog = 'delan-train'
     try:
         if args.loss != 'inverse' and args.model == 'mlp':
-            raise UsageError(f'--loss {args.loss} trains through the forward dynamics, which '
-                             'the mlp model does not have (it is an inverse model only); use '
-                             '--model delan or --loss inverse')
-        for name, value, lo in (('--epochs', args.epochs, 1), ('--max-steps', args.max_steps, 1),
-                                ('--batch', args.batch, 1), ('--width', args.width, 1),
-                                ('--depth', args.depth, 1), ('--horizon', args.horizon, 1)):
+            raise UsageError(
+                f'--loss {args.loss} trains through the forward dynamics, which '
+                'the mlp model does not have (it is an inverse model only); use '
+                '--model delan or --loss inverse'
+            )
+        for name, value, lo in (
+            ('--epochs', args.epochs, 1),
+            ('--max-steps', args.max_steps, 1),
+            ('--batch', args.batch, 1),
+            ('--width', args.width, 1),
+            ('--depth', args.depth, 1),
+            ('--horizon', args.horizon, 1),
+        ):
             if value is not None and value < lo:
                 raise UsageError(f'{name} must be >= {lo}, got {value}')
         if not args.lr > 0:
@@ -138,31 +201,47 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    config = TrainConfig(epochs=args.epochs, max_steps=args.max_steps,
-                         lr_schedule=args.schedule, batch_size=args.batch, lr=args.lr,
-                         val_fraction=args.val_fraction, patience=args.patience, seed=args.seed,
-                         time_budget=args.time_budget, quiet=args.quiet, loss=args.loss,
-                         horizon=args.horizon, integrator=args.integrator,
-                         torque_timing=args.torque_timing)
+    config = TrainConfig(
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        lr_schedule=args.schedule,
+        batch_size=args.batch,
+        lr=args.lr,
+        val_fraction=args.val_fraction,
+        patience=args.patience,
+        seed=args.seed,
+        time_budget=args.time_budget,
+        quiet=args.quiet,
+        loss=args.loss,
+        horizon=args.horizon,
+        integrator=args.integrator,
+        torque_timing=args.torque_timing,
+    )
     model_config: Dict = {'width': args.width, 'depth': args.depth}
     if args.model == 'delan':
         model_config['friction'] = not args.no_friction
     try:
         result = train_model(data, args.model, config, model_config)
-    except ValueError as err:   # e.g. no window without a gap for the forward loss
+    except ValueError as err:  # e.g. no window without a gap for the forward loss
         return _fail(prog, str(err))
     try:
         meta = save_model(result.model, args.out, result.metadata)
     except OSError as err:
         return _fail(prog, f'cannot write {args.out}: {err}')
     final = meta['training']['final_metrics']
-    summary = {'out': args.out, 'model_kind': args.model, 'joint_names': meta['joint_names'],
-               'epochs_run': meta['training']['epochs_run'], 'steps': meta['training']['steps'],
-               'stop_reason': meta['training']['stop_reason'],
-               'n_train': meta['training']['n_train'], 'n_val': meta['training']['n_val'],
-               'val_nmse': dict(zip(meta['joint_names'], final['nmse'])),
-               'train_seconds': result.history[-1]['elapsed_s'] if result.history else 0.0,
-               'loss': args.loss}
+    summary = {
+        'out': args.out,
+        'model_kind': args.model,
+        'joint_names': meta['joint_names'],
+        'epochs_run': meta['training']['epochs_run'],
+        'steps': meta['training']['steps'],
+        'stop_reason': meta['training']['stop_reason'],
+        'n_train': meta['training']['n_train'],
+        'n_val': meta['training']['n_val'],
+        'val_nmse': dict(zip(meta['joint_names'], final['nmse'])),
+        'train_seconds': result.history[-1]['elapsed_s'] if result.history else 0.0,
+        'loss': args.loss,
+    }
     if 'rollout' in final:
         summary['val_rollout'] = final['rollout']
     print(json.dumps(summary, indent=2))
@@ -172,18 +251,33 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
 # -- delan-eval -----------------------------------------------------------------------------------
 def eval_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog='delan-eval', description='Score a checkpoint on recorded data: per-joint MSE and '
+        prog='delan-eval',
+        description='Score a checkpoint on recorded data: per-joint MSE and '
         'normalised MSE (MSE / Var) of the inverse model, and of the forward model with '
-        '--forward. Prints JSON.')
-    add_renamed_option(p, '--checkpoint', '--model', required=True, metavar='model.pt',
-                       help='checkpoint to score (written by delan-train)')
-    add_data_arguments(p, "joints to read from the data: the checkpoint's joints, comma "
-                       'separated (default: all joints of the data)')
+        '--forward. Prints JSON.',
+    )
+    add_renamed_option(
+        p,
+        '--checkpoint',
+        '--model',
+        required=True,
+        metavar='model.pt',
+        help='checkpoint to score (written by delan-train)',
+    )
+    add_data_arguments(
+        p,
+        "joints to read from the data: the checkpoint's joints, comma "
+        'separated (default: all joints of the data)',
+    )
     p.add_argument('--forward', action='store_true', help='also score the forward model (qdd)')
-    add_rollout_arguments(p, None, 'also roll the forward model out N steps under the recorded '
-                          'torques from every start state (windows never cross a trajectory '
-                          'boundary or a time gap) and report the RMS position / velocity '
-                          'error at step N (needs time stamps t)')
+    add_rollout_arguments(
+        p,
+        None,
+        'also roll the forward model out N steps under the recorded '
+        'torques from every start state (windows never cross a trajectory '
+        'boundary or a time gap) and report the RMS position / velocity '
+        'error at step N (needs time stamps t)',
+    )
     return p
 
 
@@ -191,8 +285,9 @@ def _column_order(model_names: List[str], data_names: List[str]) -> np.ndarray:
     """Indices taking the data's columns into model order; UsageError if joints are missing."""
     missing = [n for n in model_names if n not in data_names]
     if missing:
-        raise UsageError(f'the data lack joints {missing} of the model (data joints: '
-                         f'{data_names})')
+        raise UsageError(
+            f'the data lack joints {missing} of the model (data joints: {data_names})'
+        )
     return np.array([data_names.index(n) for n in model_names], dtype=np.int64)
 
 
@@ -200,8 +295,12 @@ def _errors(pred: np.ndarray, target: np.ndarray, names: List[str]) -> Dict:
     mse = np.mean((pred - target) ** 2, axis=0)
     var = np.var(target, axis=0)
     nmse = mse / np.maximum(var, 1e-300)
-    return {'mse': dict(zip(names, mse.tolist())), 'nmse': dict(zip(names, nmse.tolist())),
-            'mse_mean': float(mse.mean()), 'nmse_mean': float(nmse.mean())}
+    return {
+        'mse': dict(zip(names, mse.tolist())),
+        'nmse': dict(zip(names, nmse.tolist())),
+        'mse_mean': float(mse.mean()),
+        'nmse_mean': float(nmse.mean()),
+    }
 
 
 def eval_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -216,8 +315,9 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
             raise UsageError(str(err)) from None
         names = [str(s) for s in meta['joint_names']]
         if args.joints is not None and sorted(args.joints) != sorted(names):
-            raise UsageError(f'--joints {args.joints} are not the joints of the checkpoint '
-                             f'{names}')
+            raise UsageError(
+                f'--joints {args.joints} are not the joints of the checkpoint {names}'
+            )
         if args.horizon is not None and args.horizon < 1:
             raise UsageError(f'--horizon must be >= 1, got {args.horizon}')
         data = _read_data(args)
@@ -231,32 +331,51 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
 
     import torch
 
-    q, qd, qdd, tau = (torch.as_tensor(x[:, order], dtype=torch.float64)
-                       for x in (data.q, data.qd, data.qdd, data.tau))
+    q, qd, qdd, tau = (
+        torch.as_tensor(x[:, order], dtype=torch.float64)
+        for x in (data.q, data.qd, data.qdd, data.tau)
+    )
     chunk = 8192
     with torch.no_grad():
-        tau_hat = torch.cat([model.inverse(q[i:i + chunk], qd[i:i + chunk], qdd[i:i + chunk])
-                             for i in range(0, len(q), chunk)]).numpy()
-    result = {'model': args.checkpoint, 'model_kind': meta['model_kind'], 'data': data.source,
-              'joint_names': names, 'n_samples': len(data),
-              'inverse': _errors(tau_hat, tau.numpy(), names)}
+        tau_hat = torch.cat(
+            [
+                model.inverse(q[i : i + chunk], qd[i : i + chunk], qdd[i : i + chunk])
+                for i in range(0, len(q), chunk)
+            ]
+        ).numpy()
+    result = {
+        'model': args.checkpoint,
+        'model_kind': meta['model_kind'],
+        'data': data.source,
+        'joint_names': names,
+        'n_samples': len(data),
+        'inverse': _errors(tau_hat, tau.numpy(), names),
+    }
     if args.forward:
         with torch.no_grad():
-            qdd_hat = torch.cat([model.forward_dynamics(q[i:i + chunk], qd[i:i + chunk],
-                                                        tau[i:i + chunk])
-                                 for i in range(0, len(q), chunk)]).numpy()
+            qdd_hat = torch.cat(
+                [
+                    model.forward_dynamics(q[i : i + chunk], qd[i : i + chunk], tau[i : i + chunk])
+                    for i in range(0, len(q), chunk)
+                ]
+            ).numpy()
         result['forward'] = _errors(qdd_hat, qdd.numpy(), names)
     if raw is not None:
         from delan_learning.rollout import horizon_metrics, rollout_errors, window_index
 
         index, dt = window_index(raw.traj, raw.t, args.horizon)
         if len(index) == 0:
-            return _fail(prog, f'no {args.horizon + 1} consecutive samples without a gap in '
-                         'the data for --horizon')
-        q_raw, qd_raw, tau_raw = (torch.as_tensor(x[:, order], dtype=torch.float64)
-                                  for x in (raw.q, raw.qd, raw.tau))
-        eq, ev = rollout_errors(model, q_raw, qd_raw, tau_raw, index, dt, args.integrator,
-                                args.torque_timing)
+            return _fail(
+                prog,
+                f'no {args.horizon + 1} consecutive samples without a gap in '
+                'the data for --horizon',
+            )
+        q_raw, qd_raw, tau_raw = (
+            torch.as_tensor(x[:, order], dtype=torch.float64) for x in (raw.q, raw.qd, raw.tau)
+        )
+        eq, ev = rollout_errors(
+            model, q_raw, qd_raw, tau_raw, index, dt, args.integrator, args.torque_timing
+        )
         result['rollout'] = horizon_metrics(eq, ev, names, dt)
     print(json.dumps(result, indent=2))
     return EXIT_OK

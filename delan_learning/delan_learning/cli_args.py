@@ -6,6 +6,7 @@ The robot is ``--urdf``, a checkpoint to read is ``--checkpoint``, the joints of
 :func:`arrays_from_args`). Renamed options keep their old name as a hidden alias that warns
 (:func:`add_renamed_option`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,23 +25,31 @@ class DeprecatedAlias(argparse.Action):
     """An old option name: stores into the new option's ``dest`` and says once on stderr that
     the old name is deprecated, so scripts keep working while their authors learn the new one."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, canonical: str = '',
-                 **kwargs: Any):
+    def __init__(
+        self, option_strings: Sequence[str], dest: str, canonical: str = '', **kwargs: Any
+    ):
         super().__init__(option_strings, dest, **kwargs)
         self.canonical = canonical
         self._warned = False
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: Optional[str] = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: Optional[str] = None,
+    ) -> None:
         if not self._warned:
-            sys.stderr.write(f'{parser.prog}: warning: {option_string} is deprecated, use '
-                             f'{self.canonical}\n')
+            sys.stderr.write(
+                f'{parser.prog}: warning: {option_string} is deprecated, use {self.canonical}\n'
+            )
             self._warned = True
         setattr(namespace, self.dest, values)
 
 
-def add_renamed_option(parser: argparse.ArgumentParser, name: str, old: str,
-                       required: bool = False, **kwargs: Any) -> argparse.Action:
+def add_renamed_option(
+    parser: argparse.ArgumentParser, name: str, old: str, required: bool = False, **kwargs: Any
+) -> argparse.Action:
     """``name`` with ``old`` as its deprecated alias (hidden from --help).
 
     Either one satisfies ``required``; giving both is a usage error. ``kwargs`` go to ``name``
@@ -48,9 +57,15 @@ def add_renamed_option(parser: argparse.ArgumentParser, name: str, old: str,
     dest = kwargs.pop('dest', name.lstrip('-').replace('-', '_'))
     group = parser.add_mutually_exclusive_group(required=required)
     action = group.add_argument(name, dest=dest, **kwargs)
-    group.add_argument(old, dest=dest, action=DeprecatedAlias, canonical=name,
-                       type=kwargs.get('type'), metavar=kwargs.get('metavar'),
-                       help=argparse.SUPPRESS)
+    group.add_argument(
+        old,
+        dest=dest,
+        action=DeprecatedAlias,
+        canonical=name,
+        type=kwargs.get('type'),
+        metavar=kwargs.get('metavar'),
+        help=argparse.SUPPRESS,
+    )
     return action
 
 
@@ -60,11 +75,15 @@ def add_data_arguments(parser: argparse.ArgumentParser, joints_help: str) -> Non
     order of a bag's torque commands (``--command-joints`` / ``--controllers-yaml``)."""
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument('--data', metavar='X.npz', help='data file: q, qd, qdd, tau (N x n) ...')
-    src.add_argument('--bag', metavar='DIR',
-                     help='ROS 2 bag of joint states (bag directory, .mcap/.db3 file, or a '
-                          'directory of bags); qdd is estimated as delan-bag2npz does')
-    parser.add_argument('--joints', type=csv_list, default=None, metavar='A,B,...',
-                        help=joints_help)
+    src.add_argument(
+        '--bag',
+        metavar='DIR',
+        help='ROS 2 bag of joint states (bag directory, .mcap/.db3 file, or a '
+        'directory of bags); qdd is estimated as delan-bag2npz does',
+    )
+    parser.add_argument(
+        '--joints', type=csv_list, default=None, metavar='A,B,...', help=joints_help
+    )
     add_command_order_args(parser)
 
 
@@ -88,16 +107,20 @@ def select_joint_columns(arrays: Mapping[str, Any], joints: Sequence[str]) -> Di
     return out
 
 
-def read_bag(path: str, joints: Optional[Sequence[str]] = None,
-             command_joints: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
+def read_bag(
+    path: str,
+    joints: Optional[Sequence[str]] = None,
+    command_joints: Optional[Sequence[str]] = None,
+) -> Dict[str, np.ndarray]:
     """The data arrays of a bag (:func:`delan_learning.bag_io.read_bag_arrays` with its
     defaults); ValueError with a one-line reason when it cannot be read."""
     try:
         from delan_learning.bag_io import read_bag_arrays
     except ImportError as err:
-        raise ValueError(f'--bag needs the rosbag reader delan_learning.bag_io, which cannot be '
-                         f'imported here ({err}); convert the bag to .npz and use --data'
-                         ) from None
+        raise ValueError(
+            f'--bag needs the rosbag reader delan_learning.bag_io, which cannot be '
+            f'imported here ({err}); convert the bag to .npz and use --data'
+        ) from None
     try:
         res = read_bag_arrays(path, joint_names=joints, command_joints=command_joints)
     except (OSError, ValueError, KeyError) as err:
@@ -105,15 +128,18 @@ def read_bag(path: str, joints: Optional[Sequence[str]] = None,
     return {k: v for k, v in res.items() if k not in ('rejected', 'info')}
 
 
-def arrays_from_args(args: argparse.Namespace,
-                     load_npz: Callable[[str], Mapping[str, Any]]) -> Dict[str, Any]:
+def arrays_from_args(
+    args: argparse.Namespace, load_npz: Callable[[str], Mapping[str, Any]]
+) -> Dict[str, Any]:
     """The data the options of :func:`add_data_arguments` ask for: ``load_npz(args.data)`` or
     the bag, restricted to ``--joints``. ValueError on bad options or unreadable data."""
     command_joints = command_joints_of(args)
     if args.data is not None:
         if command_joints is not None:
-            raise ValueError('--command-joints and --controllers-yaml are for --bag (an .npz '
-                             'holds torques in its own joint order)')
+            raise ValueError(
+                '--command-joints and --controllers-yaml are for --bag (an .npz '
+                'holds torques in its own joint order)'
+            )
         arrays = dict(load_npz(args.data))
         return select_joint_columns(arrays, args.joints) if args.joints else arrays
     return read_bag(args.bag, args.joints, command_joints)

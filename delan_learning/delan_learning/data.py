@@ -28,6 +28,7 @@ linearly onto a uniform grid at its median rate, differentiated there and interp
 (for uniform stamps this is the identity). ``qd`` is differentiated from ``q``; ``qdd`` from the
 given ``qd`` when there is one (one derivative instead of two), otherwise from ``q``.
 """
+
 from __future__ import annotations
 
 import os
@@ -63,13 +64,16 @@ def _as_matrix(name: str, x, n_rows: Optional[int] = None) -> np.ndarray:
     bad = ~np.isfinite(a)
     if bad.any():
         r, c = np.argwhere(bad)[0]
-        raise DataError(f'{name} has {int(bad.sum())} non-finite value(s) (NaN/inf), first at '
-                        f'sample {int(r)}, joint {int(c)}')
+        raise DataError(
+            f'{name} has {int(bad.sum())} non-finite value(s) (NaN/inf), first at '
+            f'sample {int(r)}, joint {int(c)}'
+        )
     return a
 
 
-def validate_arrays(arrays: Mapping[str, object],
-                    required: Sequence[str] = ('q',)) -> Dict[str, np.ndarray]:
+def validate_arrays(
+    arrays: Mapping[str, object], required: Sequence[str] = ('q',)
+) -> Dict[str, np.ndarray]:
     """Checked copies of the known keys (float64 motion arrays, int64 ``traj``, str names/types).
 
     Raises :class:`DataError` for a missing required key, inconsistent shapes, non-finite values,
@@ -97,8 +101,11 @@ def validate_arrays(arrays: Mapping[str, object],
         if traj.shape != (N,):
             raise DataError(f'traj must have shape ({N},), got {traj.shape}')
         if not np.issubdtype(traj.dtype, np.integer):
-            if not (np.issubdtype(traj.dtype, np.floating) and np.all(np.isfinite(traj))
-                    and np.all(traj == np.round(traj))):
+            if not (
+                np.issubdtype(traj.dtype, np.floating)
+                and np.all(np.isfinite(traj))
+                and np.all(traj == np.round(traj))
+            ):
                 raise DataError('traj must hold integer trajectory ids')
         out['traj'] = traj.astype(np.int64)
     if arrays.get('t') is not None:
@@ -109,8 +116,11 @@ def validate_arrays(arrays: Mapping[str, object],
             raise DataError('t has non-finite values')
         out['t'] = t
     names = arrays.get('joint_names')
-    names = [f'joint{i}' for i in range(n)] if names is None else [str(s) for s in
-                                                                   np.asarray(names).ravel()]
+    names = (
+        [f'joint{i}' for i in range(n)]
+        if names is None
+        else [str(s) for s in np.asarray(names).ravel()]
+    )
     if len(names) != n:
         raise DataError(f'joint_names has {len(names)} names but the arrays have {n} joints')
     if len(set(names)) != n:
@@ -138,8 +148,9 @@ def trajectory_ids(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.zeros(N, dtype=np.int64)
 
 
-def split_at_gaps(t: np.ndarray, traj: Optional[np.ndarray] = None,
-                  gap_factor: float = 5.0) -> np.ndarray:
+def split_at_gaps(
+    t: np.ndarray, traj: Optional[np.ndarray] = None, gap_factor: float = 5.0
+) -> np.ndarray:
     """``(N,)`` trajectory ids, consecutive from 0: a new one wherever ``t`` steps back or jumps
     by more than ``gap_factor`` x the median step, or ``traj`` (when given) changes. Messages
     lost in transport leave such gaps; differentiated across one, the velocities give an
@@ -182,8 +193,7 @@ def _uniform(x: np.ndarray, t: np.ndarray):
     return grid, xg, dt, uniform
 
 
-def _savgol_size(M: int, dt: float, window_s: float, polyorder: int, deriv: int,
-                 T: int) -> tuple:
+def _savgol_size(M: int, dt: float, window_s: float, polyorder: int, deriv: int, T: int) -> tuple:
     window = savgol_window(dt, window_s, polyorder)
     order = polyorder
     if window > M:  # short trajectory: shrink the window, then the order
@@ -194,8 +204,9 @@ def _savgol_size(M: int, dt: float, window_s: float, polyorder: int, deriv: int,
     return window, order
 
 
-def savgol_derivative(x: np.ndarray, t: np.ndarray, deriv: int, window_s: float = 0.05,
-                      polyorder: int = 3) -> np.ndarray:
+def savgol_derivative(
+    x: np.ndarray, t: np.ndarray, deriv: int, window_s: float = 0.05, polyorder: int = 3
+) -> np.ndarray:
     """``d^deriv x / dt^deriv`` of ONE trajectory ``x (T, n)`` at times ``t (T,)``."""
     from scipy.signal import savgol_filter
 
@@ -210,8 +221,9 @@ def savgol_derivative(x: np.ndarray, t: np.ndarray, deriv: int, window_s: float 
     return np.stack([np.interp(t, grid, d[:, j]) for j in range(x.shape[1])], 1)
 
 
-def savgol_matched_torque(tau: np.ndarray, t: np.ndarray, deriv: int, window_s: float = 0.05,
-                          polyorder: int = 3) -> np.ndarray:
+def savgol_matched_torque(
+    tau: np.ndarray, t: np.ndarray, deriv: int, window_s: float = 0.05, polyorder: int = 3
+) -> np.ndarray:
     """The torque of ONE trajectory that matches ``savgol_derivative(x, t, deriv, ...)`` used
     as the acceleration (``deriv`` 2 from positions, 1 from velocities): ``tau`` averaged with
     that filter's kernel (:mod:`delan_learning.torque_kernel`)."""
@@ -231,8 +243,12 @@ def savgol_matched_torque(tau: np.ndarray, t: np.ndarray, deriv: int, window_s: 
     return np.stack([np.interp(t, grid, m[:, j]) for j in range(m.shape[1])], 1)
 
 
-def complete_derivatives(arrays: Mapping[str, object], window_s: float = 0.05,
-                         polyorder: int = 3, match_torque: bool = True) -> Dict[str, np.ndarray]:
+def complete_derivatives(
+    arrays: Mapping[str, object],
+    window_s: float = 0.05,
+    polyorder: int = 3,
+    match_torque: bool = True,
+) -> Dict[str, np.ndarray]:
     """A copy of ``arrays`` with ``qd`` and ``qdd`` filled in where missing.
 
     When ``qdd`` is estimated and ``match_torque``, ``tau`` comes back averaged with the kernel
@@ -253,8 +269,10 @@ def complete_derivatives(arrays: Mapping[str, object], window_s: float = 0.05,
     if not missing:
         return out
     if 't' not in checked:
-        raise DataError(f'{" and ".join(missing)} missing and no time stamps t to estimate '
-                        f'{"them" if len(missing) > 1 else "it"} from q')
+        raise DataError(
+            f'{" and ".join(missing)} missing and no time stamps t to estimate '
+            f'{"them" if len(missing) > 1 else "it"} from q'
+        )
     traj = trajectory_ids(checked)
     q, t = checked['q'], checked['t']
     qd = checked.get('qd')
@@ -270,8 +288,7 @@ def complete_derivatives(arrays: Mapping[str, object], window_s: float = 0.05,
             src, deriv = (qd, 1) if qd is not None else (q, 2)
             new['qdd'][idx] = savgol_derivative(src[idx], tt, deriv, window_s, polyorder)
             if 'tau' in new:
-                new['tau'][idx] = savgol_matched_torque(tau[idx], tt, deriv, window_s,
-                                                        polyorder)
+                new['tau'][idx] = savgol_matched_torque(tau[idx], tt, deriv, window_s, polyorder)
     out.update(new)
     return out
 
@@ -292,8 +309,13 @@ class Dataset:
     source: str = field(default='', compare=False)
 
     @classmethod
-    def from_arrays(cls, arrays: Mapping[str, object], require_tau: bool = True,
-                    source: str = '', **derivative_options) -> 'Dataset':
+    def from_arrays(
+        cls,
+        arrays: Mapping[str, object],
+        require_tau: bool = True,
+        source: str = '',
+        **derivative_options,
+    ) -> 'Dataset':
         """From the dict described in the module docstring; estimates missing qd/qdd."""
         required = ('q', 'tau') if require_tau else ('q',)
         validate_arrays(arrays, required)
@@ -301,9 +323,17 @@ class Dataset:
         tau = a.get('tau')
         if tau is None:
             tau = np.full_like(a['q'], np.nan)
-        return cls(q=a['q'], qd=a['qd'], qdd=a['qdd'], tau=tau, traj=trajectory_ids(a),
-                   joint_names=[str(s) for s in a['joint_names']],
-                   joint_types=[str(s) for s in a['joint_types']], t=a.get('t'), source=source)
+        return cls(
+            q=a['q'],
+            qd=a['qd'],
+            qdd=a['qdd'],
+            tau=tau,
+            traj=trajectory_ids(a),
+            joint_names=[str(s) for s in a['joint_names']],
+            joint_types=[str(s) for s in a['joint_types']],
+            t=a.get('t'),
+            source=source,
+        )
 
     def __len__(self) -> int:
         return len(self.q)
@@ -320,15 +350,29 @@ class Dataset:
 
     def subset(self, index: np.ndarray) -> 'Dataset':
         """The samples at ``index`` (int indices or bool mask), in that order."""
-        return Dataset(self.q[index], self.qd[index], self.qdd[index], self.tau[index],
-                       self.traj[index], list(self.joint_names), list(self.joint_types),
-                       None if self.t is None else self.t[index], self.source)
+        return Dataset(
+            self.q[index],
+            self.qd[index],
+            self.qdd[index],
+            self.tau[index],
+            self.traj[index],
+            list(self.joint_names),
+            list(self.joint_types),
+            None if self.t is None else self.t[index],
+            self.source,
+        )
 
     def arrays(self) -> Dict[str, np.ndarray]:
         """Back to the dict form (what :func:`save_npz` writes)."""
-        out = {'q': self.q, 'qd': self.qd, 'qdd': self.qdd, 'tau': self.tau, 'traj': self.traj,
-               'joint_names': np.asarray(self.joint_names),
-               'joint_types': np.asarray(self.joint_types)}
+        out = {
+            'q': self.q,
+            'qd': self.qd,
+            'qdd': self.qdd,
+            'tau': self.tau,
+            'traj': self.traj,
+            'joint_names': np.asarray(self.joint_names),
+            'joint_types': np.asarray(self.joint_types),
+        }
         if self.t is not None:
             out['t'] = self.t
         return out
@@ -343,8 +387,9 @@ def load_npz(path: str, require_tau: bool = True, **derivative_options) -> Datas
             arrays = {k: f[k] for k in f.files}
     except Exception as err:  # zipfile.BadZipFile, ValueError (pickled object arrays), OSError
         raise DataError(f'cannot read {path} as .npz: {err}') from None
-    return Dataset.from_arrays(arrays, require_tau=require_tau, source=str(path),
-                               **derivative_options)
+    return Dataset.from_arrays(
+        arrays, require_tau=require_tau, source=str(path), **derivative_options
+    )
 
 
 def save_npz(path: str, data) -> None:
@@ -353,8 +398,9 @@ def save_npz(path: str, data) -> None:
     np.savez(path, **{k: np.asarray(v) for k, v in arrays.items() if v is not None})
 
 
-def split_by_trajectory(data: Dataset, val_fraction: float = 0.2,
-                        seed: int = 0) -> Tuple[Dataset, Optional[Dataset]]:
+def split_by_trajectory(
+    data: Dataset, val_fraction: float = 0.2, seed: int = 0
+) -> Tuple[Dataset, Optional[Dataset]]:
     """``(train, val)`` with whole trajectories held out, chosen at random by ``seed``.
 
     At least one trajectory is held out when ``val_fraction > 0`` (and at least one kept). With

@@ -18,6 +18,7 @@
 
 :func:`dynamics_model` picks the right one.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -168,13 +169,30 @@ _c_kernel_cache: dict = {}
 
 
 class _CModel(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_int) for name in
-                ('n', 'm', 'n_ang', 'K', 'W', 'depth', 'P', 'n_l', 'act', 'use_friction')] + \
-        [(name, ctypes.c_void_p) for name in
-         ('feat', 'is_ang', 'rows', 'cols', 'w_in', 'w_hid', 'bias', 'head', 'head_b',
-          'viscous', 'coulomb', 'root')] + \
-        [(name, ctypes.c_double) for name in
-         ('v_scale', 'eps', 'diag_offset', 'inv_smooth')]
+    _fields_ = (
+        [
+            (name, ctypes.c_int)
+            for name in ('n', 'm', 'n_ang', 'K', 'W', 'depth', 'P', 'n_l', 'act', 'use_friction')
+        ]
+        + [
+            (name, ctypes.c_void_p)
+            for name in (
+                'feat',
+                'is_ang',
+                'rows',
+                'cols',
+                'w_in',
+                'w_hid',
+                'bias',
+                'head',
+                'head_b',
+                'viscous',
+                'coulomb',
+                'root',
+            )
+        ]
+        + [(name, ctypes.c_double) for name in ('v_scale', 'eps', 'diag_offset', 'inv_smooth')]
+    )
 
 
 def c_kernel():
@@ -193,8 +211,11 @@ def c_kernel():
         try:
             fn = _build_c_kernel()
         except Exception as err:  # no compiler, read-only cache, ...
-            warnings.warn(f'delan_learning: C fast path unavailable, using numpy ({err})',
-                          RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f'delan_learning: C fast path unavailable, using numpy ({err})',
+                RuntimeWarning,
+                stacklevel=3,
+            )
     _c_kernel_cache['fn'] = fn
     return fn
 
@@ -203,7 +224,8 @@ def _build_c_kernel():
     cc = os.environ.get('CC', 'cc')
     key = hashlib.sha1((_C_SOURCE + ' '.join(_C_FLAGS) + cc + sys.platform).encode())
     cache = os.environ.get('DELAN_CACHE_DIR') or os.path.join(
-        os.path.expanduser('~'), '.cache', 'delan_learning')
+        os.path.expanduser('~'), '.cache', 'delan_learning'
+    )
     os.makedirs(cache, exist_ok=True)
     lib = os.path.join(cache, f'delan_kernel_{key.hexdigest()[:16]}.so')
     if not os.path.isfile(lib):
@@ -212,8 +234,12 @@ def _build_c_kernel():
             with open(c_file, 'w') as f:
                 f.write(_C_SOURCE)
             out = os.path.join(tmp, 'k.so')
-            proc = subprocess.run([cc, *_C_FLAGS, '-o', out, c_file, '-lm'],
-                                  capture_output=True, text=True, timeout=120)
+            proc = subprocess.run(
+                [cc, *_C_FLAGS, '-o', out, c_file, '-lm'],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             if proc.returncode != 0:
                 raise RuntimeError(f'{cc} failed: {proc.stderr.strip()[:300]}')
             os.replace(out, lib)
@@ -247,12 +273,14 @@ def _cholesky_solve(H: np.ndarray, b: np.ndarray) -> np.ndarray:
     n = b.shape[-1]
     y = np.empty_like(b)
     for i in range(n):  # L y = b
-        y[..., i] = (b[..., i] - np.einsum('...j,...j->...', Lc[..., i, :i], y[..., :i])) \
-            / Lc[..., i, i]
+        y[..., i] = (b[..., i] - np.einsum('...j,...j->...', Lc[..., i, :i], y[..., :i])) / Lc[
+            ..., i, i
+        ]
     x = np.empty_like(b)
     for i in reversed(range(n)):  # L^T x = y
-        x[..., i] = (y[..., i] - np.einsum('...j,...j->...', Lc[..., i + 1:, i],
-                                           x[..., i + 1:])) / Lc[..., i, i]
+        x[..., i] = (
+            y[..., i] - np.einsum('...j,...j->...', Lc[..., i + 1 :, i], x[..., i + 1 :])
+        ) / Lc[..., i, i]
     return x
 
 
@@ -264,11 +292,14 @@ class NumpyDelan:
     a new one, it takes microseconds).
     """
 
-    def __init__(self, model: DelanModel, joint_names: Optional[Sequence[str]] = None,
-                 use_c: bool = True):
+    def __init__(
+        self, model: DelanModel, joint_names: Optional[Sequence[str]] = None, use_c: bool = True
+    ):
         if not isinstance(model, DelanModel):
-            raise TypeError(f'NumpyDelan needs a DelanModel, got {type(model).__name__}; use '
-                            'TorchDynamics for other models')
+            raise TypeError(
+                f'NumpyDelan needs a DelanModel, got {type(model).__name__}; use '
+                'TorchDynamics for other models'
+            )
         self.joint_names = _names(model, joint_names)
         self.joint_types = list(model.joint_types)
         n = self.n_dof = model.n_dof
@@ -288,7 +319,7 @@ class NumpyDelan:
             W = w.shape[-1]
             blk = np.zeros((K * W, K * W))
             for k in range(K):
-                blk[k * W:(k + 1) * W, k * W:(k + 1) * W] = w[k]
+                blk[k * W : (k + 1) * W, k * W : (k + 1) * W] = w[k]
             self.w_hidden.append(blk)
         head = f64(model.head_weight * model.head_mask)  # (K, W, P)
         self.head = np.concatenate(list(head), axis=0)  # (K*W, P)
@@ -296,7 +327,7 @@ class NumpyDelan:
         self.w_in_t = np.ascontiguousarray(self.w_in.T)
         self.w_hidden_t = [np.ascontiguousarray(w.T) for w in self.w_hidden]
         self.head_t = np.ascontiguousarray(self.head.T)
-        self.root = f64(model.entry_root())   # (P,): L entries by row, 1 on the V column
+        self.root = f64(model.entry_root())  # (P,): L entries by row, 1 on the V column
         self.v_scale = float(model.v_scale)
         self.eps = model.eps
         self.diag_offset = model.diag_offset
@@ -310,13 +341,13 @@ class NumpyDelan:
         self.viscous, self.coulomb = f64(vis), f64(cou)
         types = self.joint_types
         self.ang = np.array([i for i, t in enumerate(types) if t in ANGULAR_TYPES], dtype=int)
-        self.lin = np.array([i for i, t in enumerate(types) if t not in ANGULAR_TYPES],
-                            dtype=int)
+        self.lin = np.array([i for i, t in enumerate(types) if t not in ANGULAR_TYPES], dtype=int)
         self.all_angular = len(self.lin) == 0
         self.eye = np.eye(n)
         # for _inverse_single
-        self._single_ok = (self.all_angular and self.activation == 'softplus'
-                           and len(self.w_hidden) == 1)
+        self._single_ok = (
+            self.all_angular and self.activation == 'softplus' and len(self.w_hidden) == 1
+        )
         self.w_in_flip = self.w_in.copy()
         self.w_in_flip[n:] *= -1.0  # tangent of cos(q) is -sin(q) qd
         self.root_vec = self.root.copy()
@@ -338,31 +369,44 @@ class NumpyDelan:
 
         ang_pos = {j: k for k, j in enumerate(self.ang)}
         lin_pos = {j: k for k, j in enumerate(self.lin)}
-        feat = [ang_pos[i] if i in ang_pos else 2 * len(self.ang) + lin_pos[i]
-                for i in range(n)]
+        feat = [ang_pos[i] if i in ang_pos else 2 * len(self.ang) + lin_pos[i] for i in range(n)]
         rows, cols = tril_layout(n)
         W = model.width
         keep = {
             'feat': np.array(feat, dtype=np.int32),
             'is_ang': np.array([i in ang_pos for i in range(n)], dtype=np.int32),
-            'rows': rows.astype(np.int32), 'cols': cols.astype(np.int32),
+            'rows': rows.astype(np.int32),
+            'cols': cols.astype(np.int32),
             'w_in': f64(model.weights[0]),
-            'w_hid': (np.ascontiguousarray(np.stack([f64(w) for w in model.weights[1:]]))
-                      if model.depth > 1 else np.zeros(1)),
-            'bias': np.ascontiguousarray(np.stack([f64(b).reshape(K, W)
-                                                   for b in model.biases])),
-            'head': f64(model.head_weight * model.head_mask), 'head_b': f64(model.head_bias),
+            'w_hid': (
+                np.ascontiguousarray(np.stack([f64(w) for w in model.weights[1:]]))
+                if model.depth > 1
+                else np.zeros(1)
+            ),
+            'bias': np.ascontiguousarray(np.stack([f64(b).reshape(K, W) for b in model.biases])),
+            'head': f64(model.head_weight * model.head_mask),
+            'head_b': f64(model.head_bias),
             'viscous': np.ascontiguousarray(self.viscous),
             'coulomb': np.ascontiguousarray(self.coulomb),
-            'root': np.ascontiguousarray(self.root[:self.n_l]),
+            'root': np.ascontiguousarray(self.root[: self.n_l]),
         }
-        st = _CModel(n=n, m=model.features.n_features, n_ang=len(self.ang), K=K, W=W,
-                     depth=model.depth, P=self.head.shape[1], n_l=self.n_l,
-                     act=1 if self.activation == 'tanh' else 0,
-                     use_friction=int(self.use_friction),
-                     v_scale=self.v_scale, eps=self.eps, diag_offset=self.diag_offset,
-                     inv_smooth=1.0 / COULOMB_SMOOTHING,
-                     **{k: v.ctypes.data for k, v in keep.items()})
+        st = _CModel(
+            n=n,
+            m=model.features.n_features,
+            n_ang=len(self.ang),
+            K=K,
+            W=W,
+            depth=model.depth,
+            P=self.head.shape[1],
+            n_l=self.n_l,
+            act=1 if self.activation == 'tanh' else 0,
+            use_friction=int(self.use_friction),
+            v_scale=self.v_scale,
+            eps=self.eps,
+            diag_offset=self.diag_offset,
+            inv_smooth=1.0 / COULOMB_SMOOTHING,
+            **{k: v.ctypes.data for k, v in keep.items()},
+        )
         bufs = [np.empty(n) for _ in range(4)]
         ptrs = [ctypes.c_void_p(b.ctypes.data) for b in bufs]
         return fn, st, ctypes.byref(st), keep, bufs, ptrs
@@ -422,12 +466,12 @@ class NumpyDelan:
             g = (g * d) @ w
         g = (g * slopes[0]) @ self.w_in_t
         na = len(self.ang) if not self.all_angular else self.n_dof
-        ga = c * g[..., :na] - s * g[..., na:2 * na]
+        ga = c * g[..., :na] - s * g[..., na : 2 * na]
         if self.all_angular:
             return ga
         dq = np.empty(g.shape[:-1] + (self.n_dof,))
         dq[..., self.ang] = ga
-        dq[..., self.lin] = g[..., 2 * na:]
+        dq[..., self.lin] = g[..., 2 * na :]
         return dq
 
     def _terms(self, q, qd, qdd=None, with_c=True, with_g=True):
@@ -574,7 +618,8 @@ class TorchDynamics:
 
     def _t(self, x) -> torch.Tensor:
         return torch.as_tensor(np.asarray(x, dtype=np.float64)).to(
-            device=self.model.device, dtype=self.model.dtype)
+            device=self.model.device, dtype=self.model.dtype
+        )
 
     def _call(self, fn, *xs):
         arrays = [np.asarray(x, dtype=np.float64) for x in xs]
@@ -583,8 +628,12 @@ class TorchDynamics:
         with torch.no_grad():
             out = fn(*ts)
         if isinstance(out, tuple):
-            return tuple(o.detach().cpu().double().numpy()[0] if single
-                         else o.detach().cpu().double().numpy() for o in out)
+            return tuple(
+                o.detach().cpu().double().numpy()[0]
+                if single
+                else o.detach().cpu().double().numpy()
+                for o in out
+            )
         out = out.detach().cpu().double().numpy()
         return out[0] if single else out
 
@@ -610,8 +659,9 @@ class TorchDynamics:
         return self._call(self.model.energy, q, qd)
 
 
-def dynamics_model(model: DynamicsModule, joint_names: Optional[Sequence[str]] = None,
-                   prefer_numpy: bool = True):
+def dynamics_model(
+    model: DynamicsModule, joint_names: Optional[Sequence[str]] = None, prefer_numpy: bool = True
+):
     """The fastest protocol implementation for ``model``: numpy for DeLaN, torch otherwise."""
     if prefer_numpy and isinstance(model, DelanModel):
         return NumpyDelan(model, joint_names)

@@ -12,6 +12,7 @@ Besides the map itself the encoder gives its exact tangent map (``dz = J dq``, f
 derivatives) and cotangent map (``dq = J^T dz``, for reverse mode); ``J`` is sparse (one
 ``cos``/``-sin`` entry per angular feature), so both are elementwise.
 """
+
 from __future__ import annotations
 
 from typing import Sequence, Tuple
@@ -53,8 +54,9 @@ class JointFeatures(nn.Module):
         self.register_buffer('lin_idx', torch.tensor(lin, dtype=torch.long), persistent=False)
         # position of each joint's (first) feature, to scatter cotangents back without a loop
         order = np.argsort(np.array(ang + lin, dtype=np.int64))
-        self.register_buffer('inv_order', torch.as_tensor(order, dtype=torch.long),
-                             persistent=False)
+        self.register_buffer(
+            'inv_order', torch.as_tensor(order, dtype=torch.long), persistent=False
+        )
 
     def encode(self, q: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(z, s, c)``: features ``(B, m)``, ``sin``/``cos`` of angular joints ``(B, n_a)``."""
@@ -78,7 +80,7 @@ class JointFeatures(nn.Module):
     def cotangent(self, s: torch.Tensor, c: torch.Tensor, dz: torch.Tensor) -> torch.Tensor:
         """``dq = J(q)^T dz``: ``(B, n)`` for a feature-space cotangent ``dz (B, m)``."""
         na = self.n_angular
-        ga = c * dz[..., :na] - s * dz[..., na:2 * na]
+        ga = c * dz[..., :na] - s * dz[..., na : 2 * na]
         if self.all_angular:
             return ga
-        return torch.cat((ga, dz[..., 2 * na:]), dim=-1).index_select(-1, self.inv_order)
+        return torch.cat((ga, dz[..., 2 * na :]), dim=-1).index_select(-1, self.inv_order)

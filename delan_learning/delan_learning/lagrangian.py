@@ -38,6 +38,7 @@ potential part, which keeps the split of the torque into ``H qdd + c`` and ``g``
 compared with Pinocchio) well conditioned; a shared trunk (the ICLR 2019 layout, half the hidden
 FLOPs) is ``shared_trunk=True``.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,8 +65,10 @@ def _softplus_inverse(y: float) -> float:
 def tril_layout(n: int) -> Tuple[np.ndarray, np.ndarray]:
     """Row and column of each entry of ``l``: diagonal first, then strict lower row-major."""
     rows, cols = np.tril_indices(n, -1)
-    return (np.concatenate([np.arange(n), rows]).astype(np.int64),
-            np.concatenate([np.arange(n), cols]).astype(np.int64))
+    return (
+        np.concatenate([np.arange(n), rows]).astype(np.int64),
+        np.concatenate([np.arange(n), cols]).astype(np.int64),
+    )
 
 
 class DynamicsTerms(NamedTuple):
@@ -106,9 +109,17 @@ class DelanModel(DynamicsModule):
     #: ``forward_dynamics`` is differentiable in the weights, so the forward loss can train it
     differentiable_forward = True
 
-    def __init__(self, joint_types: Sequence[str], width: int = 64, depth: int = 2,
-                 activation: str = 'softplus', friction: bool = True,
-                 shared_trunk: bool = False, eps: float = 1e-6, diag_offset: float = 1e-3):
+    def __init__(
+        self,
+        joint_types: Sequence[str],
+        width: int = 64,
+        depth: int = 2,
+        activation: str = 'softplus',
+        friction: bool = True,
+        shared_trunk: bool = False,
+        eps: float = 1e-6,
+        diag_offset: float = 1e-3,
+    ):
         super().__init__(joint_types)
         if activation not in ACTIVATIONS:
             raise ValueError(f'activation {activation!r} not in {ACTIVATIONS}')
@@ -133,13 +144,14 @@ class DelanModel(DynamicsModule):
         # head (K, W, P): network 0 feeds the L columns, network K-1 the V column
         head_mask = torch.ones(K, width, P)
         if K == 2:
-            head_mask[0, :, self.n_l:] = 0.0
-            head_mask[1, :, :self.n_l] = 0.0
+            head_mask[0, :, self.n_l :] = 0.0
+            head_mask[1, :, : self.n_l] = 0.0
         # small head: at start L ~ (softplus(0) + offset) sqrt(h_scale) I, so H starts near
         # 0.48 h_scale I and V near flat. A large random H at start gives large torque errors
         # whose first updates can drive the diagonal into softplus' flat tail (dead H network).
-        self.head_weight = nn.Parameter(torch.randn(K, width, P) * math.sqrt(2.0 / (width + P))
-                                        * HEAD_INIT_GAIN * head_mask)
+        self.head_weight = nn.Parameter(
+            torch.randn(K, width, P) * math.sqrt(2.0 / (width + P)) * HEAD_INIT_GAIN * head_mask
+        )
         self.head_bias = nn.Parameter(torch.zeros(P))
         self.register_buffer('head_mask', head_mask, persistent=False)
         rows, cols = tril_layout(n)
@@ -155,8 +167,7 @@ class DelanModel(DynamicsModule):
         v_col = np.zeros(P)
         v_col[self.n_l] = 1.0
         for name, arr in (('sel_r', R), ('sel_c', C), ('sel_s', S), ('v_col', v_col)):
-            self.register_buffer(name, torch.as_tensor(arr, dtype=torch.float32),
-                                 persistent=False)
+            self.register_buffer(name, torch.as_tensor(arr, dtype=torch.float32), persistent=False)
         self.register_buffer('diag_mask', torch.as_tensor(diag), persistent=False)
         self.register_buffer('eye', torch.eye(n), persistent=False)
         # fixed scales set from data (data_scales), saved with the weights
@@ -177,14 +188,24 @@ class DelanModel(DynamicsModule):
     STATE_DEFAULTS = {'h_rel': lambda model: torch.ones_like(model.h_rel)}
 
     def config(self) -> Dict[str, Any]:
-        return {'width': self.width, 'depth': self.depth, 'activation': self.activation,
-                'friction': self.use_friction, 'shared_trunk': self.shared_trunk,
-                'eps': self.eps, 'diag_offset': self.diag_offset}
+        return {
+            'width': self.width,
+            'depth': self.depth,
+            'activation': self.activation,
+            'friction': self.use_friction,
+            'shared_trunk': self.shared_trunk,
+            'eps': self.eps,
+            'diag_offset': self.diag_offset,
+        }
 
     @torch.no_grad()
     def init_scales(self, q, qd, qdd, tau) -> None:
-        s = data_scales(*(np.asarray(torch.as_tensor(x).detach().cpu(), dtype=np.float64)
-                          for x in (q, qd, qdd, tau)))
+        s = data_scales(
+            *(
+                np.asarray(torch.as_tensor(x).detach().cpu(), dtype=np.float64)
+                for x in (q, qd, qdd, tau)
+            )
+        )
         self.h_scale.fill_(s['h_scale'])
         self.h_rel.copy_(torch.as_tensor(s['h_joint'] / s['h_scale']))
         self.v_scale.fill_(s['v_scale'])

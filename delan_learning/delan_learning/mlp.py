@@ -5,6 +5,7 @@ and accelerations, so the comparison isolates the Lagrangian structure. It has n
 friction or energy: those methods raise ``NotImplementedError``. Its forward model is numerical
 (see :meth:`MlpInverseModel.forward_dynamics`).
 """
+
 from __future__ import annotations
 
 from typing import Any, Dict, Sequence
@@ -29,8 +30,13 @@ class MlpInverseModel(DynamicsModule):
 
     kind = 'mlp'
 
-    def __init__(self, joint_types: Sequence[str], width: int = 64, depth: int = 2,
-                 activation: str = 'softplus'):
+    def __init__(
+        self,
+        joint_types: Sequence[str],
+        width: int = 64,
+        depth: int = 2,
+        activation: str = 'softplus',
+    ):
         super().__init__(joint_types)
         if activation not in ACTIVATIONS:
             raise ValueError(f'activation {activation!r} not in {ACTIVATIONS}')
@@ -39,7 +45,8 @@ class MlpInverseModel(DynamicsModule):
         self.features = JointFeatures(self.joint_types)
         n_in = self.features.n_features + 2 * n
         self.layers = nn.ModuleList(
-            nn.Linear(n_in if k == 0 else width, width) for k in range(depth))
+            nn.Linear(n_in if k == 0 else width, width) for k in range(depth)
+        )
         self.head = nn.Linear(width, n)
         for lin in list(self.layers) + [self.head]:
             nn.init.xavier_normal_(lin.weight)
@@ -54,8 +61,12 @@ class MlpInverseModel(DynamicsModule):
 
     @torch.no_grad()
     def init_scales(self, q, qd, qdd, tau) -> None:
-        s = data_scales(*(np.asarray(torch.as_tensor(x).detach().cpu(), dtype=np.float64)
-                          for x in (q, qd, qdd, tau)))
+        s = data_scales(
+            *(
+                np.asarray(torch.as_tensor(x).detach().cpu(), dtype=np.float64)
+                for x in (q, qd, qdd, tau)
+            )
+        )
         self.qd_scale.copy_(torch.as_tensor(s['qd_std']))
         self.qdd_scale.copy_(torch.as_tensor(s['qdd_std']))
         self.tau_mean.copy_(torch.as_tensor(s['tau_mean']))
@@ -77,6 +88,7 @@ class MlpInverseModel(DynamicsModule):
         close to affine in ``qdd`` (as true dynamics are), which holds near the training data but
         is not guaranteed far from it; unlike DeLaN nothing keeps the Jacobian invertible.
         """
+
         def single(q1, qd1, qdd1):
             return self.inverse(q1[None], qd1[None], qdd1[None])[0]
 

@@ -5,6 +5,7 @@ Both :class:`~delan_learning.lagrangian.DelanModel` and the black-box
 the checkpoints, the protocol adapter and the CLIs treat them alike. Tensors are batched:
 ``q, qd, qdd, tau`` are ``(B, n)``; any float dtype and device (the model's own).
 """
+
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -51,8 +52,9 @@ class DynamicsModule(nn.Module):
     def dtype(self) -> torch.dtype:
         return next(iter(self.parameters())).dtype
 
-    def init_scales(self, q: torch.Tensor, qd: torch.Tensor, qdd: torch.Tensor,
-                    tau: torch.Tensor) -> None:
+    def init_scales(
+        self, q: torch.Tensor, qd: torch.Tensor, qdd: torch.Tensor, tau: torch.Tensor
+    ) -> None:
         """Set the fixed output/input scales from training data ``(N, n)``; once per model."""
         raise NotImplementedError
 
@@ -64,15 +66,17 @@ class DynamicsModule(nn.Module):
     def inverse(self, q: torch.Tensor, qd: torch.Tensor, qdd: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def forward_dynamics(self, q: torch.Tensor, qd: torch.Tensor,
-                         tau: torch.Tensor) -> torch.Tensor:
+    def forward_dynamics(
+        self, q: torch.Tensor, qd: torch.Tensor, tau: torch.Tensor
+    ) -> torch.Tensor:
         """Acceleration ``qdd (B, n)`` produced by ``tau``."""
         raise NotImplementedError
 
     def _undefined(self, what: str):
         raise NotImplementedError(
             f'{type(self).__name__} ({self.kind!r}) is a black-box torque model: it has no '
-            f'{what}. Use a DeLaN model (kind "delan") for the structured terms.')
+            f'{what}. Use a DeLaN model (kind "delan") for the structured terms.'
+        )
 
     def mass_matrix(self, q: torch.Tensor) -> torch.Tensor:
         self._undefined('mass matrix H(q)')
@@ -90,8 +94,9 @@ class DynamicsModule(nn.Module):
         self._undefined('energy (T, V)')
 
 
-def data_scales(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
-                tau: np.ndarray) -> Dict[str, np.ndarray]:
+def data_scales(
+    q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, tau: np.ndarray
+) -> Dict[str, np.ndarray]:
     """Order-of-magnitude scales of a data set, used to condition the networks' outputs.
 
     ``tau_std`` / ``qd_std`` / ``qdd_std`` are per joint ``(n,)``; ``h_scale`` (a typical inertia:
@@ -100,6 +105,7 @@ def data_scales(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
     (:func:`joint_inertia_estimates`). Tiny or zero spreads are floored so a constant column
     cannot divide by zero.
     """
+
     def std(x):
         s = np.std(np.asarray(x, dtype=np.float64), axis=0)
         floor = max(1e-6, 1e-3 * float(np.max(s)) if s.size else 1e-6)
@@ -108,15 +114,20 @@ def data_scales(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
     tau_std, qd_std, qdd_std = std(tau), std(qd), std(qdd)
     tau_rms = float(np.sqrt(np.mean(np.asarray(tau, dtype=np.float64) ** 2)))
     ratio = np.clip(tau_std / qdd_std, 1e-6, 1e6)
-    return {'h_joint': joint_inertia_estimates(q, qd, qdd, tau, ratio),
-            'tau_std': tau_std, 'qd_std': qd_std, 'qdd_std': qdd_std,
-            'tau_mean': np.mean(np.asarray(tau, dtype=np.float64), axis=0),
-            'h_scale': float(np.clip(np.median(ratio), 1e-6, 1e6)),
-            'v_scale': float(max(tau_rms, 1e-6))}
+    return {
+        'h_joint': joint_inertia_estimates(q, qd, qdd, tau, ratio),
+        'tau_std': tau_std,
+        'qd_std': qd_std,
+        'qdd_std': qdd_std,
+        'tau_mean': np.mean(np.asarray(tau, dtype=np.float64), axis=0),
+        'h_scale': float(np.clip(np.median(ratio), 1e-6, 1e6)),
+        'v_scale': float(max(tau_rms, 1e-6)),
+    }
 
 
-def joint_inertia_estimates(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, tau: np.ndarray,
-                            upper: np.ndarray) -> np.ndarray:
+def joint_inertia_estimates(
+    q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, tau: np.ndarray, upper: np.ndarray
+) -> np.ndarray:
     """Each joint's inertia ``(n,)``: the coefficient of ``qdd_j`` in a least-squares fit of
     ``tau_j`` by every joint's ``qdd`` (a constant row of ``H``), its own friction features
     ``qd_j, tanh(qd_j / eps)``, gravity-like ``sin q, cos q`` and a constant, kept within
@@ -127,12 +138,14 @@ def joint_inertia_estimates(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, tau:
     inertia several times too large, which a computed-torque loop turns into several times its
     gains -- unstable at the control rate."""
     from delan_common.dynamics import COULOMB_SMOOTHING
+
     q, qd, qdd, tau = (np.asarray(x, dtype=np.float64) for x in (q, qd, qdd, tau))
     out = np.array(upper, dtype=np.float64)
     shared = np.concatenate([qdd, np.sin(q), np.cos(q), np.ones((len(tau), 1))], axis=1)
     for j in range(tau.shape[1]):
-        A = np.concatenate([shared, qd[:, j:j + 1], np.tanh(qd[:, j:j + 1] / COULOMB_SMOOTHING)],
-                           axis=1)
+        A = np.concatenate(
+            [shared, qd[:, j : j + 1], np.tanh(qd[:, j : j + 1] / COULOMB_SMOOTHING)], axis=1
+        )
         try:
             coef = np.linalg.lstsq(A, tau[:, j], rcond=None)[0][j]
         except np.linalg.LinAlgError:
@@ -147,11 +160,14 @@ def build_model(kind: str, joint_types: Sequence[str], **config: Any) -> Dynamic
     values."""
     if kind == 'delan':
         from delan_learning.lagrangian import DelanModel
+
         return DelanModel(joint_types, **config)
     if kind == 'delan_residual':
         from delan_learning.residual_model import ResidualDelanModel
+
         return ResidualDelanModel(joint_types, **config)
     if kind == 'mlp':
         from delan_learning.mlp import MlpInverseModel
+
         return MlpInverseModel(joint_types, **config)
     raise ValueError(f'unknown model kind {kind!r}; expected one of {MODEL_KINDS}')

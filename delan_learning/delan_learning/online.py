@@ -7,6 +7,7 @@ qd, qdd of the
 *centre* sample: it is causal (uses only the past) with a delay of ``window // 2`` samples, and,
 unlike a one-sided derivative, has no lag error. That delay is harmless for learning.
 """
+
 from __future__ import annotations
 
 import math
@@ -105,8 +106,15 @@ class DelayedDifferentiator:
         smallest = order + 2 if (order + 2) % 2 else order + 3
         return max(n, smallest)
 
-    def __init__(self, window: int = 11, max_gap: float = 0.1, smooth_velocity: bool = False,
-                 order: int = 3, match_torque: bool = True, source: str = 'velocity'):
+    def __init__(
+        self,
+        window: int = 11,
+        max_gap: float = 0.1,
+        smooth_velocity: bool = False,
+        order: int = 3,
+        match_torque: bool = True,
+        source: str = 'velocity',
+    ):
         if window < order + 1 or window % 2 == 0:
             raise ValueError(f'window must be odd and > order (got {window})')
         if source not in ACCELERATION_SOURCES:
@@ -121,11 +129,11 @@ class DelayedDifferentiator:
         # not depend on row order, so nothing is shifted or stacked per sample (this runs at the
         # joint-state rate, 1 kHz on an arm)
         self._t = np.zeros(window)
-        self._rows: Optional[np.ndarray] = None   # (window, 3, n): q, qd, tau
+        self._rows: Optional[np.ndarray] = None  # (window, 3, n): q, qd, tau
         self._next = 0
         self._count = 0
         self._last_t = -math.inf
-        self._V = np.ones((window, order + 1))      # Vandermonde matrix, column 0 stays 1
+        self._V = np.ones((window, order + 1))  # Vandermonde matrix, column 0 stays 1
         # ring indices oldest-first, for each position of the write index
         self._order = [(np.arange(window) + k) % window for k in range(window)]
         self.restarts = 0
@@ -163,14 +171,17 @@ class DelayedDifferentiator:
         V[:, 1] /= scale
         for k in range(2, self.order + 1):
             np.multiply(V[:, k - 1], V[:, 1], out=V[:, k])
-        P = np.linalg.solve(V.T @ V, V.T)           # coefficients = P @ x
+        P = np.linalg.solve(V.T @ V, V.T)  # coefficients = P @ x
         if self.source == 'velocity':
-            coef, deriv = P[1] / scale, 1             # qdd = coef @ qd
+            coef, deriv = P[1] / scale, 1  # qdd = coef @ qd
         else:
-            coef, deriv = P[2] * (2.0 / scale ** 2), 2   # qdd = coef @ q
+            coef, deriv = P[2] * (2.0 / scale**2), 2  # qdd = coef @ q
         qdd = coef @ rows[:, 2 - deriv, :]
-        tau_c = interval_weights(ts, coef, tc, deriv) @ rows[:, 2, :] if self.match_torque \
+        tau_c = (
+            interval_weights(ts, coef, tc, deriv) @ rows[:, 2, :]
+            if self.match_torque
             else rows[c, 2].copy()
+        )
         if self.smooth_velocity:
             coef = P[:2] @ rows[:, 0, :]
             return Sample(tc, coef[0], coef[1] / scale, qdd, tau_c)
@@ -186,8 +197,7 @@ class ReplayBuffer:
 
     FIELDS = ('q', 'qd', 'qdd', 'tau')
 
-    def __init__(self, capacity: int, n_joints: int, prior: bool = False,
-                 metric: bool = False):
+    def __init__(self, capacity: int, n_joints: int, prior: bool = False, metric: bool = False):
         if capacity < 1:
             raise ValueError('capacity must be positive')
         self.capacity = int(capacity)
@@ -238,11 +248,11 @@ class ReplayBuffer:
         return {f: a[idx].copy() for f, a in self._data.items()}
 
     def all(self) -> Dict[str, np.ndarray]:
-        return {f: a[:self.size].copy() for f, a in self._data.items()}
+        return {f: a[: self.size].copy() for f, a in self._data.items()}
 
     def since(self, t0: float, limit: int = 0) -> Dict[str, np.ndarray]:
         """Rows stamped after ``t0`` [s] (the newest ``limit`` of them when ``limit`` > 0)."""
-        idx = np.flatnonzero(self._t[:self.size] > t0)
+        idx = np.flatnonzero(self._t[: self.size] > t0)
         if 0 < limit < len(idx):
             # ring order: rows at and after _next are older than those before it
             age = (idx - self._next) % self.capacity

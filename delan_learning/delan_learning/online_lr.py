@@ -6,6 +6,7 @@ a smaller one. The rate here halves every ``halflife_steps`` optimiser steps fro
 down to ``final``, and starts over when the learner sees the data change (a payload, a new
 tool), where fast learning is needed again. ``final >= start`` keeps the rate constant.
 """
+
 from __future__ import annotations
 
 

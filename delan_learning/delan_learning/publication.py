@@ -18,6 +18,7 @@ result and answers with a :class:`Verdict`:
 ROS-free: the weights are reached through :class:`Weights` (:class:`TrainerWeights` for a
 :class:`~delan_learning.training.Trainer`), the buffers through :class:`DataWindow`.
 """
+
 from __future__ import annotations
 
 import copy
@@ -38,12 +39,12 @@ State = Dict[str, Any]
 class PublicationParams:
     """The learner's parameters of the same names (assignable at runtime)."""
 
-    publish_period: float = 5.0       # [s of the caller's clock]
+    publish_period: float = 5.0  # [s of the caller's clock]
     publish_max_nmse: float = 0.25
     divergence_factor: float = 20.0
     divergence_floor: float = 1e-3
     shift_factor: float = 5.0
-    publish_hold_s: float = 10.0      # [s of joint-state stamps]
+    publish_hold_s: float = 10.0  # [s of joint-state stamps]
 
 
 class Weights(Protocol):
@@ -97,10 +98,10 @@ class TrainerWeights:
 class Verdict:
     """What the learner does after a round."""
 
-    action: str                     # 'rolled_back', 'training', 'waiting' or 'publish'
-    message: str                    # for the status
+    action: str  # 'rolled_back', 'training', 'waiting' or 'publish'
+    message: str  # for the status
     restore: Optional[State] = None  # 'rolled_back': weights to go on from (None: afresh)
-    restart_lr: bool = False        # the data changed: learn the change fast
+    restart_lr: bool = False  # the data changed: learn the change fast
     notes: Tuple[Tuple[str, str], ...] = field(default=())  # (level, text) to log
 
 
@@ -128,20 +129,28 @@ class PublicationPolicy:
     def published(self, now: float) -> None:
         """The last good weights went out as a new version at ``now``."""
         self.published_val = self.best_val
-        self.shift_t = None      # the new version is the yardstick of changed data from now on
+        self.shift_t = None  # the new version is the yardstick of changed data from now on
         self.last_publish = now
 
-    def judge(self, train_loss: float, ev: Mapping[str, Any], val: Data, weights: Weights,
-              published: Optional[Tuple[int, State]], now: float,
-              window: DataWindow) -> Verdict:
+    def judge(
+        self,
+        train_loss: float,
+        ev: Mapping[str, Any],
+        val: Data,
+        weights: Weights,
+        published: Optional[Tuple[int, State]],
+        now: float,
+        window: DataWindow,
+    ) -> Verdict:
         """After a round with training loss ``train_loss`` and validation result ``ev``
         (``{'loss', 'nmse'}`` on ``val``) of the current ``weights``; ``published``: the
         version number and weights out there (None: none yet); ``now``: the publication
         clock [s]."""
         p = self.params
         if not (math.isfinite(train_loss) and math.isfinite(ev['loss'])):
-            return self._roll_back(f'non-finite loss {train_loss:.3g} / validation '
-                                   f'{ev["loss"]:.3g}')
+            return self._roll_back(
+                f'non-finite loss {train_loss:.3g} / validation {ev["loss"]:.3g}'
+            )
         loss = ev['loss']
         factor, floor = p.divergence_factor, p.divergence_floor
         if published is not None and diverged(loss, self.published_val, factor, floor):
@@ -154,15 +163,17 @@ class PublicationPolicy:
             if diverged(loss, pub_loss, factor, floor):
                 weights.load(state)
                 self.good_state, self.best_val = weights.current(), pub_loss
-                return self._roll_back(f'validation {loss:.3g} vs {pub_loss:.3g} of the '
-                                       f'published v{version}')
+                return self._roll_back(
+                    f'validation {loss:.3g} vs {pub_loss:.3g} of the published v{version}'
+                )
         if math.isfinite(self.best_val) and diverged(loss, self.best_val, factor, floor):
             # the validation set grows with new motions, so compare against the last good
             # weights on the *same* data before calling it divergence
             good = weights.evaluate(val, self.good_state)['loss']
             if diverged(loss, good, factor, floor):
-                return self._roll_back(f'validation {loss:.3g} vs {good:.3g} of the last good '
-                                       'weights')
+                return self._roll_back(
+                    f'validation {loss:.3g} vs {good:.3g} of the last good weights'
+                )
             self.best_val = good
         if loss < self.best_val:
             self.best_val, self.good_state = loss, weights.current()
@@ -171,29 +182,43 @@ class PublicationPolicy:
             return Verdict('training', 'training')
         better = self.best_val < self.published_val
         gated = max(self.good_nmse, default=math.inf) > p.publish_max_nmse
-        if (not better or gated) and self.good_state is not None and \
-                now - self.last_recheck >= p.publish_period:
+        if (
+            (not better or gated)
+            and self.good_state is not None
+            and now - self.last_recheck >= p.publish_period
+        ):
             self.last_recheck = now
             better = self._recheck_published(val, weights, published)
         if not better:
             return Verdict('training', 'training')
         worst = max(self.good_nmse, default=math.inf)
         if worst > p.publish_max_nmse:
-            return Verdict('waiting', f'training; not published yet: validation nMSE '
-                                      f'{worst:.3g} > publish_max_nmse {p.publish_max_nmse:.3g}')
+            return Verdict(
+                'waiting',
+                f'training; not published yet: validation nMSE '
+                f'{worst:.3g} > publish_max_nmse {p.publish_max_nmse:.3g}',
+            )
         held, restart_lr, notes = self._held(val, weights, published, window)
         if held:
-            return Verdict('waiting', f'training; not published yet: {held}',
-                           restart_lr=restart_lr, notes=notes)
+            return Verdict(
+                'waiting',
+                f'training; not published yet: {held}',
+                restart_lr=restart_lr,
+                notes=notes,
+            )
         return Verdict('publish', 'training', restart_lr=restart_lr, notes=notes)
 
     def _roll_back(self, why: str) -> Verdict:
         self.rollbacks += 1
-        return Verdict('rolled_back', f'diverged ({why}); rolled back to the last good weights',
-                       restore=self.good_state)
+        return Verdict(
+            'rolled_back',
+            f'diverged ({why}); rolled back to the last good weights',
+            restore=self.good_state,
+        )
 
-    def _recheck_published(self, val: Data, weights: Weights,
-                           published: Optional[Tuple[int, State]]) -> bool:
+    def _recheck_published(
+        self, val: Data, weights: Weights, published: Optional[Tuple[int, State]]
+    ) -> bool:
         """Whether the last good weights beat the published ones on the *same* (current)
         validation data (True while nothing is published: the quality gate decides).
 
@@ -212,8 +237,13 @@ class PublicationPolicy:
             return True
         return good['loss'] < weights.evaluate(val, published[1])['loss']
 
-    def _held(self, val: Data, weights: Weights, published: Optional[Tuple[int, State]],
-              window: DataWindow) -> Tuple[Optional[str], bool, Tuple[Tuple[str, str], ...]]:
+    def _held(
+        self,
+        val: Data,
+        weights: Weights,
+        published: Optional[Tuple[int, State]],
+        window: DataWindow,
+    ) -> Tuple[Optional[str], bool, Tuple[Tuple[str, str], ...]]:
         """(why better weights must not go out yet after the data changed (None: they may),
         whether the change was seen just now, what to log)."""
         if published is None:
@@ -223,27 +253,49 @@ class PublicationPolicy:
         if pub_loss <= self.params.shift_factor * self.published_val:
             notes: Tuple[Tuple[str, str], ...] = ()
             if self.shift_t is not None:
-                notes = (('info', f'validation data back in line with v{version}: publication '
-                                  'no longer held'),)
+                notes = (
+                    (
+                        'info',
+                        f'validation data back in line with v{version}: publication '
+                        'no longer held',
+                    ),
+                )
             self.shift_t = None
             return None, False, notes
         newest = window.newest_t()
-        seen = self.shift_t is None or newest < self.shift_t   # (a clock restart: from now)
+        seen = self.shift_t is None or newest < self.shift_t  # (a clock restart: from now)
         if seen:
             self.shift_t = newest
         settled = self.shift_t + self.params.publish_hold_s
         recent = window.validation_since(settled)
         notes = ()
         if seen:
-            notes = (('warning', f'validation data changed: v{version} has loss {pub_loss:.3g} '
-                                 f'on them, {self.published_val:.3g} when published; a new '
-                                 f'version must beat it on data stamped after {settled:.2f}'),)
+            notes = (
+                (
+                    'warning',
+                    f'validation data changed: v{version} has loss {pub_loss:.3g} '
+                    f'on them, {self.published_val:.3g} when published; a new '
+                    f'version must beat it on data stamped after {settled:.2f}',
+                ),
+            )
         if len(recent['tau']) < MIN_SETTLED_SAMPLES:
-            return (f'the data changed at stamp {self.shift_t:.2f}: waiting for validation '
-                    f'data after {settled:.2f}'), seen, notes
+            return (
+                (
+                    f'the data changed at stamp {self.shift_t:.2f}: waiting for validation '
+                    f'data after {settled:.2f}'
+                ),
+                seen,
+                notes,
+            )
         mine = weights.evaluate(recent, self.good_state)['loss']
         theirs = weights.evaluate(recent, state)['loss']
         if not mine < theirs:
-            return (f'v{version} is better on the data since the change (loss {theirs:.3g} vs '
-                    f'{mine:.3g})'), seen, notes
+            return (
+                (
+                    f'v{version} is better on the data since the change (loss {theirs:.3g} vs '
+                    f'{mine:.3g})'
+                ),
+                seen,
+                notes,
+            )
         return None, seen, notes

@@ -15,6 +15,7 @@ the nominal one:
 Its scales (``init_scales``) come from the residual data, so the networks work at the size of
 the mismatch, not of the whole torque.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -39,6 +40,6 @@ class ResidualDelanModel(DelanModel):
         super().__init__(joint_types, **config)
         n = self.n_dof
         with torch.no_grad():
-            self.head_weight[..., n:] = 0.0           # strict lower triangle and V
+            self.head_weight[..., n:] = 0.0  # strict lower triangle and V
             self.head_bias[:n] = DIAG_START
             self.head_bias[n:] = 0.0

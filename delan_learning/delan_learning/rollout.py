@@ -17,6 +17,7 @@ and judged by the same integration. No ROS, no acceleration estimate.
   torque of sample ``k+1`` (a joint state's effort reports the torque that led to it: a simulator
   in lockstep, a drive's mean over its last cycle; see :mod:`delan_learning.torque_kernel`).
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional, Sequence, Tuple
@@ -28,8 +29,9 @@ from delan_learning.data import trajectory_slices
 from delan_learning.train_config import INTEGRATORS, TORQUE_TIMINGS
 
 
-def window_index(traj: np.ndarray, t: np.ndarray, horizon: int, gap_factor: float = 1.5,
-                 stride: int = 1) -> Tuple[np.ndarray, np.ndarray]:
+def window_index(
+    traj: np.ndarray, t: np.ndarray, horizon: int, gap_factor: float = 1.5, stride: int = 1
+) -> Tuple[np.ndarray, np.ndarray]:
     """Sample indices ``(M, H+1)`` of every window of ``H = horizon`` steps, and their step
     lengths ``dt (M, H)`` [s].
 
@@ -75,8 +77,14 @@ def step_torques(tau: torch.Tensor, torque_timing: str = 'start') -> torch.Tenso
     raise ValueError(f'torque_timing must be one of {TORQUE_TIMINGS}, got {torque_timing!r}')
 
 
-def rollout(model: torch.nn.Module, q0: torch.Tensor, qd0: torch.Tensor, tau: torch.Tensor,
-            dt: torch.Tensor, integrator: str = 'rk4') -> Tuple[torch.Tensor, torch.Tensor]:
+def rollout(
+    model: torch.nn.Module,
+    q0: torch.Tensor,
+    qd0: torch.Tensor,
+    tau: torch.Tensor,
+    dt: torch.Tensor,
+    integrator: str = 'rk4',
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """Predicted ``q, qd (B, H, n)`` after steps ``1..H`` from ``q0, qd0 (B, n)``.
 
     ``tau (B, H, n)`` is held over step ``k`` of length ``dt (B, H)`` [s]. Differentiable
@@ -88,7 +96,7 @@ def rollout(model: torch.nn.Module, q0: torch.Tensor, qd0: torch.Tensor, tau: to
     q, qd = q0, qd0
     qs, qds = [], []
     for k in range(tau.shape[1]):
-        u, h = tau[:, k], dt[:, k:k + 1]
+        u, h = tau[:, k], dt[:, k : k + 1]
         if integrator == 'euler':
             qd = qd + h * f(q, qd, u)
             q = q + h * qd
@@ -107,8 +115,9 @@ def rollout(model: torch.nn.Module, q0: torch.Tensor, qd0: torch.Tensor, tau: to
     return torch.stack(qs, 1), torch.stack(qds, 1)
 
 
-def position_error(q_hat: torch.Tensor, q: torch.Tensor,
-                   wrap: Optional[torch.Tensor] = None) -> torch.Tensor:
+def position_error(
+    q_hat: torch.Tensor, q: torch.Tensor, wrap: Optional[torch.Tensor] = None
+) -> torch.Tensor:
     """``q_hat - q`` (any shape ``(..., n)``), wrapped to ``(-pi, pi]`` where ``wrap (n,)``
     (continuous joints: a prediction one turn off is right)."""
     e = q_hat - q
@@ -119,12 +128,10 @@ def position_error(q_hat: torch.Tensor, q: torch.Tensor,
 
 def continuous_mask(joint_types: Sequence[str], device=None) -> torch.Tensor:
     """``(n,)`` bool: the joints whose position errors wrap."""
-    return torch.tensor([t == 'continuous' for t in joint_types], dtype=torch.bool,
-                        device=device)
+    return torch.tensor([t == 'continuous' for t in joint_types], dtype=torch.bool, device=device)
 
 
-def horizon_scales(q: np.ndarray, qd: np.ndarray, dt: np.ndarray) -> Tuple[np.ndarray,
-                                                                         np.ndarray]:
+def horizon_scales(q: np.ndarray, qd: np.ndarray, dt: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """Per-joint scales ``(n,)`` of what the dynamics change over a window, for the loss.
 
     From windows ``q, qd (M, H+1, n)``, ``dt (M, H)``: the spread of the velocity change
@@ -145,10 +152,17 @@ def horizon_scales(q: np.ndarray, qd: np.ndarray, dt: np.ndarray) -> Tuple[np.nd
 
 
 @torch.no_grad()
-def rollout_errors(model: torch.nn.Module, q: torch.Tensor, qd: torch.Tensor,
-                   tau: torch.Tensor, index: np.ndarray, dt: np.ndarray,
-                   integrator: str = 'rk4', torque_timing: str = 'start',
-                   chunk: int = 4096) -> Tuple[torch.Tensor, torch.Tensor]:
+def rollout_errors(
+    model: torch.nn.Module,
+    q: torch.Tensor,
+    qd: torch.Tensor,
+    tau: torch.Tensor,
+    index: np.ndarray,
+    dt: np.ndarray,
+    integrator: str = 'rk4',
+    torque_timing: str = 'start',
+    chunk: int = 4096,
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """Prediction errors ``(M, H, n)`` of positions and velocities over the windows ``index
     (M, H+1)`` / ``dt (M, H)`` of samples ``q, qd, tau (N, n)`` (model dtype and device)."""
     wrap = continuous_mask(getattr(model, 'joint_types', ['revolute'] * q.shape[1]), q.device)
@@ -156,10 +170,15 @@ def rollout_errors(model: torch.nn.Module, q: torch.Tensor, qd: torch.Tensor,
     steps = torch.as_tensor(dt, device=q.device, dtype=q.dtype)
     eq, ev = [], []
     for i in range(0, len(idx), chunk):
-        w = idx[i:i + chunk]
-        q_hat, qd_hat = rollout(model, q[w[:, 0]], qd[w[:, 0]],
-                                step_torques(tau[w], torque_timing), steps[i:i + chunk],
-                                integrator)
+        w = idx[i : i + chunk]
+        q_hat, qd_hat = rollout(
+            model,
+            q[w[:, 0]],
+            qd[w[:, 0]],
+            step_torques(tau[w], torque_timing),
+            steps[i : i + chunk],
+            integrator,
+        )
         eq.append(position_error(q_hat, q[w[:, 1:]], wrap))
         ev.append(qd_hat - qd[w[:, 1:]])
     if not eq:
@@ -170,13 +189,19 @@ def rollout_errors(model: torch.nn.Module, q: torch.Tensor, qd: torch.Tensor,
     return torch.cat(eq), torch.cat(ev)
 
 
-def horizon_metrics(eq: torch.Tensor, ev: torch.Tensor, names: Sequence[str],
-                    dt: np.ndarray) -> Dict:
+def horizon_metrics(
+    eq: torch.Tensor, ev: torch.Tensor, names: Sequence[str], dt: np.ndarray
+) -> Dict:
     """RMS position/velocity error per joint at the horizon (last step) of errors ``(M, H, n)``,
     as ``delan-eval`` reports it."""
     q_rms = eq[:, -1].double().pow(2).mean(0).sqrt().cpu().numpy()
     v_rms = ev[:, -1].double().pow(2).mean(0).sqrt().cpu().numpy()
-    return {'horizon_steps': int(eq.shape[1]), 'n_windows': int(eq.shape[0]),
-            'horizon_s': float(np.mean(dt.sum(1))) if len(dt) else 0.0,
-            'q_rms': dict(zip(names, q_rms.tolist())), 'qd_rms': dict(zip(names, v_rms.tolist())),
-            'q_rms_mean': float(q_rms.mean()), 'qd_rms_mean': float(v_rms.mean())}
+    return {
+        'horizon_steps': int(eq.shape[1]),
+        'n_windows': int(eq.shape[0]),
+        'horizon_s': float(np.mean(dt.sum(1))) if len(dt) else 0.0,
+        'q_rms': dict(zip(names, q_rms.tolist())),
+        'qd_rms': dict(zip(names, v_rms.tolist())),
+        'q_rms_mean': float(q_rms.mean()),
+        'qd_rms_mean': float(v_rms.mean()),
+    }

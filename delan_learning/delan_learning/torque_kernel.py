@@ -13,6 +13,7 @@ Convention: the effort of a sample stamped ``t_j`` is the torque applied over ``
 (a simulator in lockstep reports the torque of the step that led to the state; a drive reports
 the mean over its last cycle).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,14 +33,14 @@ def interval_weights(t: np.ndarray, coef: np.ndarray, tc: float, deriv: int) -> 
     W = np.zeros(m)
     if m < 2:
         return W
-    lower = np.tril(np.ones((m - 1, m), dtype=bool))   # row r (interval r+1): k <= r
-    left = t[1:] <= tc + 1e-12                          # interval (t_r, t_{r+1}] before tc
-    if deriv == 2:      # w(s) = sum_{t_k <= s} c_k (s - t_k) left, sum_{t_k >= s} c_k (t_k - s)
+    lower = np.tril(np.ones((m - 1, m), dtype=bool))  # row r (interval r+1): k <= r
+    left = t[1:] <= tc + 1e-12  # interval (t_r, t_{r+1}] before tc
+    if deriv == 2:  # w(s) = sum_{t_k <= s} c_k (s - t_k) left, sum_{t_k >= s} c_k (t_k - s)
         D1 = t[1:, None] - t[None, :]
         D0 = t[:-1, None] - t[None, :]
         T = 0.5 * (D1 * D1 - D0 * D0)
         sign_left, sign_right = 1.0, -1.0
-    elif deriv == 1:    # w(s) = -sum_{t_k <= s} c_k left of tc, +sum_{t_k >= s} c_k right
+    elif deriv == 1:  # w(s) = -sum_{t_k <= s} c_k left of tc, +sum_{t_k >= s} c_k right
         T = np.broadcast_to(np.diff(t)[:, None], (m - 1, m))
         sign_left, sign_right = -1.0, 1.0
     else:
@@ -51,8 +52,7 @@ def interval_weights(t: np.ndarray, coef: np.ndarray, tc: float, deriv: int) -> 
     return W
 
 
-def matched_torque_uniform(tau: np.ndarray, dt: float, coef: np.ndarray, deriv: int
-                           ) -> np.ndarray:
+def matched_torque_uniform(tau: np.ndarray, dt: float, coef: np.ndarray, deriv: int) -> np.ndarray:
     """``tau (T, n)`` on a uniform grid averaged with the kernel matching the centred filter
     ``coef`` (odd length ``m``, applied as ``sum_k coef_k x[i - m//2 + k]``). The first and last
     ``m // 2`` samples, where the filter is not centred, keep their raw torque."""
@@ -67,6 +67,6 @@ def matched_torque_uniform(tau: np.ndarray, dt: float, coef: np.ndarray, deriv: 
     T = len(tau)
     acc = np.zeros((T - 2 * half, tau.shape[1]))
     for r in range(1, m):
-        acc += W[r] * tau[r:T - 2 * half + r]
-    out[half:T - half] = acc
+        acc += W[r] * tau[r : T - 2 * half + r]
+    out[half : T - half] = acc
     return out

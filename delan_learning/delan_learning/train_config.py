@@ -1,4 +1,5 @@
 """Optimisation settings, apart from torch so that command lines read their defaults cheaply."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -17,6 +17,7 @@ what the dynamics change over a window (:func:`delan_learning.rollout.horizon_sc
 acceleration estimate enters, so the noise that differentiating measured velocities adds (and
 the bias it gives the inverse loss) is gone. ``'both'`` adds the two losses.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,9 @@ class TorqueNormalizer:
         self.accel_scale = None if accel_scale is None else float(accel_scale)
 
     @classmethod
-    def from_torques(cls, tau: np.ndarray,
-                     metric: Optional[np.ndarray] = None) -> 'TorqueNormalizer':
+    def from_torques(
+        cls, tau: np.ndarray, metric: Optional[np.ndarray] = None
+    ) -> 'TorqueNormalizer':
         """From torques ``(N, n)`` and, for the acceleration loss, their metrics ``(N, n, n)``."""
         tau = np.asarray(tau, dtype=np.float64)
         std = tau.std(axis=0)
@@ -91,10 +93,13 @@ def tune_allocator() -> bool:
         return True
     try:
         import ctypes
+
         libc = ctypes.CDLL('libc.so.6')
         M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-        ok = (libc.mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024) == 1
-              and libc.mallopt(M_TRIM_THRESHOLD, 512 * 1024 * 1024) == 1)
+        ok = (
+            libc.mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024) == 1
+            and libc.mallopt(M_TRIM_THRESHOLD, 512 * 1024 * 1024) == 1
+        )
     except (OSError, AttributeError):
         ok = False
     _ALLOCATOR_TUNED = ok
@@ -105,8 +110,9 @@ def _adamw(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
     """AdamW, fused into one kernel per step where this torch build supports it."""
     params = [p for p in model.parameters() if p.requires_grad]
     try:
-        return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay,
-                                 fused=True)
+        return torch.optim.AdamW(
+            params, lr=config.lr, weight_decay=config.weight_decay, fused=True
+        )
     except (RuntimeError, TypeError, ValueError):
         return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
 
@@ -144,8 +150,12 @@ class _Pool:
     """What minibatches are drawn from: the samples (inverse loss) or the windows over them
     (forward / both); ``take(idx)`` gives the minibatch of units ``idx``."""
 
-    def __init__(self, samples: Batch, index: Optional[torch.Tensor] = None,
-                 dt: Optional[torch.Tensor] = None):
+    def __init__(
+        self,
+        samples: Batch,
+        index: Optional[torch.Tensor] = None,
+        dt: Optional[torch.Tensor] = None,
+    ):
         self.samples = samples
         self.n = samples.q.shape[1]
         self.packed = torch.cat(tuple(samples[:4]), dim=1)
@@ -169,10 +179,14 @@ class Trainer:
     for an online learner that should not depend on its first batch.
     """
 
-    def __init__(self, model: DynamicsModule, config: Optional[TrainConfig] = None,
-                 normalizer: Optional[TorqueNormalizer] = None,
-                 device: Union[str, torch.device, None] = None,
-                 dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        model: DynamicsModule,
+        config: Optional[TrainConfig] = None,
+        normalizer: Optional[TorqueNormalizer] = None,
+        device: Union[str, torch.device, None] = None,
+        dtype: torch.dtype = torch.float32,
+    ):
         self.config = config or TrainConfig()
         _check_loss_config(self.config, model)
         if self.config.tune_allocator:
@@ -204,9 +218,16 @@ class Trainer:
         else:
             metric = data.get('metric') if self.config.loss_metric != 'torque' else None
             items = tuple(data[k] for k in ('q', 'qd', 'qdd', 'tau')) + (metric,)
-        return Batch(*(None if x is None else
-                       torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x)
-                       .to(device=self.device, dtype=self.dtype) for x in items))
+        return Batch(
+            *(
+                None
+                if x is None
+                else torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x).to(
+                    device=self.device, dtype=self.dtype
+                )
+                for x in items
+            )
+        )
 
     @property
     def uses_windows(self) -> bool:
@@ -227,46 +248,60 @@ class Trainer:
         else:
             t = traj = None
         if t is None:
-            raise ValueError(f"loss {self.config.loss!r} needs time stamps 't' with the data "
-                             '(a Dataset or dict with t, and traj for several trajectories)')
+            raise ValueError(
+                f"loss {self.config.loss!r} needs time stamps 't' with the data "
+                '(a Dataset or dict with t, and traj for several trajectories)'
+            )
         t = np.asarray(t, dtype=np.float64).reshape(-1)
         traj = np.zeros(len(t), dtype=np.int64) if traj is None else np.asarray(traj)
         index, dt = ro.window_index(traj, t, self.config.horizon, self.config.gap_factor)
         if len(index) == 0:
-            raise ValueError(f'no window of {self.config.horizon + 1} consecutive samples '
-                             'without a gap in the data')
+            raise ValueError(
+                f'no window of {self.config.horizon + 1} consecutive samples '
+                'without a gap in the data'
+            )
         if self.state_scales is None:
             qn, qdn = full.q.cpu().double().numpy(), full.qd.cpu().double().numpy()
             self.set_state_scales(*ro.horizon_scales(qn[index], qdn[index], dt))
-        return _Pool(full, torch.as_tensor(index, device=self.device),
-                     torch.as_tensor(dt, device=self.device, dtype=self.dtype))
+        return _Pool(
+            full,
+            torch.as_tensor(index, device=self.device),
+            torch.as_tensor(dt, device=self.device, dtype=self.dtype),
+        )
 
     def set_state_scales(self, q_scale: np.ndarray, qd_scale: np.ndarray) -> None:
         """Per-joint ``(n,)`` scales the forward loss divides position/velocity errors by."""
-        self.state_scales = (np.asarray(q_scale, dtype=np.float64),
-                             np.asarray(qd_scale, dtype=np.float64))
-        self._inv_q, self._inv_qd = (torch.as_tensor(1.0 / s, device=self.device,
-                                                     dtype=self.dtype)
-                                     for s in self.state_scales)
+        self.state_scales = (
+            np.asarray(q_scale, dtype=np.float64),
+            np.asarray(qd_scale, dtype=np.float64),
+        )
+        self._inv_q, self._inv_qd = (
+            torch.as_tensor(1.0 / s, device=self.device, dtype=self.dtype)
+            for s in self.state_scales
+        )
 
     def _set_normalizer(self, normalizer: TorqueNormalizer) -> None:
         self.normalizer = normalizer
-        self._inv_std = torch.as_tensor(1.0 / normalizer.std, device=self.device,
-                                        dtype=self.dtype)
+        self._inv_std = torch.as_tensor(1.0 / normalizer.std, device=self.device, dtype=self.dtype)
 
     def _ensure_initialised(self, batch: Batch) -> None:
         if self.normalizer is None:
             metric = None if batch.metric is None else batch.metric.detach().cpu().numpy()
-            self._set_normalizer(TorqueNormalizer.from_torques(batch.tau.detach().cpu().numpy(),
-                                                               metric))
+            self._set_normalizer(
+                TorqueNormalizer.from_torques(batch.tau.detach().cpu().numpy(), metric)
+            )
         if self.config.loss_metric != 'torque':
             if batch.metric is None:
-                raise ValueError(f'loss_metric {self.config.loss_metric!r} needs a metric per '
-                                 "sample in the data ('metric': RobotModel.acceleration_metric)")
+                raise ValueError(
+                    f'loss_metric {self.config.loss_metric!r} needs a metric per '
+                    "sample in the data ('metric': RobotModel.acceleration_metric)"
+                )
             if self.normalizer.accel_scale is None:
-                raise ValueError(f'loss_metric {self.config.loss_metric!r} needs a '
-                                 'TorqueNormalizer with accel_scale '
-                                 '(TorqueNormalizer.from_torques(tau, metric))')
+                raise ValueError(
+                    f'loss_metric {self.config.loss_metric!r} needs a '
+                    'TorqueNormalizer with accel_scale '
+                    '(TorqueNormalizer.from_torques(tau, metric))'
+                )
         if not bool(self.model.scales_initialised):
             self.model.init_scales(batch.q, batch.qd, batch.qdd, batch.tau)
             if self.uses_windows:
@@ -287,8 +322,9 @@ class Trainer:
         (``loss_metric`` 'torque'), of ``|W e|^2 / accel_scale`` with the batch's metric ``W``
         (``W^T W = H^-1`` of a nominal model: the acceleration the error ``e`` causes, over
         its typical size; 'acceleration'), or their sum ('both')."""
-        return self._torque_loss(self.model(batch.q, batch.qd, batch.qdd) - batch.tau,
-                                 batch.metric)
+        return self._torque_loss(
+            self.model(batch.q, batch.qd, batch.qdd) - batch.tau, batch.metric
+        )
 
     def _torque_loss(self, err: torch.Tensor, metric: Optional[torch.Tensor]) -> torch.Tensor:
         kind = self.config.loss_metric
@@ -305,11 +341,17 @@ class Trainer:
         """Rollout of each window's first state under its torques; normalised squared error of
         the predicted positions and velocities, mean over windows, steps and joints."""
         cfg = self.config
-        q_hat, qd_hat = ro.rollout(self.model, w.q[:, 0], w.qd[:, 0],
-                                   ro.step_torques(w.tau, cfg.torque_timing), w.dt,
-                                   cfg.integrator)
-        return self._state_loss(ro.position_error(q_hat, w.q[:, 1:], self._wrap),
-                                qd_hat - w.qd[:, 1:])
+        q_hat, qd_hat = ro.rollout(
+            self.model,
+            w.q[:, 0],
+            w.qd[:, 0],
+            ro.step_torques(w.tau, cfg.torque_timing),
+            w.dt,
+            cfg.integrator,
+        )
+        return self._state_loss(
+            ro.position_error(q_hat, w.q[:, 1:], self._wrap), qd_hat - w.qd[:, 1:]
+        )
 
     def _state_loss(self, eq: torch.Tensor, ev: torch.Tensor) -> torch.Tensor:
         """``(mean (eq/s_q)^2 + mean (ev/s_qd)^2) / 2`` of errors ``(B, H, n)``."""
@@ -322,11 +364,18 @@ class Trainer:
             b = batch
             self._ensure_initialised(b.first())
             if self.state_scales is None:
-                raise ValueError('the forward loss needs state scales: draw windows through '
-                                 'train_steps/fit, or call set_state_scales first')
+                raise ValueError(
+                    'the forward loss needs state scales: draw windows through '
+                    'train_steps/fit, or call set_state_scales first'
+                )
         else:
-            b = batch if isinstance(batch, Batch) and batch.q.device == self.device \
-                and batch.q.dtype == self.dtype else self.to_batch(batch)
+            b = (
+                batch
+                if isinstance(batch, Batch)
+                and batch.q.device == self.device
+                and batch.q.dtype == self.dtype
+                else self.to_batch(batch)
+            )
             self._ensure_initialised(b)
         if lr is not None:
             for group in self.optimizer.param_groups:
@@ -336,8 +385,9 @@ class Trainer:
         loss = self.loss(b)
         loss.backward()
         if self.config.grad_clip:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip,
-                                           foreach=True)
+            torch.nn.utils.clip_grad_norm_(
+                self.model.parameters(), self.config.grad_clip, foreach=True
+            )
         self.optimizer.step()
         self.steps += 1
         return float(loss.detach())
@@ -345,11 +395,16 @@ class Trainer:
     def _minibatches(self, n_samples: int, batch_size: int):
         perm = torch.randperm(n_samples, generator=self.generator)
         for start in range(0, n_samples, batch_size):
-            yield perm[start:start + batch_size].to(self.device)
+            yield perm[start : start + batch_size].to(self.device)
 
-    def train_steps(self, data: ArrayData, n_steps: int, batch_size: Optional[int] = None,
-                    lr: Optional[float] = None,
-                    stop: Optional[Callable[[], bool]] = None) -> float:
+    def train_steps(
+        self,
+        data: ArrayData,
+        n_steps: int,
+        batch_size: Optional[int] = None,
+        lr: Optional[float] = None,
+        stop: Optional[Callable[[], bool]] = None,
+    ) -> float:
         """``n_steps`` optimiser steps on random minibatches of ``data``; mean loss.
 
         What an online learner calls repeatedly with its growing (or windowed) buffer; the
@@ -388,32 +443,41 @@ class Trainer:
         b = pool.samples if pool is not None else self.to_batch(data)
         self._ensure_initialised(b)
         self.model.eval()
-        preds = [self.model(b.q[i:i + chunk], b.qd[i:i + chunk], b.qdd[i:i + chunk])
-                 for i in range(0, len(b.q), chunk)]
+        preds = [
+            self.model(b.q[i : i + chunk], b.qd[i : i + chunk], b.qdd[i : i + chunk])
+            for i in range(0, len(b.q), chunk)
+        ]
         err = (torch.cat(preds) - b.tau).double()
         mse = (err * err).mean(0).cpu().numpy()
         var = b.tau.double().var(0, unbiased=False).cpu().numpy()
-        loss = float(np.mean(mse / self.normalizer.std ** 2)) \
-            if self.config.loss_metric == 'torque' else \
-            float(self._torque_loss(err, b.metric.double()))
-        out = {'loss': loss, 'mse': mse.tolist(),
-               'nmse': (mse / np.maximum(var, 1e-12)).tolist()}
+        loss = (
+            float(np.mean(mse / self.normalizer.std**2))
+            if self.config.loss_metric == 'torque'
+            else float(self._torque_loss(err, b.metric.double()))
+        )
+        out = {'loss': loss, 'mse': mse.tolist(), 'nmse': (mse / np.maximum(var, 1e-12)).tolist()}
         if self.uses_windows:
-            out.update(self._evaluate_rollouts(pool if pool is not None else self._pool(data),
-                                               loss))
+            out.update(
+                self._evaluate_rollouts(pool if pool is not None else self._pool(data), loss)
+            )
         return out
 
     def _evaluate_rollouts(self, pool: _Pool, inverse_loss: float) -> Dict[str, Any]:
         cfg = self.config
         s = pool.samples
-        eq, ev = ro.rollout_errors(self.model, s.q, s.qd, s.tau, pool.index, pool.dt,
-                                   cfg.integrator, cfg.torque_timing)
+        eq, ev = ro.rollout_errors(
+            self.model, s.q, s.qd, s.tau, pool.index, pool.dt, cfg.integrator, cfg.torque_timing
+        )
         forward = float(self._state_loss(eq.double(), ev.double()))
         names = self.model.joint_names or [f'joint{i}' for i in range(s.q.shape[1])]
-        return {'inverse_loss': inverse_loss, 'forward_loss': forward,
-                'loss': forward if cfg.loss == 'forward'
-                else inverse_loss + cfg.forward_weight * forward,
-                'rollout': ro.horizon_metrics(eq, ev, names, pool.dt.cpu().numpy())}
+        return {
+            'inverse_loss': inverse_loss,
+            'forward_loss': forward,
+            'loss': forward
+            if cfg.loss == 'forward'
+            else inverse_loss + cfg.forward_weight * forward,
+            'rollout': ro.horizon_metrics(eq, ev, names, pool.dt.cpu().numpy()),
+        }
 
     # -- offline --------------------------------------------------------------------------------
     def _lr_at(self, progress: float) -> float:
@@ -423,10 +487,13 @@ class Trainer:
         lo = cfg.lr * cfg.final_lr_fraction
         return lo + 0.5 * (cfg.lr - lo) * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
-    def fit(self, train: ArrayData, val: Optional[ArrayData] = None,
-            epochs: Optional[int] = None,
-            callback: Optional[Callable[[Dict[str, Any]], Optional[bool]]] = None
-            ) -> List[Dict[str, Any]]:
+    def fit(
+        self,
+        train: ArrayData,
+        val: Optional[ArrayData] = None,
+        epochs: Optional[int] = None,
+        callback: Optional[Callable[[Dict[str, Any]], Optional[bool]]] = None,
+    ) -> List[Dict[str, Any]]:
         """Train in rounds until the schedule, ``epochs``, ``max_steps`` or the budget end it.
 
         Returns one metrics dict per round: ``round, epoch`` (passes over ``train`` so far),
@@ -487,11 +554,16 @@ class Trainer:
                 self.stop_reason = 'time_budget'
                 break
             train_loss = float(np.mean(losses))
-            metrics: Dict[str, Any] = {'round': len(history) + 1, 'epoch': epoch,
-                                       'steps': self.steps, 'train_loss': train_loss,
-                                       'val_loss': None, 'val_nmse': None, 'lr': lr,
-                                       'samples_per_s': seen / max(time.perf_counter() - t_round,
-                                                                   1e-9)}
+            metrics: Dict[str, Any] = {
+                'round': len(history) + 1,
+                'epoch': epoch,
+                'steps': self.steps,
+                'train_loss': train_loss,
+                'val_loss': None,
+                'val_nmse': None,
+                'lr': lr,
+                'samples_per_s': seen / max(time.perf_counter() - t_round, 1e-9),
+            }
             watched = train_loss
             if vb is not None:
                 ev = self.evaluate(vb)
@@ -522,8 +594,11 @@ class Trainer:
                 self.stop_reason = 'time_budget'
                 break
             if step0 >= max_steps:
-                self.stop_reason = 'epochs' if epochs is not None and \
-                    max_steps == epochs * steps_per_epoch else 'max_steps'
+                self.stop_reason = (
+                    'epochs'
+                    if epochs is not None and max_steps == epochs * steps_per_epoch
+                    else 'max_steps'
+                )
                 break
             if cfg.patience and since_best >= cfg.patience:
                 self.stop_reason = 'patience'
@@ -558,17 +633,22 @@ def _check_loss_config(config: TrainConfig, model: DynamicsModule) -> None:
     if config.loss not in LOSSES:
         raise ValueError(f'unknown loss {config.loss!r}; expected one of {LOSSES}')
     if config.loss_metric not in LOSS_METRICS:
-        raise ValueError(f'unknown loss_metric {config.loss_metric!r}; expected one of '
-                         f'{LOSS_METRICS}')
+        raise ValueError(
+            f'unknown loss_metric {config.loss_metric!r}; expected one of {LOSS_METRICS}'
+        )
     if config.loss == 'inverse':
         return
     if config.loss_metric != 'torque':
-        raise ValueError(f'loss_metric {config.loss_metric!r} weighs the inverse loss, not '
-                         f'loss {config.loss!r} (a rollout measures the motion itself)')
+        raise ValueError(
+            f'loss_metric {config.loss_metric!r} weighs the inverse loss, not '
+            f'loss {config.loss!r} (a rollout measures the motion itself)'
+        )
     if not getattr(model, 'differentiable_forward', False):
-        raise ValueError(f'loss {config.loss!r} trains through the forward dynamics, which the '
-                         f'{model.kind!r} model does not have in a differentiable form (it is '
-                         f'an inverse model only); use --model delan or --loss inverse')
+        raise ValueError(
+            f'loss {config.loss!r} trains through the forward dynamics, which the '
+            f'{model.kind!r} model does not have in a differentiable form (it is '
+            f'an inverse model only); use --model delan or --loss inverse'
+        )
     if config.horizon < 1:
         raise ValueError(f'horizon must be >= 1, got {config.horizon}')
     if config.integrator not in ro.INTEGRATORS:
@@ -583,9 +663,11 @@ def _progress(m: Dict[str, Any], max_steps: int) -> None:
     width = 24
     done = int(width * m['steps'] / max(max_steps, 1))
     val = '' if m['val_loss'] is None else f' val {m["val_loss"]:.3e}'
-    line = (f'\r[{"#" * done}{"." * (width - done)}] step {m["steps"]} epoch {m["epoch"]} '
-            f'loss {m["train_loss"]:.3e}{val} lr {m["lr"]:.1e} '
-            f'{m["samples_per_s"]:.0f} samples/s {m["elapsed_s"]:.0f}s')
+    line = (
+        f'\r[{"#" * done}{"." * (width - done)}] step {m["steps"]} epoch {m["epoch"]} '
+        f'loss {m["train_loss"]:.3e}{val} lr {m["lr"]:.1e} '
+        f'{m["samples_per_s"]:.0f} samples/s {m["elapsed_s"]:.0f}s'
+    )
     end = '' if sys.stderr.isatty() else '\n'
     sys.stderr.write(line + end)
     sys.stderr.flush()
@@ -598,10 +680,14 @@ class TrainResult(NamedTuple):
     metadata: Dict[str, Any]
 
 
-def train_model(data: Dataset, kind: str = 'delan', config: Optional[TrainConfig] = None,
-                model_config: Optional[Dict[str, Any]] = None,
-                callback: Optional[Callable[[Dict[str, Any]], Optional[bool]]] = None,
-                device: Union[str, torch.device] = 'cpu') -> TrainResult:
+def train_model(
+    data: Dataset,
+    kind: str = 'delan',
+    config: Optional[TrainConfig] = None,
+    model_config: Optional[Dict[str, Any]] = None,
+    callback: Optional[Callable[[Dict[str, Any]], Optional[bool]]] = None,
+    device: Union[str, torch.device] = 'cpu',
+) -> TrainResult:
     """Seed, split by trajectory, build, fit; the model comes back in float64 eval mode.
 
     ``metadata`` is ready for :func:`delan_learning.checkpoint.save_model` (joint names/types,
@@ -619,14 +705,21 @@ def train_model(data: Dataset, kind: str = 'delan', config: Optional[TrainConfig
     if trainer.state_scales is not None:
         scorer.set_state_scales(*trainer.state_scales)
     final = scorer.evaluate(val if val is not None else train)
-    metadata = {'joint_names': list(data.joint_names), 'joint_types': list(data.joint_types),
-                'torque_normalisation': trainer.normalizer.to_dict(),
-                'training': {'config': asdict(config),
-                             'epochs_run': history[-1]['epoch'] if history else 0,
-                             'rounds': len(history), 'stop_reason': trainer.stop_reason,
-                             'steps': trainer.steps, 'n_train': len(train),
-                             'n_val': 0 if val is None else len(val),
-                             'val_trajectories': [] if val is None else
-                             [int(i) for i in val.trajectory_ids],
-                             'final_metrics': final, 'data': data.source}}
+    metadata = {
+        'joint_names': list(data.joint_names),
+        'joint_types': list(data.joint_types),
+        'torque_normalisation': trainer.normalizer.to_dict(),
+        'training': {
+            'config': asdict(config),
+            'epochs_run': history[-1]['epoch'] if history else 0,
+            'rounds': len(history),
+            'stop_reason': trainer.stop_reason,
+            'steps': trainer.steps,
+            'n_train': len(train),
+            'n_val': 0 if val is None else len(val),
+            'val_trajectories': [] if val is None else [int(i) for i in val.trajectory_ids],
+            'final_metrics': final,
+            'data': data.source,
+        },
+    }
     return TrainResult(model, history, trainer.normalizer, metadata)

@@ -5,6 +5,7 @@ Torques are ``pinocchio.rnea`` plus the URDF's joint friction (``damping`` as vi
 ``friction`` as smooth Coulomb, :func:`delan_common.dynamics.friction_torque`) along seeded
 finite-Fourier excitation trajectories from :mod:`delan_common.excitation`.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,11 @@ import pytest
 from delan_common.dynamics import friction_torque
 from delan_common.excitation import random_fourier_trajectory
 
-URDF = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..', 'delan_bringup',
-                                     'urdf', 'two_link_arm.urdf'))
+URDF = os.path.normpath(
+    os.path.join(
+        os.path.dirname(__file__), '..', '..', 'delan_bringup', 'urdf', 'two_link_arm.urdf'
+    )
+)
 
 
 class TwoLinkArm:
@@ -38,9 +42,15 @@ class TwoLinkArm:
         self.vmax = np.array(self.model.velocityLimit)
 
     def trajectory(self, seed: int, speed: float = 1.0):
-        return random_fourier_trajectory(self.lower, self.upper, self.vmax, seed=seed,
-                                         n_harmonics=5, base_freq=0.1,
-                                         velocity_fraction=0.5).at_speed(speed)
+        return random_fourier_trajectory(
+            self.lower,
+            self.upper,
+            self.vmax,
+            seed=seed,
+            n_harmonics=5,
+            base_freq=0.1,
+            velocity_fraction=0.5,
+        ).at_speed(speed)
 
     def inverse(self, q, qd, qdd) -> np.ndarray:
         pin, m, d = self.pin, self.model, self.data
@@ -55,11 +65,13 @@ class TwoLinkArm:
         return np.stack(out)
 
     def gravity(self, q) -> np.ndarray:
-        return np.stack([self.pin.computeGeneralizedGravity(self.model, self.data, x).copy()
-                         for x in q])
+        return np.stack(
+            [self.pin.computeGeneralizedGravity(self.model, self.data, x).copy() for x in q]
+        )
 
-    def make_data(self, seeds: Sequence[int], speed: float = 1.0, rate: float = 100.0,
-                  duration: float = 10.0) -> Dict[str, np.ndarray]:
+    def make_data(
+        self, seeds: Sequence[int], speed: float = 1.0, rate: float = 100.0, duration: float = 10.0
+    ) -> Dict[str, np.ndarray]:
         """Arrays as in an ``.npz`` (q, qd, qdd, tau, traj, t, joint_names, joint_types).
 
         ``duration`` is in the 1x-speed time base, so a 2x trajectory covers the same path.
@@ -71,9 +83,16 @@ class TwoLinkArm:
             q, qd, qdd = traj.sample(t)
             parts.append((q, qd, qdd, self.inverse(q, qd, qdd), np.full(len(t), k), t))
         q, qd, qdd, tau, ids, t = (np.concatenate(x) for x in zip(*parts))
-        return {'q': q, 'qd': qd, 'qdd': qdd, 'tau': tau, 'traj': ids.astype(np.int64), 't': t,
-                'joint_names': np.array(self.joint_names), 'joint_types':
-                np.array(self.joint_types)}
+        return {
+            'q': q,
+            'qd': qd,
+            'qdd': qdd,
+            'tau': tau,
+            'traj': ids.astype(np.int64),
+            't': t,
+            'joint_names': np.array(self.joint_names),
+            'joint_types': np.array(self.joint_types),
+        }
 
 
 @pytest.fixture(scope='session')
@@ -90,5 +109,9 @@ TEST_SEEDS = (100, 101, 102)
 def two_link_data(two_link):
     """``{'train': arrays, 'test': arrays, 'train_seeds', 'test_seeds'}``: 1x speed, 100 Hz,
     10 s per trajectory; the test trajectories use seeds training never saw."""
-    return {'train': two_link.make_data(TRAIN_SEEDS), 'test': two_link.make_data(TEST_SEEDS),
-            'train_seeds': TRAIN_SEEDS, 'test_seeds': TEST_SEEDS}
+    return {
+        'train': two_link.make_data(TRAIN_SEEDS),
+        'test': two_link.make_data(TEST_SEEDS),
+        'train_seeds': TRAIN_SEEDS,
+        'test_seeds': TEST_SEEDS,
+    }

@@ -1,6 +1,7 @@
 """bag_io and delan-bag2npz on real bag files written with ``rosbags``: the ``ros2 bag record``
 layout (mcap and sqlite3), this logger's split layout, and bags damaged the way crashes damage
 them (truncated mcap, missing metadata.yaml, uncommitted sqlite3 transaction)."""
+
 from __future__ import annotations
 
 import os
@@ -36,7 +37,7 @@ MultiArrayLayout = STORE.types['std_msgs/msg/MultiArrayLayout']
 Header = STORE.types['std_msgs/msg/Header']
 Time = STORE.types['builtin_interfaces/msg/Time']
 
-T0 = 1_700_000_000_000_000_000      # a plausible epoch in ns
+T0 = 1_700_000_000_000_000_000  # a plausible epoch in ns
 W = np.array([2 * np.pi * 0.5, 2 * np.pi * 0.3])
 AMP = np.array([0.8, 0.5])
 
@@ -44,13 +45,14 @@ AMP = np.array([0.8, 0.5])
 def motion(t):
     """q, qd, qdd of the two test joints at times t [s] (relative)."""
     t = np.asarray(t, dtype=np.float64)[:, None]
-    return AMP * np.sin(W * t), AMP * W * np.cos(W * t), -AMP * W ** 2 * np.sin(W * t)
+    return AMP * np.sin(W * t), AMP * W * np.cos(W * t), -AMP * W**2 * np.sin(W * t)
 
 
 def matched(tau, arrays):
     """``tau`` averaged per trajectory with the kernel of the reader's acceleration estimate
     (from the states' velocities), as ``read_bag_arrays`` returns it by default."""
     from delan_learning.data import savgol_matched_torque, trajectory_slices
+
     out = np.array(tau, dtype=np.float64)
     for idx in trajectory_slices(np.asarray(arrays['traj'])):
         out[idx] = savgol_matched_torque(out[idx], np.asarray(arrays['t'])[idx], 1, 0.05, 3)
@@ -59,25 +61,33 @@ def matched(tau, arrays):
 
 def js_cdr(stamp_ns, names, position, velocity=(), effort=(), frame_id=''):
     msg = JointState(
-        header=Header(stamp=Time(sec=int(stamp_ns // 1_000_000_000),
-                                 nanosec=int(stamp_ns % 1_000_000_000)), frame_id=frame_id),
-        name=list(names), position=np.asarray(position, dtype=np.float64),
+        header=Header(
+            stamp=Time(sec=int(stamp_ns // 1_000_000_000), nanosec=int(stamp_ns % 1_000_000_000)),
+            frame_id=frame_id,
+        ),
+        name=list(names),
+        position=np.asarray(position, dtype=np.float64),
         velocity=np.asarray(velocity, dtype=np.float64),
-        effort=np.asarray(effort, dtype=np.float64))
+        effort=np.asarray(effort, dtype=np.float64),
+    )
     return bytes(STORE.serialize_cdr(msg, JOINT_STATE_TYPE))
 
 
 def cmd_cdr(values):
-    msg = Float64MultiArray(layout=MultiArrayLayout(dim=[], data_offset=0),
-                            data=np.asarray(values, dtype=np.float64))
+    msg = Float64MultiArray(
+        layout=MultiArrayLayout(dim=[], data_offset=0), data=np.asarray(values, dtype=np.float64)
+    )
     return bytes(STORE.serialize_cdr(msg, COMMAND_TYPE))
 
 
 def write_ros2_bag(path: Path, storage: str, messages):
     """A bag laid out like ``ros2 bag record`` writes it: <path>/metadata.yaml + <name>_0.<ext>.
     ``messages``: (topic, msgtype, receive time ns, cdr bytes)."""
-    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP if storage == 'mcap'
-                else StoragePlugin.SQLITE3) as w:
+    with Writer(
+        path,
+        version=9,
+        storage_plugin=StoragePlugin.MCAP if storage == 'mcap' else StoragePlugin.SQLITE3,
+    ) as w:
         conns = {}
         for topic, msgtype, ts, data in messages:
             if topic not in conns:
@@ -91,8 +101,15 @@ def write_ros2_bag(path: Path, storage: str, messages):
     return path
 
 
-def arm_messages(rate=100.0, segments=((0.0, 2.0), (3.0, 5.0)), with_effort=True,
-                 reorder=True, extra_joint=True, stamp_zero=False, rng=None):
+def arm_messages(
+    rate=100.0,
+    segments=((0.0, 2.0), (3.0, 5.0)),
+    with_effort=True,
+    reorder=True,
+    extra_joint=True,
+    stamp_zero=False,
+    rng=None,
+):
     """JointStates of joints j1, j2 (+ a gripper) over time segments (a gap between them); the
     name order flips on every other message (with ``rng``: a random order per message, as
     joint_state_broadcaster may publish). effort = 10*q + 1 (an arbitrary known map)."""
@@ -110,9 +127,15 @@ def arm_messages(rate=100.0, segments=((0.0, 2.0), (3.0, 5.0)), with_effort=True
             elif reorder and k % 2:
                 names, pos, vel, eff = names[::-1], pos[::-1], vel[::-1], eff[::-1]
             stamp = 0 if stamp_zero else T0 + int(round(t * 1e9))
-            recv = T0 + int(round(t * 1e9)) + 2_000_000       # received 2 ms after the stamp
-            out.append(('/joint_states', JOINT_STATE_TYPE, recv,
-                        js_cdr(stamp, names, pos, vel, eff if with_effort else ())))
+            recv = T0 + int(round(t * 1e9)) + 2_000_000  # received 2 ms after the stamp
+            out.append(
+                (
+                    '/joint_states',
+                    JOINT_STATE_TYPE,
+                    recv,
+                    js_cdr(stamp, names, pos, vel, eff if with_effort else ()),
+                )
+            )
             truth.append(t)
     return out, np.array(truth)
 
@@ -134,7 +157,7 @@ def test_ros2_layout_reordered_names_gap_two_trajectories(tmp_path, storage):
     assert res['t'].dtype == np.float64 and res['traj'].dtype == np.int64
     np.testing.assert_allclose(res['t'], t_true - t_true[0], atol=1e-9)
     q, qd, qdd = motion(t_true)
-    np.testing.assert_allclose(res['q'], q, atol=1e-12)          # reordering undone
+    np.testing.assert_allclose(res['q'], q, atol=1e-12)  # reordering undone
     np.testing.assert_allclose(res['qd'], qd, atol=1e-12)
     assert res['info']['tau_matched']
     np.testing.assert_allclose(res['tau'], matched(10 * q + 1, res), atol=1e-12)
@@ -143,7 +166,7 @@ def test_ros2_layout_reordered_names_gap_two_trajectories(tmp_path, storage):
     np.testing.assert_allclose(raw['tau'], 10 * q + 1, atol=1e-12)
     np.testing.assert_array_equal(raw['qdd'], res['qdd'])
     assert sorted(set(res['traj'])) == [0, 1]
-    assert (res['traj'] == (t_true >= 3.0)).all()               # split exactly at the gap
+    assert (res['traj'] == (t_true >= 3.0)).all()  # split exactly at the gap
     inner = np.concatenate([np.arange(5, 195), np.arange(205, 395)])
     np.testing.assert_allclose(res['qdd'][inner], qdd[inner], atol=0.02 * np.abs(qdd).max())
     # without joint_names: every joint of the messages, in the first message's order
@@ -168,9 +191,15 @@ def test_tau_from_commands_when_effort_missing(tmp_path, storage):
     cmds = []
     for i, (_, _, recv, _) in enumerate(msgs):
         if i < 3:
-            continue            # the first 3 states have no command before them
-        cmds.append(('/effort_controller/commands', COMMAND_TYPE, recv - 1_000_000,
-                     cmd_cdr([float(i), -float(i)])))
+            continue  # the first 3 states have no command before them
+        cmds.append(
+            (
+                '/effort_controller/commands',
+                COMMAND_TYPE,
+                recv - 1_000_000,
+                cmd_cdr([float(i), -float(i)]),
+            )
+        )
     every = sorted(msgs + cmds, key=lambda m: m[2])
     bag = write_ros2_bag(tmp_path / 'rec', storage, every)
     res = read_bag_arrays(bag, joint_names=['j1', 'j2'], match_torque=False)
@@ -181,8 +210,10 @@ def test_tau_from_commands_when_effort_missing(tmp_path, storage):
     np.testing.assert_allclose(res['t'], t_true[3:] - t_true[3], atol=1e-9)
     # effort present but commands forced
     msgs2, _ = arm_messages(segments=((0.0, 1.0),))
-    cmds2 = [('/effort_controller/commands', COMMAND_TYPE, m[2] - 1_000_000, cmd_cdr([7.0, 8.0]))
-             for m in msgs2]
+    cmds2 = [
+        ('/effort_controller/commands', COMMAND_TYPE, m[2] - 1_000_000, cmd_cdr([7.0, 8.0]))
+        for m in msgs2
+    ]
     bag2 = write_ros2_bag(tmp_path / 'rec2', storage, sorted(msgs2 + cmds2, key=lambda m: m[2]))
     assert np.all(read_bag_arrays(bag2, ['j1', 'j2'])['tau'][:, 0] != 7.0)
     forced = read_bag_arrays(bag2, ['j1', 'j2'], tau_source='command')
@@ -202,13 +233,18 @@ def ros2_control_bag(path: Path, command_joints, storage='mcap', bad_length=()):
     forward_command_controller's commands in its ``joints`` order, 1 ms before each state
     (messages whose index is in ``bad_length`` get one value too many). Returns the states'
     times and the torques in model order."""
-    msgs, t = arm_messages(with_effort=False, segments=((0.0, 2.0),),
-                           rng=np.random.default_rng(4))
+    msgs, t = arm_messages(with_effort=False, segments=((0.0, 2.0),), rng=np.random.default_rng(4))
     tau = true_torque(t)
     col = [['j1', 'j2'].index(j) for j in command_joints]
-    cmds = [('/effort_controller/commands', COMMAND_TYPE, m[2] - 1_000_000,
-             cmd_cdr(list(tau[i, col]) + ([0.0] if i in bad_length else [])))
-            for i, m in enumerate(msgs)]
+    cmds = [
+        (
+            '/effort_controller/commands',
+            COMMAND_TYPE,
+            m[2] - 1_000_000,
+            cmd_cdr(list(tau[i, col]) + ([0.0] if i in bad_length else [])),
+        )
+        for i, m in enumerate(msgs)
+    ]
     write_ros2_bag(path, storage, sorted(msgs + cmds, key=lambda m: m[2]))
     return t, tau
 
@@ -227,10 +263,11 @@ effort_controller:
 @pytest.mark.parametrize('storage', ['mcap', 'sqlite3'])
 def test_commands_in_the_controllers_joint_order(tmp_path, storage):
     t, tau = ros2_control_bag(tmp_path / 'rec', ['j2', 'j1'], storage)
-    res = read_bag_arrays(tmp_path / 'rec', ['j1', 'j2'], command_joints=['j2', 'j1'],
-                          match_torque=False)
+    res = read_bag_arrays(
+        tmp_path / 'rec', ['j1', 'j2'], command_joints=['j2', 'j1'], match_torque=False
+    )
     assert res['rejected'] == {} and len(res['t']) == len(t)
-    np.testing.assert_array_equal(res['tau'], tau)                # exact, per joint
+    np.testing.assert_array_equal(res['tau'], tau)  # exact, per joint
     np.testing.assert_allclose(res['q'], motion(t)[0], atol=1e-12)
     assert "joint order ['j2', 'j1']" in res['info']['tau_source']
     # the order from the controllers yaml; without joint_names, the commanded joints in their
@@ -259,10 +296,11 @@ def test_command_joints_not_the_joints_read_is_a_clear_error(tmp_path):
 
 def test_command_of_another_length_than_command_joints_rejected(tmp_path):
     t, tau = ros2_control_bag(tmp_path / 'rec', ['j2', 'j1'], bad_length=range(50, 60))
-    res = read_bag_arrays(tmp_path / 'rec', ['j1', 'j2'], command_joints=['j2', 'j1'],
-                          match_torque=False)
+    res = read_bag_arrays(
+        tmp_path / 'rec', ['j1', 'j2'], command_joints=['j2', 'j1'], match_torque=False
+    )
     assert res['rejected'] == {'command_length': 10}
-    keep = np.r_[0:50, 60:len(t)]
+    keep = np.r_[0:50, 60 : len(t)]
     np.testing.assert_array_equal(res['tau'], tau[keep])
 
 
@@ -286,13 +324,20 @@ def test_no_effort_and_no_commands_is_a_clear_error(tmp_path):
 
 def test_stale_and_wrong_length_commands_rejected(tmp_path):
     msgs, _ = arm_messages(with_effort=False, segments=((0.0, 1.0),))
-    cmds = [('/effort_controller/commands', COMMAND_TYPE, m[2] - 1_000_000,
-             cmd_cdr([1.0, 2.0] if i < 60 else [1.0, 2.0, 3.0]))
-            for i, m in enumerate(msgs) if i < 50 or i >= 60]
+    cmds = [
+        (
+            '/effort_controller/commands',
+            COMMAND_TYPE,
+            m[2] - 1_000_000,
+            cmd_cdr([1.0, 2.0] if i < 60 else [1.0, 2.0, 3.0]),
+        )
+        for i, m in enumerate(msgs)
+        if i < 50 or i >= 60
+    ]
     bag = write_ros2_bag(tmp_path / 'rec', 'mcap', sorted(msgs + cmds, key=lambda m: m[2]))
     res = read_bag_arrays(bag, ['j1', 'j2'], min_traj_samples=1)
     assert res['rejected']['command_length'] == 40
-    assert res['rejected'].get('stale_command', 0) >= 5        # states 55..59: command 50 ms old
+    assert res['rejected'].get('stale_command', 0) >= 5  # states 55..59: command 50 ms old
 
 
 def test_zero_header_stamps_fall_back_to_receive_time(tmp_path):
@@ -306,24 +351,43 @@ def test_zero_header_stamps_fall_back_to_receive_time(tmp_path):
 
 def test_invalid_messages_dropped_and_counted(tmp_path):
     msgs, t_true = arm_messages(segments=((0.0, 1.0),), reorder=False, extra_joint=False)
-    bad = [js_cdr(T0 + 5, ['j1', 'j2'], [np.nan, 0.0], [0, 0], [0, 0]),
-           js_cdr(T0 + 6, ['j1', 'j2'], [0.0], [0, 0], [0, 0]),                # 1 position
-           js_cdr(T0 + 7, ['j1', 'j1'], [0.0, 0.0], [0, 0], [0, 0]),           # duplicate
-           js_cdr(T0 + 8, ['j1'], [0.0], [0], [0])]                            # missing j2
-    every = msgs + [('/joint_states', JOINT_STATE_TYPE, T0 + 9_000_000_000 + i, b)
-                    for i, b in enumerate(bad)]
+    bad = [
+        js_cdr(T0 + 5, ['j1', 'j2'], [np.nan, 0.0], [0, 0], [0, 0]),
+        js_cdr(T0 + 6, ['j1', 'j2'], [0.0], [0, 0], [0, 0]),  # 1 position
+        js_cdr(T0 + 7, ['j1', 'j1'], [0.0, 0.0], [0, 0], [0, 0]),  # duplicate
+        js_cdr(T0 + 8, ['j1'], [0.0], [0], [0]),
+    ]  # missing j2
+    every = msgs + [
+        ('/joint_states', JOINT_STATE_TYPE, T0 + 9_000_000_000 + i, b) for i, b in enumerate(bad)
+    ]
     bag = write_ros2_bag(tmp_path / 'rec', 'mcap', every)
     res = read_bag_arrays(bag, ['j1', 'j2'])
-    assert res['rejected'] == {'non_finite': 1, 'length_mismatch': 1, 'duplicate_names': 1,
-                               'missing_joints': 1}
+    assert res['rejected'] == {
+        'non_finite': 1,
+        'length_mismatch': 1,
+        'duplicate_names': 1,
+        'missing_joints': 1,
+    }
     assert len(res['t']) == len(t_true)
 
 
 def test_several_robots_on_one_topic(tmp_path):
     a, _ = arm_messages(segments=((0.0, 1.0),), extra_joint=False)
-    b = [('/joint_states', JOINT_STATE_TYPE, m[2] + 500_000,
-          js_cdr(T0 + (m[2] - T0) + 500_000, ['r2_a', 'r2_b', 'r2_c'], [1, 2, 3], [0, 0, 0],
-                 [4, 5, 6])) for m in a]
+    b = [
+        (
+            '/joint_states',
+            JOINT_STATE_TYPE,
+            m[2] + 500_000,
+            js_cdr(
+                T0 + (m[2] - T0) + 500_000,
+                ['r2_a', 'r2_b', 'r2_c'],
+                [1, 2, 3],
+                [0, 0, 0],
+                [4, 5, 6],
+            ),
+        )
+        for m in a
+    ]
     bag = write_ros2_bag(tmp_path / 'rec', 'mcap', sorted(a + b, key=lambda m: m[2]))
     with pytest.raises(BagError, match=r'several joint sets.*j1.*r2_a.*joint_names'):
         read_bag_arrays(bag)
@@ -341,8 +405,11 @@ def test_missing_directory_and_no_joint_states(tmp_path):
     (tmp_path / 'empty').mkdir()
     with pytest.raises(BagError, match='not a bag directory'):
         read_bag_arrays(tmp_path / 'empty')
-    bag = write_ros2_bag(tmp_path / 'cmds', 'mcap',
-                         [('/effort_controller/commands', COMMAND_TYPE, T0, cmd_cdr([1.0]))])
+    bag = write_ros2_bag(
+        tmp_path / 'cmds',
+        'mcap',
+        [('/effort_controller/commands', COMMAND_TYPE, T0, cmd_cdr([1.0]))],
+    )
     with pytest.raises(BagError, match='no sensor_msgs/msg/JointState topic'):
         read_bag_arrays(bag)
     msgs, _ = arm_messages(segments=((0.0, 1.0),))
@@ -353,13 +420,19 @@ def test_missing_directory_and_no_joint_states(tmp_path):
 
 # ------------------------------------------------------------------------------ damaged bags
 def _logger_bag(tmp_path, storage='mcap', n=300, flush_every=50, close=True):
-    w = SplitBagWriter(tmp_path / 'bags', [TopicSpec('/joint_states', JOINT_STATE_TYPE,
-                                                     (qos_profile(),))], storage=storage)
+    w = SplitBagWriter(
+        tmp_path / 'bags',
+        [TopicSpec('/joint_states', JOINT_STATE_TYPE, (qos_profile(),))],
+        storage=storage,
+    )
     for i in range(n):
         t = i * 0.01
         q, qd, _ = (x[0] for x in motion([t]))
-        w.write('/joint_states', T0 + int(t * 1e9) + 1000,
-                js_cdr(T0 + int(round(t * 1e9)), ['j1', 'j2'], q, qd, [1.0, 2.0]))
+        w.write(
+            '/joint_states',
+            T0 + int(t * 1e9) + 1000,
+            js_cdr(T0 + int(round(t * 1e9)), ['j1', 'j2'], q, qd, [1.0, 2.0]),
+        )
         if (i + 1) % flush_every == 0:
             w.flush()
     if close:
@@ -384,7 +457,7 @@ def test_missing_metadata_yaml_read_and_recovered(tmp_path, storage):
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         assert read_bag_arrays(bag)['info']['recovered'] == []
-    assert recover_bag(bag) == bag          # intact now: left alone
+    assert recover_bag(bag) == bag  # intact now: left alone
 
 
 def test_truncated_mcap_reads_complete_chunks(tmp_path):
@@ -393,11 +466,11 @@ def test_truncated_mcap_reads_complete_chunks(tmp_path):
     f = bag / f'{bag.name}.mcap'
     data = f.read_bytes()
     # cut inside the summary: all 6 flushed chunks survive
-    f.write_bytes(data[:len(data) - 100])
+    f.write_bytes(data[: len(data) - 100])
     with pytest.warns(BagWarning, match='truncated|end magic'):
         assert len(read_bag_arrays(bag)['t']) == 300
     # cut in the middle: the complete chunks before the cut survive, nothing raises
-    f.write_bytes(data[:len(data) // 2])
+    f.write_bytes(data[: len(data) // 2])
     with pytest.warns(BagWarning):
         res = read_bag_arrays(bag)
     assert 50 <= len(res['t']) < 300 and len(res['t']) % 50 == 0
@@ -418,10 +491,10 @@ def test_truncated_mcap_reads_complete_chunks(tmp_path):
 @pytest.mark.parametrize('storage', ['mcap', 'sqlite3'])
 def test_unclosed_bag_keeps_everything_flushed(tmp_path, storage):
     """What a SIGKILL leaves: the writer is never closed; all flushed messages are readable."""
-    w = _logger_bag(tmp_path, storage, n=275, flush_every=50, close=False)   # 250 flushed
+    w = _logger_bag(tmp_path, storage, n=275, flush_every=50, close=False)  # 250 flushed
     bag = w.paths[0]
     snap = tmp_path / 'snapshot'
-    shutil.copytree(bag, snap / bag.name)    # the files as a kill would leave them
+    shutil.copytree(bag, snap / bag.name)  # the files as a kill would leave them
     w.abort()
     with pytest.warns(BagWarning):
         res = read_bag_arrays(snap / bag.name)
@@ -437,8 +510,11 @@ def test_split_writer_size_and_duration(tmp_path):
     w = SplitBagWriter(tmp_path / 's', spec, prefix='run', max_bag_size_mb=0.01)
     payload = js_cdr(T0, ['j1', 'j2'], [0, 0], [0, 0], [0, 0])
     for i in range(400):
-        w.write('/joint_states' if i % 4 else '/c', T0 + i * 1_000_000,
-                payload if i % 4 else cmd_cdr([i]))
+        w.write(
+            '/joint_states' if i % 4 else '/c',
+            T0 + i * 1_000_000,
+            payload if i % 4 else cmd_cdr([i]),
+        )
     w.close()
     assert len(w.paths) >= 4
     assert [p.name for p in w.paths] == [f'{w.session}_{i:03d}' for i in range(len(w.paths))]
@@ -454,7 +530,7 @@ def test_split_writer_size_and_duration(tmp_path):
     assert sum(1 for _ in iter_bag_messages(tmp_path / 's')) == 400
 
     w = SplitBagWriter(tmp_path / 'd', spec, max_bag_duration_s=0.25)
-    for i in range(100):                                   # 1 s at 100 Hz
+    for i in range(100):  # 1 s at 100 Hz
         w.write('/joint_states', T0 + i * 10_000_000, payload)
     w.close()
     counts = []
@@ -469,8 +545,9 @@ def test_split_writer_size_and_duration(tmp_path):
 
 
 def test_directory_of_split_bags_reads_as_one_dataset(tmp_path):
-    w = SplitBagWriter(tmp_path / 'bags', [TopicSpec('/joint_states', JOINT_STATE_TYPE)],
-                       max_bag_duration_s=0.5)
+    w = SplitBagWriter(
+        tmp_path / 'bags', [TopicSpec('/joint_states', JOINT_STATE_TYPE)], max_bag_duration_s=0.5
+    )
     t = np.arange(0, 2.0, 0.01)
     q, qd, _ = motion(t)
     for k, tk in enumerate(t):
@@ -479,7 +556,7 @@ def test_directory_of_split_bags_reads_as_one_dataset(tmp_path):
     w.close()
     assert len(w.paths) == 4
     res = read_bag_arrays(tmp_path / 'bags')
-    assert len(res['t']) == len(t) and set(res['traj']) == {0}    # no gap at the splits
+    assert len(res['t']) == len(t) and set(res['traj']) == {0}  # no gap at the splits
     np.testing.assert_allclose(res['q'], q)
 
 
@@ -497,8 +574,22 @@ def test_bag2npz_cli(tmp_path):
     msgs, t_true = arm_messages()
     bag = write_ros2_bag(tmp_path / 'rec', 'mcap', msgs)
     out = tmp_path / 'out' / 'data.npz'
-    r = subprocess.run([exe, '--bag', str(bag), '--out', str(out), '--joints', 'j2,j1',
-                        '--topic', '/joint_states'], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            exe,
+            '--bag',
+            str(bag),
+            '--out',
+            str(out),
+            '--joints',
+            'j2,j1',
+            '--topic',
+            '/joint_states',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert '2 trajectories' in r.stdout
     with np.load(out, allow_pickle=False) as f:
@@ -513,13 +604,28 @@ def test_bag2npz_cli(tmp_path):
         assert set(f['traj']) == {0, 1}
     # the trainer's loader accepts it
     from delan_learning.data import load_npz
+
     ds = load_npz(str(out))
     assert ds.n_dof == 2 and len(ds) == len(t_true)
 
     from delan_learning.bag_cli import main  # same entry point, in-process
+
     out2 = tmp_path / 'typed.npz'
-    assert main(['--bag', str(bag), '--out', str(out2), '--joints', 'j1,j2',
-                 '--joint-types', 'revolute,prismatic']) == 0
+    assert (
+        main(
+            [
+                '--bag',
+                str(bag),
+                '--out',
+                str(out2),
+                '--joints',
+                'j1,j2',
+                '--joint-types',
+                'revolute,prismatic',
+            ]
+        )
+        == 0
+    )
     with np.load(out2) as f:
         assert list(f['joint_types']) == ['revolute', 'prismatic']
 
@@ -531,35 +637,73 @@ def test_bag2npz_cli_command_order(tmp_path):
     yaml_file.write_text(CONTROLLERS_YAML)
     for option in (['--controllers-yaml', str(yaml_file)], ['--command-joints', 'j2,j1']):
         out = tmp_path / 'data.npz'
-        r = subprocess.run([exe, '--bag', str(tmp_path / 'rec'), '--out', str(out),
-                            '--joints', 'j1,j2', *option],
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [exe, '--bag', str(tmp_path / 'rec'), '--out', str(out), '--joints', 'j1,j2', *option],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 0, r.stderr
         with np.load(out) as f:
             np.testing.assert_allclose(f['tau'], matched(tau, f), atol=1e-12)
-    r = subprocess.run([exe, '--bag', str(tmp_path / 'rec'), '--out', str(out),
-                        '--command-joints', 'j2,j1', '--controllers-yaml', str(yaml_file)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            exe,
+            '--bag',
+            str(tmp_path / 'rec'),
+            '--out',
+            str(out),
+            '--command-joints',
+            'j2,j1',
+            '--controllers-yaml',
+            str(yaml_file),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and 'not allowed with' in r.stderr
-    r = subprocess.run([exe, '--bag', str(tmp_path / 'rec'), '--out', str(tmp_path / 'x.npz'),
-                        '--joints', 'j1,j2', '--command-joints', 'j1,gripper'],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            exe,
+            '--bag',
+            str(tmp_path / 'rec'),
+            '--out',
+            str(tmp_path / 'x.npz'),
+            '--joints',
+            'j1,j2',
+            '--command-joints',
+            'j1,gripper',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "missing ['j2']" in r.stderr and 'Traceback' not in r.stderr
 
 
 def test_bag2npz_cli_bad_input_exit_2(tmp_path):
     exe = _cli()
     out = tmp_path / 'x.npz'
-    r = subprocess.run([exe, '--bag', str(tmp_path / 'missing'), '--out', str(out)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [exe, '--bag', str(tmp_path / 'missing'), '--out', str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and 'does not exist' in r.stderr and 'Traceback' not in r.stderr
     msgs, _ = arm_messages(with_effort=False, segments=((0.0, 1.0),))
     bag = write_ros2_bag(tmp_path / 'rec', 'sqlite3', msgs)
-    r = subprocess.run([exe, '--bag', str(bag), '--out', str(out)], capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [exe, '--bag', str(bag), '--out', str(out)], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 2 and 'no effort' in r.stderr and 'Traceback' not in r.stderr
-    r = subprocess.run([exe, '--bag', str(bag), '--out', str(out), '--joints', 'j1,j2',
-                        '--gap-factor', '0.5'], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [exe, '--bag', str(bag), '--out', str(out), '--joints', 'j1,j2', '--gap-factor', '0.5'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and 'gap_factor' in r.stderr
     r = subprocess.run([exe, '--bag', str(bag)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and '--out' in r.stderr

@@ -1,5 +1,6 @@
 """The exported weights file (delan_learning.c_export) has the documented layout: header
 fields, array sizes that add up to the file, and a checksum over everything before it."""
+
 import os
 import struct
 
@@ -23,7 +24,8 @@ def test_layout_and_checksum(tmp_path):
     assert struct.unpack_from('<q', data, 88)[0] == 3
     names = 4 + len('shoulder') + 4 + len('slide')
     ints = 4 * (2 * n + 2 * n_l)
-    doubles = 8 * (K * mf * W + (depth - 1) * K * W * W + depth * K * W + K * W * P + P
-                   + 2 * n + n_l)
+    doubles = 8 * (
+        K * mf * W + (depth - 1) * K * W * W + depth * K * W + K * W * P + P + 2 * n + n_l
+    )
     assert len(data) == 96 + names + ints + doubles + 8
     assert struct.unpack('<Q', data[-8:])[0] == fnv1a64(data[:-8])

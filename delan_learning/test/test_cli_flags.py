@@ -1,5 +1,6 @@
 """The flags every CLI shares, as a user runs them (subprocesses): ``--checkpoint`` (with
 ``--model`` as a deprecated alias on delan-eval), ``--joints`` on delan-train and delan-eval."""
+
 import json
 import os
 
@@ -9,8 +10,21 @@ from test_delan_cli import run
 from delan_learning.data import save_npz
 
 DEPRECATED = '--model is deprecated, use --checkpoint'
-TRAIN = ('--epochs', 1, '--max-steps', 5, '--width', 8, '--batch', 64, '--patience', 0,
-         '--seed', 1, '--quiet')
+TRAIN = (
+    '--epochs',
+    1,
+    '--max-steps',
+    5,
+    '--width',
+    8,
+    '--batch',
+    64,
+    '--patience',
+    0,
+    '--seed',
+    1,
+    '--quiet',
+)
 
 
 @pytest.fixture(scope='module')
@@ -24,16 +38,31 @@ def files(tmp_path_factory, two_link):
 def swapped(files):
     """A checkpoint trained on the joints in the order elbow, shoulder (``--joints``)."""
     out = files / 'swapped.pt'
-    r = run('delan-train', '--data', files / 'data.npz', '--joints', 'elbow,shoulder',
-            '--out', out, *TRAIN)
+    r = run(
+        'delan-train',
+        '--data',
+        files / 'data.npz',
+        '--joints',
+        'elbow,shoulder',
+        '--out',
+        out,
+        *TRAIN,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)['joint_names'] == ['elbow', 'shoulder']
     return out
 
 
 def test_eval_checkpoint_and_its_deprecated_alias(files, swapped):
-    new = run('delan-eval', '--checkpoint', swapped, '--data', files / 'data.npz', '--joints',
-              'shoulder,elbow')
+    new = run(
+        'delan-eval',
+        '--checkpoint',
+        swapped,
+        '--data',
+        files / 'data.npz',
+        '--joints',
+        'shoulder,elbow',
+    )
     assert new.returncode == 0, new.stderr
     assert 'deprecated' not in new.stderr
     old = run('delan-eval', '--model', swapped, '--data', files / 'data.npz')
@@ -43,10 +72,14 @@ def test_eval_checkpoint_and_its_deprecated_alias(files, swapped):
     assert json.loads(new.stdout)['joint_names'] == ['elbow', 'shoulder']
 
 
-@pytest.mark.parametrize('args,message', [
-    (['--checkpoint', 'a.pt', '--model', 'b.pt'], 'not allowed with'),
-    ([], 'required'),
-], ids=['both', 'neither'])
+@pytest.mark.parametrize(
+    'args,message',
+    [
+        (['--checkpoint', 'a.pt', '--model', 'b.pt'], 'not allowed with'),
+        ([], 'required'),
+    ],
+    ids=['both', 'neither'],
+)
 def test_eval_checkpoint_usage_errors(files, args, message):
     r = run('delan-eval', *args, '--data', files / 'data.npz')
     assert r.returncode == 2
@@ -54,16 +87,25 @@ def test_eval_checkpoint_usage_errors(files, args, message):
 
 
 def test_eval_joints_must_be_the_checkpoints(files, swapped):
-    r = run('delan-eval', '--checkpoint', swapped, '--data', files / 'data.npz', '--joints',
-            'shoulder')
+    r = run(
+        'delan-eval', '--checkpoint', swapped, '--data', files / 'data.npz', '--joints', 'shoulder'
+    )
     assert r.returncode == 2
     assert 'not the joints of the checkpoint' in r.stderr and 'Traceback' not in r.stderr
 
 
 def test_train_joints_the_data_lack(files):
     out = files / 'none.pt'
-    r = run('delan-train', '--data', files / 'data.npz', '--joints', 'shoulder,wrist',
-            '--out', out, *TRAIN)
+    r = run(
+        'delan-train',
+        '--data',
+        files / 'data.npz',
+        '--joints',
+        'shoulder,wrist',
+        '--out',
+        out,
+        *TRAIN,
+    )
     assert r.returncode == 2
     assert "lack joints ['wrist']" in r.stderr and 'Traceback' not in r.stderr
     assert not os.path.exists(out)
@@ -72,5 +114,6 @@ def test_train_joints_the_data_lack(files):
 def test_train_model_still_names_the_kind(capsys):
     """delan-train's --model is the kind of model (delan|mlp), not a checkpoint: no warning."""
     from delan_learning.cli import train_parser
+
     args = train_parser().parse_args(['--data', 'x.npz', '--out', 'm.pt', '--model', 'mlp'])
     assert args.model == 'mlp' and capsys.readouterr().err == ''

@@ -1,6 +1,7 @@
 """data_logger as a real process over real DDS: every message published before SIGINT/SIGTERM is
 in the bag, splits lose nothing, a SIGKILL keeps everything older than the flush period, and
 malformed input is recorded but counted. Plus in-process checks of the queue overflow path."""
+
 from __future__ import annotations
 
 import signal
@@ -69,9 +70,14 @@ class Rig:
             assert proc.poll() is None, proc.stdout.read()
             self.js.publish(self.joint_state(-1, frame='warmup'))
             self.cmd.publish(self.command(-1))
-            if spin_until(self.ex, lambda: int(self.diag.get('received /joint_states', 0)) > 0
-                          and int(self.diag.get('received /effort_controller/commands', 0)) > 0,
-                          0.1):
+            if spin_until(
+                self.ex,
+                lambda: (
+                    int(self.diag.get('received /joint_states', 0)) > 0
+                    and int(self.diag.get('received /effort_controller/commands', 0)) > 0
+                ),
+                0.1,
+            ):
                 return
         raise AssertionError('logger never received the warm-up messages')
 
@@ -90,8 +96,15 @@ def start_logger(tmp_path, *params):
     args = ['-p', f'bag_dir:={tmp_path / "bags"}', '-p', 'diagnostics_period_s:=0.1']
     for p in params:
         args += ['-p', p]
-    return node_process('delan_learning', 'data_logger', args, stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    return node_process(
+        'delan_learning',
+        'data_logger',
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
 
 
 def stop(proc, sig, timeout=30.0):
@@ -126,9 +139,11 @@ def read_bag_dir(path: Path):
     return out
 
 
-@pytest.mark.parametrize('sig,storage', [(signal.SIGINT, 'mcap'), (signal.SIGTERM, 'mcap'),
-                                         (signal.SIGTERM, 'sqlite3')],
-                         ids=['SIGINT-mcap', 'SIGTERM-mcap', 'SIGTERM-sqlite3'])
+@pytest.mark.parametrize(
+    'sig,storage',
+    [(signal.SIGINT, 'mcap'), (signal.SIGTERM, 'mcap'), (signal.SIGTERM, 'sqlite3')],
+    ids=['SIGINT-mcap', 'SIGTERM-mcap', 'SIGTERM-sqlite3'],
+)
 def test_every_message_in_bag_after_signal(tmp_path, sig, storage):
     with ros_context() as ctx:
         rig = Rig(ctx)
@@ -139,12 +154,13 @@ def test_every_message_in_bag_after_signal(tmp_path, sig, storage):
             # malformed input is recorded anyway but counted
             rig.js.publish(rig.joint_state(0, frame='bad', position=[float('nan'), 0.0]))
             rig.js.publish(rig.joint_state(0, frame='bad', position=[1.0]))
-            assert spin_until(rig.ex, lambda: int(rig.diag.get('malformed', 0)) >= 2, 10.0), \
+            assert spin_until(rig.ex, lambda: int(rig.diag.get('malformed', 0)) >= 2, 10.0), (
                 rig.diag
+            )
             assert rig.diag['malformed non_finite'] == '1'
             assert rig.diag['malformed length_mismatch'] == '1'
             assert rig.diag['dropped'] == '0'
-            time.sleep(0.15)                   # > 100 ms before the signal
+            time.sleep(0.15)  # > 100 ms before the signal
             out = stop(proc, sig)
         finally:
             if proc.poll() is None:
@@ -160,11 +176,14 @@ def test_every_message_in_bag_after_signal(tmp_path, sig, storage):
     assert {m[0] for m in messages} == {'/joint_states', '/effort_controller/commands'}
     js, cmd = data_indices(messages)
     assert sorted(js) == list(range(N)) and sorted(cmd) == list(range(N))
-    frames = [STORE.deserialize_cdr(m[3], m[1]).header.frame_id for m in messages
-              if m[0] == '/joint_states']
-    assert frames.count('bad') == 2               # recorded, not filtered
+    frames = [
+        STORE.deserialize_cdr(m[3], m[1]).header.frame_id
+        for m in messages
+        if m[0] == '/joint_states'
+    ]
+    assert frames.count('bad') == 2  # recorded, not filtered
     stamps = [m[2] for m in messages]
-    assert stamps == sorted(stamps) and stamps[0] > 1.6e18    # receive time, ns since epoch
+    assert stamps == sorted(stamps) and stamps[0] > 1.6e18  # receive time, ns since epoch
 
 
 def test_split_by_size_loses_nothing(tmp_path):
@@ -187,13 +206,18 @@ def test_split_by_size_loses_nothing(tmp_path):
     assert [b.name for b in bags] == [f'{session}_{i:03d}' for i in range(len(bags))]
     everything = []
     for b in bags:
-        part = read_bag_dir(b)                      # each split is a complete bag
+        part = read_bag_dir(b)  # each split is a complete bag
         assert part
         everything += part
     js, cmd = data_indices(everything)
-    assert sorted(js) == list(range(N)) and sorted(cmd) == list(range(N))   # no loss, no dupes
-    res = read_bag_arrays(tmp_path / 'bags', joint_names=['j1', 'j2'], complete=False,
-                          gap_factor=1e9, min_traj_samples=1)     # all splits read together
+    assert sorted(js) == list(range(N)) and sorted(cmd) == list(range(N))  # no loss, no dupes
+    res = read_bag_arrays(
+        tmp_path / 'bags',
+        joint_names=['j1', 'j2'],
+        complete=False,
+        gap_factor=1e9,
+        min_traj_samples=1,
+    )  # all splits read together
     assert len(res['q']) >= N
 
 
@@ -215,7 +239,7 @@ def test_sigkill_keeps_what_was_flushed(tmp_path):
                         js, cmd = data_indices(list(iter_bag_messages(found[0], notes=[])))
                     if len(set(js)) == N and len(set(cmd)) == N:
                         break
-            time.sleep(0.5)                         # > flush period
+            time.sleep(0.5)  # > flush period
             stop(proc, signal.SIGKILL)
         finally:
             if proc.poll() is None:
@@ -223,7 +247,7 @@ def test_sigkill_keeps_what_was_flushed(tmp_path):
             rig.close()
     bags = sorted((tmp_path / 'bags').iterdir())
     assert len(bags) == 1
-    assert not (bags[0] / 'metadata.yaml').exists()     # never closed
+    assert not (bags[0] / 'metadata.yaml').exists()  # never closed
     notes = []
     js, cmd = data_indices(list(iter_bag_messages(bags[0], notes=notes)))
     assert any('no metadata.yaml' in n for n in notes) and any('truncated' in n for n in notes)
@@ -245,9 +269,14 @@ def test_queue_overflow_is_counted_not_silent(tmp_path):
     from delan_learning.nodes.data_logger import DataLoggerNode
 
     with ros_context() as ctx:
-        node = DataLoggerNode(context=ctx, parameter_overrides=[
-            Parameter('bag_dir', value=str(tmp_path / 'bags')),
-            Parameter('queue_size', value=10), Parameter('record_commands', value=False)])
+        node = DataLoggerNode(
+            context=ctx,
+            parameter_overrides=[
+                Parameter('bag_dir', value=str(tmp_path / 'bags')),
+                Parameter('queue_size', value=10),
+                Parameter('record_commands', value=False),
+            ],
+        )
         try:
             bags = node._bags
             real_write = bags.write
@@ -255,14 +284,16 @@ def test_queue_overflow_is_counted_not_silent(tmp_path):
             def slow_write(*a):
                 time.sleep(0.02)
                 real_write(*a)
+
             bags.write = slow_write
             raw = rclpy.serialization.serialize_message(
-                JointState(name=['a'], position=[1.0], velocity=[0.0], effort=[0.0]))
+                JointState(name=['a'], position=[1.0], velocity=[0.0], effort=[0.0])
+            )
             callback = node._make_callback(0)
             t0 = time.monotonic()
             for _ in range(100):
                 callback(raw)
-            assert time.monotonic() - t0 < 0.5                 # never waited for the disk
+            assert time.monotonic() - t0 < 0.5  # never waited for the disk
             s = node.stats()
             assert s['received'] == {'/joint_states': 100}
             assert 80 <= s['dropped'] <= 90
@@ -273,7 +304,7 @@ def test_queue_overflow_is_counted_not_silent(tmp_path):
             assert not r[0].successful
         finally:
             node.close()
-            node.close()                                        # idempotent
+            node.close()  # idempotent
             node.destroy_node()
     written = node.stats()['written']['/joint_states']
     assert written + node.stats()['dropped'] == 100
@@ -281,18 +312,28 @@ def test_queue_overflow_is_counted_not_silent(tmp_path):
     assert len(messages) == written
 
 
-@pytest.mark.parametrize('params,expected', [
-    (['storage:=rosbag1'], 'storage'),
-    (['max_bag_size_mb:=1'], 'max_bag_size_mb'),           # an int for a double parameter
-    (['bag_dir:={blocker}/bags'], 'cannot write bags'),     # a file where the directory goes
-], ids=['choice', 'type', 'unwritable'])
+@pytest.mark.parametrize(
+    'params,expected',
+    [
+        (['storage:=rosbag1'], 'storage'),
+        (['max_bag_size_mb:=1'], 'max_bag_size_mb'),  # an int for a double parameter
+        (['bag_dir:={blocker}/bags'], 'cannot write bags'),  # a file where the directory goes
+    ],
+    ids=['choice', 'type', 'unwritable'],
+)
 def test_bad_parameters_fail_start_up_with_exit_2(tmp_path, params, expected):
     blocker = tmp_path / 'file'
     blocker.write_text('')
     args = ['-p', f'bag_dir:={tmp_path / "bags"}']
     for p in params:
         args += ['-p', p.format(blocker=blocker)]
-    proc = node_process('delan_learning', 'data_logger', args, stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT, text=True)
+    proc = node_process(
+        'delan_learning',
+        'data_logger',
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 2 and expected in out and 'Traceback' not in out, out

@@ -1,5 +1,6 @@
 """DeLaN learns the 2-link arm's dynamics from Pinocchio ground truth: held-out torques,
 the mass matrix and gravity themselves, friction, and extrapolation to twice the speed."""
+
 import numpy as np
 import pytest
 import torch
@@ -26,18 +27,30 @@ def train_single_threaded(data, kind, cfg):
 @pytest.fixture(scope='module')
 def delan_2link(two_link_data):
     data = Dataset.from_arrays(two_link_data['train'])
-    cfg = TrainConfig(epochs=150, batch_size=512, lr=1e-2, patience=0, seed=0,
-                      lr_schedule='cosine',
-                      time_budget=DELAN_BUDGET_S)
+    cfg = TrainConfig(
+        epochs=150,
+        batch_size=512,
+        lr=1e-2,
+        patience=0,
+        seed=0,
+        lr_schedule='cosine',
+        time_budget=DELAN_BUDGET_S,
+    )
     return train_single_threaded(data, 'delan', cfg)
 
 
 @pytest.fixture(scope='module')
 def mlp_2link(two_link_data):
     data = Dataset.from_arrays(two_link_data['train'])
-    cfg = TrainConfig(epochs=200, batch_size=512, lr=1e-2, patience=0, seed=0,
-                      lr_schedule='cosine',
-                      time_budget=20.0)
+    cfg = TrainConfig(
+        epochs=200,
+        batch_size=512,
+        lr=1e-2,
+        patience=0,
+        seed=0,
+        lr_schedule='cosine',
+        time_budget=20.0,
+    )
     return train_single_threaded(data, 'mlp', cfg)
 
 
@@ -79,8 +92,7 @@ def test_mass_matrix_and_gravity_match_pinocchio(delan_2link, two_link, two_link
 
 def test_friction_is_identified(delan_2link, two_link):
     viscous, coulomb = (c.detach().numpy() for c in delan_2link.model.friction_coefficients())
-    print('viscous', viscous, 'vs', two_link.viscous, '; coulomb', coulomb, 'vs',
-          two_link.coulomb)
+    print('viscous', viscous, 'vs', two_link.viscous, '; coulomb', coulomb, 'vs', two_link.coulomb)
     np.testing.assert_allclose(viscous, two_link.viscous, rtol=0.2)
     np.testing.assert_allclose(coulomb, two_link.coulomb, rtol=0.2)
 
@@ -89,17 +101,21 @@ def test_forward_model_on_heldout(delan_2link, two_link_data):
     test = two_link_data['test']
     with torch.no_grad():
         qdd = delan_2link.model.forward_dynamics(
-            *(torch.as_tensor(test[k]) for k in ('q', 'qd', 'tau'))).numpy()
+            *(torch.as_tensor(test[k]) for k in ('q', 'qd', 'tau'))
+        ).numpy()
     err = nmse(qdd, test['qdd'])
     print('forward-model nMSE per joint', err)
     assert np.all(err < 5e-2), err  # H^-1 amplifies torque errors (cond(H) ~ 40 here)
 
 
-def test_extrapolates_to_double_speed_better_than_mlp(delan_2link, mlp_2link, two_link,
-                                                     two_link_data):
+def test_extrapolates_to_double_speed_better_than_mlp(
+    delan_2link, mlp_2link, two_link, two_link_data
+):
     """Trained at 1x speed, tested on the same paths at 2x (4x the accelerations)."""
     fast = two_link.make_data(two_link_data['test_seeds'], speed=2.0)
-    rms = {name: float(np.sqrt(np.mean((predict(r.model, fast) - fast['tau']) ** 2)))
-           for name, r in (('delan', delan_2link), ('mlp', mlp_2link))}
+    rms = {
+        name: float(np.sqrt(np.mean((predict(r.model, fast) - fast['tau']) ** 2)))
+        for name, r in (('delan', delan_2link), ('mlp', mlp_2link))
+    }
     print('RMS torque error at 2x speed [N m]:', rms)
     assert rms['delan'] <= rms['mlp'] / 3.0

@@ -1,4 +1,5 @@
 """Checkpoints: round trip, refusal of foreign/corrupt/newer files, no code execution on load."""
+
 import json
 import os
 import pickle
@@ -16,8 +17,11 @@ NAMES = ['shoulder', 'elbow']
 
 def trained_like(kind='delan'):
     torch.manual_seed(3)
-    m = (DelanModel(['revolute', 'prismatic'], width=16, friction=True) if kind == 'delan'
-         else MlpInverseModel(['revolute', 'prismatic'], width=16))
+    m = (
+        DelanModel(['revolute', 'prismatic'], width=16, friction=True)
+        if kind == 'delan'
+        else MlpInverseModel(['revolute', 'prismatic'], width=16)
+    )
     with torch.no_grad():
         for p in m.parameters():
             p.add_(torch.randn_like(p) * 0.1)
@@ -35,9 +39,15 @@ def states():
 def test_round_trip(tmp_path, kind):
     m = trained_like(kind)
     path = str(tmp_path / 'm.pt')
-    save_model(m, path, {'joint_names': NAMES,
-                         'torque_normalisation': {'mean': [0.0, 1.0], 'std': [2.0, 3.0]},
-                         'note': 'hello'})
+    save_model(
+        m,
+        path,
+        {
+            'joint_names': NAMES,
+            'torque_normalisation': {'mean': [0.0, 1.0], 'std': [2.0, 3.0]},
+            'note': 'hello',
+        },
+    )
     loaded, meta = load_model(path, expected_joint_names=NAMES)
     assert not loaded.training and loaded.dtype == torch.float64
     q, qd, qdd = states()
@@ -165,7 +175,7 @@ def test_checkpoint_without_per_joint_inertia_scales_loads_as_written(tmp_path):
     scale, which ``h_rel = 1`` reproduces."""
     m = trained_like()
     with torch.no_grad():
-        m.h_rel.copy_(torch.tensor([3.0, 0.01]))   # per-joint scales in use
+        m.h_rel.copy_(torch.tensor([3.0, 0.01]))  # per-joint scales in use
     path = str(tmp_path / 'old.pt')
     save_model(m, path, {'joint_names': NAMES})
     payload = torch.load(path, weights_only=True)

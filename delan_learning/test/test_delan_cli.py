@@ -1,4 +1,5 @@
 """delan-train and delan-eval as a user runs them: subprocesses, JSON out, exit codes."""
+
 import json
 import os
 import shutil
@@ -17,13 +18,17 @@ def command(name):
     if exe:
         return [exe]
     fn = {'delan-train': 'train_main', 'delan-eval': 'eval_main'}[name]
-    return [sys.executable, '-c', f'import sys; from delan_learning.cli import {fn}; '
-            f'sys.exit({fn}())']
+    return [
+        sys.executable,
+        '-c',
+        f'import sys; from delan_learning.cli import {fn}; sys.exit({fn}())',
+    ]
 
 
 def run(name, *args, timeout=120):
-    return subprocess.run(command(name) + [str(a) for a in args], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        command(name) + [str(a) for a in args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(scope='module')
@@ -37,8 +42,24 @@ def files(tmp_path_factory, two_link):
 @pytest.fixture(scope='module')
 def trained(files):
     out = files / 'model.pt'
-    r = run('delan-train', '--data', files / 'train.npz', '--out', out, '--epochs', 40,
-            '--batch', 64, '--lr', 1e-2, '--width', 32, '--seed', 1, '--quiet')
+    r = run(
+        'delan-train',
+        '--data',
+        files / 'train.npz',
+        '--out',
+        out,
+        '--epochs',
+        40,
+        '--batch',
+        64,
+        '--lr',
+        1e-2,
+        '--width',
+        32,
+        '--seed',
+        1,
+        '--quiet',
+    )
     return r, out
 
 
@@ -58,8 +79,18 @@ def test_train_defaults_run_to_the_plateau(files):
     scores = {}
     for name, extra in (('default', ()), ('long', ('--epochs', 3000, '--schedule', 'cosine'))):
         out = files / f'{name}.pt'
-        r = run('delan-train', '--data', files / 'train.npz', '--out', out, '--width', 32,
-                '--quiet', *extra, timeout=300)
+        r = run(
+            'delan-train',
+            '--data',
+            files / 'train.npz',
+            '--out',
+            out,
+            '--width',
+            32,
+            '--quiet',
+            *extra,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr
         summary = json.loads(r.stdout)
         e = run('delan-eval', '--model', out, '--data', files / 'test.npz')
@@ -86,14 +117,23 @@ def test_eval_prints_metrics(trained, files):
     data = np.load(files / 'test.npz')
     var = np.var(data['tau'], axis=0)
     assert res['inverse']['nmse']['elbow'] == pytest.approx(
-        res['inverse']['mse']['elbow'] / var[1], rel=1e-9)
+        res['inverse']['mse']['elbow'] / var[1], rel=1e-9
+    )
 
 
 def test_eval_reorders_joints_by_name(trained, files, two_link):
     _, model = trained
     arrays = two_link.make_data([40], duration=4.0)
-    swapped = {k: (v[:, ::-1] if k in ('q', 'qd', 'qdd', 'tau') else v[::-1]
-                   if k in ('joint_names', 'joint_types') else v) for k, v in arrays.items()}
+    swapped = {
+        k: (
+            v[:, ::-1]
+            if k in ('q', 'qd', 'qdd', 'tau')
+            else v[::-1]
+            if k in ('joint_names', 'joint_types')
+            else v
+        )
+        for k, v in arrays.items()
+    }
     save_npz(files / 'swapped.npz', swapped)
     a = json.loads(run('delan-eval', '--model', model, '--data', files / 'test.npz').stdout)
     b = json.loads(run('delan-eval', '--model', model, '--data', files / 'swapped.npz').stdout)
@@ -103,11 +143,23 @@ def test_eval_reorders_joints_by_name(trained, files, two_link):
 def test_mlp_and_no_friction_options(files):
     for extra in (['--model', 'mlp'], ['--no-friction']):
         out = files / f'm{len(extra)}.pt'
-        r = run('delan-train', '--data', files / 'train.npz', '--out', out, '--epochs', 2,
-                '--width', 16, '--quiet', '--val-fraction', 0.25, *extra)
+        r = run(
+            'delan-train',
+            '--data',
+            files / 'train.npz',
+            '--out',
+            out,
+            '--epochs',
+            2,
+            '--width',
+            16,
+            '--quiet',
+            '--val-fraction',
+            0.25,
+            *extra,
+        )
         assert r.returncode == 0, r.stderr
-    r = run('delan-eval', '--model', files / 'm2.pt', '--data', files / 'test.npz',
-            '--forward')
+    r = run('delan-eval', '--model', files / 'm2.pt', '--data', files / 'test.npz', '--forward')
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)['model_kind'] == 'mlp'
 
@@ -124,25 +176,32 @@ def bad(files, name, **change):
     return path
 
 
-@pytest.mark.parametrize('case', ['missing_tau', 'nan_q', 'no_file', 'bad_budget',
-                                  'command_order_for_npz', 'no_yaml'])
+@pytest.mark.parametrize(
+    'case', ['missing_tau', 'nan_q', 'no_file', 'bad_budget', 'command_order_for_npz', 'no_yaml']
+)
 def test_train_bad_input_exit_2(files, case):
     arrays = dict(np.load(files / 'train.npz'))
     q = arrays['q'].copy()
     q[5, 1] = np.nan
-    args = {'missing_tau': ['--data', bad(files, 'notau.npz', tau=None)],
-            'nan_q': ['--data', bad(files, 'nan.npz', q=q)],
-            'no_file': ['--data', files / 'absent.npz'],
-            'bad_budget': ['--data', files / 'train.npz', '--time-budget', -1],
-            'command_order_for_npz': ['--data', files / 'train.npz', '--command-joints', 'a,b'],
-            'no_yaml': ['--bag', files / 'absent', '--controllers-yaml', files / 'absent.yaml']
-            }[case]
+    args = {
+        'missing_tau': ['--data', bad(files, 'notau.npz', tau=None)],
+        'nan_q': ['--data', bad(files, 'nan.npz', q=q)],
+        'no_file': ['--data', files / 'absent.npz'],
+        'bad_budget': ['--data', files / 'train.npz', '--time-budget', -1],
+        'command_order_for_npz': ['--data', files / 'train.npz', '--command-joints', 'a,b'],
+        'no_yaml': ['--bag', files / 'absent', '--controllers-yaml', files / 'absent.yaml'],
+    }[case]
     r = run('delan-train', *args, '--out', files / 'never.pt')
     assert r.returncode == 2
     assert r.stderr.startswith('delan-train: error:') and 'Traceback' not in r.stderr
-    expected = {'missing_tau': "'tau'", 'nan_q': 'non-finite', 'no_file': 'no such data file',
-                'bad_budget': '--time-budget', 'command_order_for_npz': 'are for --bag',
-                'no_yaml': 'cannot read controllers yaml'}[case]
+    expected = {
+        'missing_tau': "'tau'",
+        'nan_q': 'non-finite',
+        'no_file': 'no such data file',
+        'bad_budget': '--time-budget',
+        'command_order_for_npz': 'are for --bag',
+        'no_yaml': 'cannot read controllers yaml',
+    }[case]
     assert expected in r.stderr
     assert not os.path.exists(files / 'never.pt')
 
@@ -154,9 +213,10 @@ def test_eval_bad_input_exit_2(trained, files, two_link):
     save_npz(files / 'other.npz', other)
     (files / 'corrupt.pt').write_bytes(open(model, 'rb').read()[:500])
     for args, expected in (
-            (['--model', model, '--data', files / 'other.npz'], 'lack joints'),
-            (['--model', files / 'corrupt.pt', '--data', files / 'test.npz'], 'checkpoint'),
-            (['--model', model], 'required')):  # argparse: --data/--bag missing
+        (['--model', model, '--data', files / 'other.npz'], 'lack joints'),
+        (['--model', files / 'corrupt.pt', '--data', files / 'test.npz'], 'checkpoint'),
+        (['--model', model], 'required'),
+    ):  # argparse: --data/--bag missing
         r = run('delan-eval', *args)
         assert r.returncode == 2, (args, r.stderr)
         assert expected in r.stderr and 'Traceback' not in r.stderr

@@ -1,4 +1,5 @@
 """Data handling: derivative estimation, validation, npz I/O and trajectory splits."""
+
 import numpy as np
 import pytest
 
@@ -62,8 +63,10 @@ def test_no_smoothing_across_trajectory_boundaries():
     truth_qd = np.concatenate([qd1, qd2])
     truth_qdd = np.concatenate([qdd1, qdd2])
     traj = np.repeat([3, 8], [len(t1), len(t2)])
-    for arrays in ({'q': q, 't': t, 'traj': traj},  # explicit ids
-                   {'q': q, 't': t}):  # ids from the time reset
+    for arrays in (
+        {'q': q, 't': t, 'traj': traj},  # explicit ids
+        {'q': q, 't': t},
+    ):  # ids from the time reset
         out = complete_derivatives(arrays)
         assert np.abs(out['qd'][:, 0] - truth_qd).max() < 1e-3 * vmax
         assert np.abs(out['qdd'][:, 0] - truth_qdd).max() < 1e-2 * amax
@@ -93,20 +96,23 @@ def test_given_arrays_are_kept_and_input_not_mutated():
     assert set(arrays2) == {'q', 't'}
 
 
-@pytest.mark.parametrize('arrays,match', [
-    ({'qd': np.zeros((3, 2))}, "missing array 'q'"),
-    ({'q': np.zeros((3, 2)), 'tau': np.zeros((4, 2))}, 'tau has 4 rows'),
-    ({'q': np.zeros((3, 2)), 'tau': np.zeros((3, 3))}, 'tau has 3 joints'),
-    ({'q': np.array([[0.0, np.nan], [0, 0]]), 'tau': np.zeros((2, 2))}, 'q has 1 non-finite'),
-    ({'q': np.zeros((3, 2)), 'tau': np.full((3, 2), np.inf)}, 'tau has 6 non-finite'),
-    ({'q': np.zeros((3, 2)), 'joint_types': np.array(['revolute', 'ball'])}, "'ball'"),
-    ({'q': np.zeros((3, 2)), 'joint_names': np.array(['a'])}, 'joint_names has 1'),
-    ({'q': np.zeros((3, 2)), 'joint_names': np.array(['a', 'a'])}, 'duplicated'),
-    ({'q': np.zeros((3, 2)), 'traj': np.zeros(4, dtype=int)}, 'traj must have shape'),
-    ({'q': np.zeros((3, 2)), 'traj': np.array([0.0, 0.5, 1.0])}, 'integer'),
-    ({'q': np.zeros((0, 2))}, 'no samples'),
-    ({'q': np.zeros((3, 2, 2))}, 'must be'),
-])
+@pytest.mark.parametrize(
+    'arrays,match',
+    [
+        ({'qd': np.zeros((3, 2))}, "missing array 'q'"),
+        ({'q': np.zeros((3, 2)), 'tau': np.zeros((4, 2))}, 'tau has 4 rows'),
+        ({'q': np.zeros((3, 2)), 'tau': np.zeros((3, 3))}, 'tau has 3 joints'),
+        ({'q': np.array([[0.0, np.nan], [0, 0]]), 'tau': np.zeros((2, 2))}, 'q has 1 non-finite'),
+        ({'q': np.zeros((3, 2)), 'tau': np.full((3, 2), np.inf)}, 'tau has 6 non-finite'),
+        ({'q': np.zeros((3, 2)), 'joint_types': np.array(['revolute', 'ball'])}, "'ball'"),
+        ({'q': np.zeros((3, 2)), 'joint_names': np.array(['a'])}, 'joint_names has 1'),
+        ({'q': np.zeros((3, 2)), 'joint_names': np.array(['a', 'a'])}, 'duplicated'),
+        ({'q': np.zeros((3, 2)), 'traj': np.zeros(4, dtype=int)}, 'traj must have shape'),
+        ({'q': np.zeros((3, 2)), 'traj': np.array([0.0, 0.5, 1.0])}, 'integer'),
+        ({'q': np.zeros((0, 2))}, 'no samples'),
+        ({'q': np.zeros((3, 2, 2))}, 'must be'),
+    ],
+)
 def test_validation_errors_are_clear(arrays, match):
     with pytest.raises(DataError, match=match):
         validate_arrays(arrays)
@@ -116,16 +122,19 @@ def test_missing_derivatives_need_time():
     with pytest.raises(DataError, match='no time stamps'):
         complete_derivatives({'q': np.zeros((10, 2)), 'tau': np.zeros((10, 2))})
     with pytest.raises(DataError, match='increase'):
-        complete_derivatives({'q': np.zeros((3, 1)), 't': np.array([0.0, 0.1, 0.1]),
-                              'traj': np.zeros(3, dtype=int)})
+        complete_derivatives(
+            {'q': np.zeros((3, 1)), 't': np.array([0.0, 0.1, 0.1]), 'traj': np.zeros(3, dtype=int)}
+        )
 
 
 def test_dataset_requires_torque_for_training():
     with pytest.raises(DataError, match="'tau'"):
-        Dataset.from_arrays({'q': np.zeros((3, 1)), 'qd': np.zeros((3, 1)),
-                             'qdd': np.zeros((3, 1))})
-    d = Dataset.from_arrays({'q': np.zeros((3, 1)), 'qd': np.zeros((3, 1)),
-                             'qdd': np.zeros((3, 1))}, require_tau=False)
+        Dataset.from_arrays(
+            {'q': np.zeros((3, 1)), 'qd': np.zeros((3, 1)), 'qdd': np.zeros((3, 1))}
+        )
+    d = Dataset.from_arrays(
+        {'q': np.zeros((3, 1)), 'qd': np.zeros((3, 1)), 'qdd': np.zeros((3, 1))}, require_tau=False
+    )
     assert d.joint_names == ['joint0'] and d.joint_types == ['revolute']
 
 
@@ -170,8 +179,13 @@ def test_split_by_trajectory(two_link):
 def test_complete_derivatives_adds_only_derivatives():
     """What a bag reader hands over comes back with qd/qdd and nothing else new."""
     t, q, *_ = sine(100.0)
-    arrays = {'q': q[:, None], 't': t, 'tau': q[:, None], 'joint_names': np.array(['j']),
-              'info': {'source': 'bag'}}
+    arrays = {
+        'q': q[:, None],
+        't': t,
+        'tau': q[:, None],
+        'joint_names': np.array(['j']),
+        'info': {'source': 'bag'},
+    }
     out = complete_derivatives(arrays)
     assert set(out) == set(arrays) | {'qd', 'qdd'}
     assert out['info'] is arrays['info'] and 'joint_types' not in out
@@ -179,8 +193,9 @@ def test_complete_derivatives_adds_only_derivatives():
 
 def test_split_at_gaps_keeps_differentiation_off_lost_messages():
     from delan_learning.data import split_at_gaps
+
     t = np.arange(0.0, 2.0, 0.004)
-    lost = (t > 0.5) & (t < 0.56)              # 60 ms of states lost in transport
+    lost = (t > 0.5) & (t < 0.56)  # 60 ms of states lost in transport
     t_rx = t[~lost]
     ids = split_at_gaps(t_rx)
     assert ids.tolist() == sorted(ids.tolist()) and ids.max() == 1
@@ -193,7 +208,7 @@ def test_split_at_gaps_keeps_differentiation_off_lost_messages():
     # differentiated with the split, the sine's acceleration is right on both sides of the gap
     q = np.sin(2 * np.pi * t_rx)[:, None]
     qd = 2 * np.pi * np.cos(2 * np.pi * t_rx)[:, None]
-    true_qdd = -(2 * np.pi) ** 2 * q
+    true_qdd = -((2 * np.pi) ** 2) * q
     whole = complete_derivatives({'t': t_rx, 'q': q, 'qd': qd})
     split = complete_derivatives({'t': t_rx, 'q': q, 'qd': qd, 'traj': ids})
     near = np.abs(t_rx - 0.53) < 0.06

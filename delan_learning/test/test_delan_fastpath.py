@@ -1,5 +1,6 @@
 """The numpy fast path and the torch adapter implement the DynamicsModel protocol and agree
 with the torch model (float64) on every term, for one state and for batches."""
+
 import numpy as np
 import pytest
 import torch
@@ -17,15 +18,21 @@ CASES = [
     (['revolute', 'prismatic'], False, 'tanh'),
 ]
 METHODS = {
-    'inverse': 3, 'forward': 3, 'mass_matrix': 1, 'coriolis': 2, 'gravity': 1, 'friction': 2,
+    'inverse': 3,
+    'forward': 3,
+    'mass_matrix': 1,
+    'coriolis': 2,
+    'gravity': 1,
+    'friction': 2,
     'energy': 2,
 }
 
 
 def model(types, shared, activation, depth=2, seed=0):
     torch.manual_seed(seed)
-    m = DelanModel(types, width=24, depth=depth, shared_trunk=shared,
-                   activation=activation).double()
+    m = DelanModel(
+        types, width=24, depth=depth, shared_trunk=shared, activation=activation
+    ).double()
     with torch.no_grad():
         for p in m.parameters():
             p.normal_(0.0, 0.4)
@@ -40,8 +47,15 @@ def torch_term(m, name, *xs):
     ts = [torch.as_tensor(x) for x in xs]
     with torch.no_grad():
         fn = {'forward': m.forward_dynamics}.get(name) or getattr(m, name)
-        out = fn(*(ts[:1] if name in ('mass_matrix', 'gravity') else
-                   ts[1:2] if name == 'friction' else ts[:METHODS[name]]))
+        out = fn(
+            *(
+                ts[:1]
+                if name in ('mass_matrix', 'gravity')
+                else ts[1:2]
+                if name == 'friction'
+                else ts[: METHODS[name]]
+            )
+        )
     return tuple(o.numpy() for o in out) if isinstance(out, tuple) else out.numpy()
 
 

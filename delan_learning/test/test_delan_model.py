@@ -1,5 +1,6 @@
 """Structure of the DeLaN model with random weights: SPD mass matrix, exact derivatives,
 energy balance, inverse/forward consistency; and the MLP baseline's interface."""
+
 import copy
 
 import pytest
@@ -128,9 +129,13 @@ def test_friction_switch_off():
     assert not any('friction' in n for n, _ in m.named_parameters())
     q, qd, qdd = random_states(3)
     assert torch.equal(m.friction(qd), torch.zeros_like(qd))
-    assert rel_err(m.inverse(q, qd, qdd),
-                   (m.mass_matrix(q) @ qdd[..., None])[..., 0] + m.coriolis(q, qd)
-                   + m.gravity(q)) < 1e-10
+    assert (
+        rel_err(
+            m.inverse(q, qd, qdd),
+            (m.mass_matrix(q) @ qdd[..., None])[..., 0] + m.coriolis(q, qd) + m.gravity(q),
+        )
+        < 1e-10
+    )
 
 
 def test_float32_and_batch_shapes():
@@ -145,8 +150,7 @@ def test_float32_and_batch_shapes():
     tau64 = m64.inverse(q.double(), qd.double(), qdd.double())
     assert rel_err(tau.double(), tau64) < 1e-5  # same weights, float32 rounding only
     cond = float(torch.linalg.cond(m64.mass_matrix(q.double()).detach()).max())
-    assert rel_err(m.forward_dynamics(q, qd, tau).double(), qdd.double()) < max(1e-4,
-                                                                                1e-6 * cond)
+    assert rel_err(m.forward_dynamics(q, qd, tau).double(), qdd.double()) < max(1e-4, 1e-6 * cond)
 
 
 def test_evaluation_needs_no_autograd():
@@ -195,8 +199,13 @@ def test_mlp_baseline_interface():
     q, qd, qdd = random_states(2, B=8)
     tau = m.inverse(q, qd, qdd)
     assert tau.shape == (8, 2)
-    for call in (lambda: m.mass_matrix(q), lambda: m.coriolis(q, qd), lambda: m.gravity(q),
-                 lambda: m.friction(qd), lambda: m.energy(q, qd)):
+    for call in (
+        lambda: m.mass_matrix(q),
+        lambda: m.coriolis(q, qd),
+        lambda: m.gravity(q),
+        lambda: m.friction(qd),
+        lambda: m.energy(q, qd),
+    ):
         with pytest.raises(NotImplementedError, match='black-box'):
             call()
     # numerical forward model: Newton on the inverse model
@@ -211,8 +220,9 @@ def test_training_gradients_equal_finite_differences():
     from delan_learning.activations import _SoftplusAndSlope
 
     a = torch.randn(3, 5, dtype=torch.float64, requires_grad=True) * 3
-    assert torch.autograd.gradcheck(lambda x: _SoftplusAndSlope.apply(x), (a.detach()
-                                                                          .requires_grad_(),))
+    assert torch.autograd.gradcheck(
+        lambda x: _SoftplusAndSlope.apply(x), (a.detach().requires_grad_(),)
+    )
     m = random_model(['revolute', 'prismatic'], seed=4, width=6)
     q, qd, qdd = random_states(2, B=3)
     for name in ('weights.0', 'weights.1', 'head_weight', 'friction_raw'):
@@ -235,8 +245,9 @@ def test_initial_mass_matrix_follows_each_joints_inertia_scale():
     q, qd, qdd = (torch.randn(500, 2, generator=g, dtype=torch.float64) for _ in range(3))
     tau = qdd * torch.tensor([4.0, 1e-2], dtype=torch.float64)
     m.init_scales(q, qd, qdd, tau)
-    assert torch.allclose(m.h_rel[0] / m.h_rel[1], torch.tensor(4e2, dtype=m.h_rel.dtype),
-                          rtol=0.05)
+    assert torch.allclose(
+        m.h_rel[0] / m.h_rel[1], torch.tensor(4e2, dtype=m.h_rel.dtype), rtol=0.05
+    )
     with torch.no_grad():
         H = m.mass_matrix(q[:20])
     ratio = H[:, 0, 0] / H[:, 1, 1]

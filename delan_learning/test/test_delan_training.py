@@ -1,4 +1,5 @@
 """The Trainer API: online steps, epochs with metrics, early stopping, budgets, seeding."""
+
 import numpy as np
 import pytest
 import torch
@@ -9,8 +10,18 @@ from delan_learning.features import JOINT_TYPES
 from delan_learning.lagrangian import DelanModel
 from delan_learning.training import Batch, TorqueNormalizer, TrainConfig, Trainer, train_model
 
-EPOCH_KEYS = {'round', 'epoch', 'steps', 'train_loss', 'val_loss', 'val_nmse', 'lr', 'elapsed_s',
-              'samples_per_s', 'best'}
+EPOCH_KEYS = {
+    'round',
+    'epoch',
+    'steps',
+    'train_loss',
+    'val_loss',
+    'val_nmse',
+    'lr',
+    'elapsed_s',
+    'samples_per_s',
+    'best',
+}
 
 
 @pytest.fixture(scope='module')
@@ -47,6 +58,7 @@ def test_online_steps_end_early_when_asked_to_stop(small):
     def stop() -> bool:
         asked.append(tr.steps)
         return tr.steps >= 7
+
     tr.train_steps(arrays, 100, stop=stop)
     assert tr.steps == 7 and asked == list(range(8))
     assert np.isnan(tr.train_steps(arrays, 5, stop=lambda: True)) and tr.steps == 7
@@ -55,9 +67,10 @@ def test_online_steps_end_early_when_asked_to_stop(small):
 def test_fit_metrics_callback_and_stop(small):
     torch.manual_seed(0)
     train, val = split_by_trajectory(small, 0.34, seed=0)
-    tr = Trainer(DelanModel(small.joint_types, width=16),
-                 TrainConfig(epochs=50, batch_size=256, patience=0, lr_schedule='cosine',
-                             round_steps=0))
+    tr = Trainer(
+        DelanModel(small.joint_types, width=16),
+        TrainConfig(epochs=50, batch_size=256, patience=0, lr_schedule='cosine', round_steps=0),
+    )
     seen = []
 
     def callback(m):
@@ -76,8 +89,9 @@ def test_early_stopping_restores_best(small):
     torch.manual_seed(1)
     train, val = split_by_trajectory(small, 0.34, seed=0)
     # a large constant learning rate makes the validation loss noisy, so it stops early
-    cfg = TrainConfig(epochs=400, batch_size=64, lr=3e-2, lr_schedule='constant', patience=3,
-                      round_steps=0)
+    cfg = TrainConfig(
+        epochs=400, batch_size=64, lr=3e-2, lr_schedule='constant', patience=3, round_steps=0
+    )
     tr = Trainer(DelanModel(small.joint_types, width=16), cfg)
     hist = tr.fit(train, val)
     assert len(hist) < 400
@@ -89,8 +103,10 @@ def test_early_stopping_restores_best(small):
 
 def test_time_budget_stops_training(small):
     torch.manual_seed(0)
-    tr = Trainer(DelanModel(small.joint_types, width=16),
-                 TrainConfig(epochs=10_000, batch_size=32, time_budget=0.2, patience=0))
+    tr = Trainer(
+        DelanModel(small.joint_types, width=16),
+        TrainConfig(epochs=10_000, batch_size=32, time_budget=0.2, patience=0),
+    )
     hist = tr.fit(small)
     assert 1 <= len(hist) < 10_000
     assert hist[-1]['val_loss'] is None  # no validation set given
@@ -103,8 +119,7 @@ def test_train_model_is_seeded(small):
     for (k, va), vb in zip(a.model.state_dict().items(), b.model.state_dict().values()):
         assert torch.equal(va, vb), k
     assert [m['train_loss'] for m in a.history] == [m['train_loss'] for m in b.history]
-    c = train_model(small, 'delan', TrainConfig(epochs=3, batch_size=256, seed=8),
-                    {'width': 16})
+    c = train_model(small, 'delan', TrainConfig(epochs=3, batch_size=256, seed=8), {'width': 16})
     assert not torch.equal(c.model.head_weight, a.model.head_weight)
     # metadata for the checkpoint
     assert a.metadata['joint_names'] == small.joint_names
@@ -134,7 +149,7 @@ def test_plateau_schedule_lowers_the_rate_and_stops_by_itself(small):
     torch.manual_seed(0)
     train, val = split_by_trajectory(small, 0.34, seed=0)
     cfg = TrainConfig(batch_size=256, round_steps=20, plateau_patience=2, lr=1e-2)
-    assert cfg.lr_schedule == 'plateau' and cfg.epochs is None      # the defaults
+    assert cfg.lr_schedule == 'plateau' and cfg.epochs is None  # the defaults
     tr = Trainer(DelanModel(small.joint_types, width=16), cfg)
     hist = tr.fit(train, val)
     assert tr.stop_reason == 'plateau' and tr.steps < cfg.max_steps
@@ -150,8 +165,7 @@ def test_plateau_schedule_lowers_the_rate_and_stops_by_itself(small):
 
 
 def test_max_steps_and_epochs_cap_the_plateau(small):
-    tr = Trainer(DelanModel(small.joint_types, width=8), TrainConfig(batch_size=256,
-                                                                     max_steps=7))
+    tr = Trainer(DelanModel(small.joint_types, width=8), TrainConfig(batch_size=256, max_steps=7))
     tr.fit(small)
     assert tr.steps == 7 and tr.stop_reason == 'max_steps'
     tr = Trainer(DelanModel(small.joint_types, width=8), TrainConfig(batch_size=256, epochs=2))
@@ -159,5 +173,4 @@ def test_max_steps_and_epochs_cap_the_plateau(small):
     assert tr.stop_reason == 'epochs' and hist[-1]['epoch'] == 2
     assert tr.steps == 2 * -(-len(small) // 256)
     with pytest.raises(ValueError, match='lr_schedule'):
-        Trainer(DelanModel(small.joint_types, width=8),
-                TrainConfig(lr_schedule='step')).fit(small)
+        Trainer(DelanModel(small.joint_types, width=8), TrainConfig(lr_schedule='step')).fit(small)

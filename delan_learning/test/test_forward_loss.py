@@ -4,6 +4,7 @@ The integrator and the torque timing are checked against Pinocchio on a plant si
 under held torques; the loss by real (small, seeded) training whose held-out N-step error must
 fall; the CLIs in process.
 """
+
 import json
 
 import numpy as np
@@ -27,10 +28,17 @@ class PinocchioArm(torch.nn.Module):
 
     def forward_dynamics(self, q, qd, tau):
         from delan_common.dynamics import friction_torque
+
         pin, a = self.arm.pin, self.arm
         net = tau.numpy() - friction_torque(qd.numpy(), a.viscous, a.coulomb)
-        return torch.as_tensor(np.stack([pin.aba(a.model, a.data, x, v, u).copy()
-                                         for x, v, u in zip(q.numpy(), qd.numpy(), net)]))
+        return torch.as_tensor(
+            np.stack(
+                [
+                    pin.aba(a.model, a.data, x, v, u).copy()
+                    for x, v, u in zip(q.numpy(), qd.numpy(), net)
+                ]
+            )
+        )
 
 
 def simulate_held_torques(arm, rate=100.0, duration=1.0, substeps=20, seed=3):
@@ -45,7 +53,7 @@ def simulate_held_torques(arm, rate=100.0, duration=1.0, substeps=20, seed=3):
     Q, QD = [q], [qd]
     h = torch.full((1, substeps), 1.0 / (rate * substeps), dtype=torch.float64)
     for k in range(len(t) - 1):
-        u = torch.as_tensor(tau[k:k + 1]).unsqueeze(1).expand(1, substeps, -1)
+        u = torch.as_tensor(tau[k : k + 1]).unsqueeze(1).expand(1, substeps, -1)
         qs, qds = ro.rollout(plant, q, qd, u, h, 'rk4')
         q, qd = qs[:, -1], qds[:, -1]
         Q.append(q)
@@ -72,9 +80,9 @@ def test_rollout_of_the_true_model_matches_the_plant(two_link):
 
 def test_windows_never_cross_a_trajectory_or_a_gap():
     dt = 0.01
-    t_a = np.r_[np.arange(10), np.arange(12, 22)] * dt   # a gap of two dropped samples
+    t_a = np.r_[np.arange(10), np.arange(12, 22)] * dt  # a gap of two dropped samples
     t_b = np.arange(7) * dt
-    t = np.r_[t_a[:5], t_b, t_a[5:]]                      # trajectories interleaved in the data
+    t = np.r_[t_a[:5], t_b, t_a[5:]]  # trajectories interleaved in the data
     traj = np.r_[np.zeros(5), np.ones(7), np.zeros(15)].astype(np.int64)
     index, steps = ro.window_index(traj, t, horizon=3)
     # a: runs of 10 and 10 samples -> 7 + 7 windows; b: 7 samples -> 4 windows
@@ -83,7 +91,7 @@ def test_windows_never_cross_a_trajectory_or_a_gap():
         assert len(set(traj[w])) == 1
         assert np.all(np.diff(t[w]) > 0) and np.allclose(np.diff(t[w]), s)
         assert np.all(s < 1.5 * dt)
-    assert len(ro.window_index(traj, t, horizon=9)[0]) == 2   # one per 10-sample run of a
+    assert len(ro.window_index(traj, t, horizon=9)[0]) == 2  # one per 10-sample run of a
 
 
 @pytest.fixture(autouse=True)
@@ -97,14 +105,17 @@ def one_thread():
 
 @pytest.fixture(scope='module')
 def arm_data(two_link):
-    return (Dataset.from_arrays(two_link.make_data(range(3), duration=4.0)),
-            Dataset.from_arrays(two_link.make_data([40], duration=4.0)))
+    return (
+        Dataset.from_arrays(two_link.make_data(range(3), duration=4.0)),
+        Dataset.from_arrays(two_link.make_data([40], duration=4.0)),
+    )
 
 
 def _trainer(data, loss, seed=0, **kw):
     torch.manual_seed(seed)
-    cfg = TrainConfig(loss=loss, horizon=5, integrator='euler', batch_size=64, lr=5e-3,
-                      seed=seed, **kw)
+    cfg = TrainConfig(
+        loss=loss, horizon=5, integrator='euler', batch_size=64, lr=5e-3, seed=seed, **kw
+    )
     return Trainer(build_model('delan', data.joint_types, width=16), cfg)
 
 
@@ -141,8 +152,10 @@ def test_forward_loss_with_the_mlp_is_a_clear_error(arm_data, capsys):
         Trainer(build_model('mlp', ['revolute'] * 2), TrainConfig(loss='forward'))
     with pytest.raises(ValueError, match='unknown loss'):
         Trainer(build_model('delan', ['revolute'] * 2), TrainConfig(loss='sideways'))
-    assert train_main(['--data', 'none.npz', '--out', 'x.pt', '--model', 'mlp',
-                       '--loss', 'forward']) == 2
+    assert (
+        train_main(['--data', 'none.npz', '--out', 'x.pt', '--model', 'mlp', '--loss', 'forward'])
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and 'delan-train: error: --loss forward' in err[0] and 'mlp' in err[0]
 
@@ -152,19 +165,49 @@ def test_cli_forward_training_and_horizon_metric(arm_data, tmp_path, capsys):
     save_npz(tmp_path / 'train.npz', train)
     save_npz(tmp_path / 'test.npz', test)
     out = tmp_path / 'model.pt'
-    assert train_main(['--data', str(tmp_path / 'train.npz'), '--out', str(out),
-                       '--loss', 'both', '--horizon', '3', '--integrator', 'euler',
-                       '--torque-timing', 'start', '--max-steps', '4', '--width', '8',
-                       '--batch', '64', '--quiet']) == 0
+    assert (
+        train_main(
+            [
+                '--data',
+                str(tmp_path / 'train.npz'),
+                '--out',
+                str(out),
+                '--loss',
+                'both',
+                '--horizon',
+                '3',
+                '--integrator',
+                'euler',
+                '--torque-timing',
+                'start',
+                '--max-steps',
+                '4',
+                '--width',
+                '8',
+                '--batch',
+                '64',
+                '--quiet',
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary['loss'] == 'both' and summary['val_rollout']['horizon_steps'] == 3
-    assert eval_main(['--checkpoint', str(out), '--data', str(tmp_path / 'test.npz'),
-                      '--horizon', '7']) == 0
+    assert (
+        eval_main(
+            ['--checkpoint', str(out), '--data', str(tmp_path / 'test.npz'), '--horizon', '7']
+        )
+        == 0
+    )
     res = json.loads(capsys.readouterr().out)
     roll = res['rollout']
     assert roll['horizon_steps'] == 7 and roll['n_windows'] == len(test) - 7
     assert roll['horizon_s'] == pytest.approx(0.07)
     assert set(roll['q_rms']) == set(res['joint_names']) and roll['qd_rms_mean'] > 0
     assert 'inverse' in res
-    assert eval_main(['--checkpoint', str(out), '--data', str(tmp_path / 'test.npz'),
-                      '--horizon', '0']) == 2
+    assert (
+        eval_main(
+            ['--checkpoint', str(out), '--data', str(tmp_path / 'test.npz'), '--horizon', '0']
+        )
+        == 2
+    )

@@ -28,11 +28,12 @@ def test_delayed_differentiator_is_accurate_with_jittered_stamps():
     ts = np.array([s.t for s in out])
     qdd = np.stack([s.qdd for s in out])
     assert np.array_equal(ts, t[5:-5])  # delayed by window // 2 samples
-    np.testing.assert_allclose(qdd, -w ** 2 * np.sin(w * ts[:, None]), atol=2e-3)
+    np.testing.assert_allclose(qdd, -(w**2) * np.sin(w * ts[:, None]), atol=2e-3)
     # velocity smoothed from q when asked
     out_v = stream(DelayedDifferentiator(window=11, smooth_velocity=True), t, q, qd, tau)
-    np.testing.assert_allclose(np.stack([s.qd for s in out_v]), w * np.cos(w * ts[:, None]),
-                               atol=1e-4)
+    np.testing.assert_allclose(
+        np.stack([s.qd for s in out_v]), w * np.cos(w * ts[:, None]), atol=1e-4
+    )
 
 
 def test_delayed_differentiator_equals_a_least_squares_fit_of_each_window():
@@ -40,23 +41,26 @@ def test_delayed_differentiator_equals_a_least_squares_fit_of_each_window():
     t = np.cumsum(0.001 + 0.0003 * rng.uniform(-1, 1, 300))
     q = rng.normal(size=(300, 3)).cumsum(axis=0) * 1e-3
     qd, tau = rng.normal(size=(300, 3)), rng.normal(size=(300, 3))
-    out = stream(DelayedDifferentiator(window=21, smooth_velocity=True, source='position'),
-                 t, q, qd, tau)
+    out = stream(
+        DelayedDifferentiator(window=21, smooth_velocity=True, source='position'), t, q, qd, tau
+    )
     for k in (0, 57, len(out) - 1):
         win = slice(k, k + 21)
         tc = t[k + 10]
-        c = np.polynomial.polynomial.polyfit(t[win] - tc, q[win], 3)   # (4, 3)
+        c = np.polynomial.polynomial.polyfit(t[win] - tc, q[win], 3)  # (4, 3)
         np.testing.assert_allclose(out[k].qdd, 2.0 * c[2], rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(out[k].qd, c[1], rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(out[k].q, c[0], rtol=1e-6, atol=1e-12)
         # the torque averaged with the kernel of that qdd estimate (test_torque_kernel.py)
-        W = interval_weights(t[win], 2.0 * np.linalg.pinv(
-            np.vander(t[win] - tc, 4, increasing=True))[2], tc, 2)
+        W = interval_weights(
+            t[win], 2.0 * np.linalg.pinv(np.vander(t[win] - tc, 4, increasing=True))[2], tc, 2
+        )
         np.testing.assert_allclose(out[k].tau, W @ tau[win], rtol=1e-6, atol=1e-9)
         assert out[k].t == tc
-    raw = stream(DelayedDifferentiator(window=21, match_torque=False, source='position'),
-                 t, q, qd, tau)
-    np.testing.assert_array_equal(raw[57].tau, tau[57 + 10])   # the centre sample's, as is
+    raw = stream(
+        DelayedDifferentiator(window=21, match_torque=False, source='position'), t, q, qd, tau
+    )
+    np.testing.assert_array_equal(raw[57].tau, tau[57 + 10])  # the centre sample's, as is
 
 
 def test_qdd_from_the_velocities_is_their_fitted_derivative_and_far_less_noisy():
@@ -73,8 +77,9 @@ def test_qdd_from_the_velocities_is_their_fitted_derivative_and_far_less_noisy()
         tc = t[k + 7]
         c = np.polynomial.polynomial.polyfit(t[win] - tc, qd[win], 3)
         np.testing.assert_allclose(out[k].qdd, c[1], rtol=1e-6, atol=1e-9)
-        W = interval_weights(t[win], np.linalg.pinv(
-            np.vander(t[win] - tc, 4, increasing=True))[1], tc, 1)
+        W = interval_weights(
+            t[win], np.linalg.pinv(np.vander(t[win] - tc, 4, increasing=True))[1], tc, 1
+        )
         np.testing.assert_allclose(out[k].tau, W @ tau[win], rtol=1e-6, atol=1e-9)
         np.testing.assert_array_equal(out[k].qd, qd[k + 7])
     # a smooth motion measured with noise: error of qdd from each source
@@ -85,11 +90,16 @@ def test_qdd_from_the_velocities_is_their_fitted_derivative_and_far_less_noisy()
     qd_meas = qd_true + 2e-3 * rng.normal(size=q_true.shape)
     err = {}
     for source in ('velocity', 'position'):
-        res = stream(DelayedDifferentiator(window=15, source=source), t, q_meas, qd_meas,
-                     np.zeros_like(q_true))
+        res = stream(
+            DelayedDifferentiator(window=15, source=source),
+            t,
+            q_meas,
+            qd_meas,
+            np.zeros_like(q_true),
+        )
         ts = np.array([s.t for s in res])
         qdd = np.stack([s.qdd for s in res])
-        err[source] = np.sqrt(np.mean((qdd + w ** 2 * np.sin(w * ts[:, None])) ** 2))
+        err[source] = np.sqrt(np.mean((qdd + w**2 * np.sin(w * ts[:, None])) ** 2))
     assert err['velocity'] < 0.5 * err['position'], err
 
 
@@ -132,12 +142,15 @@ def test_replay_buffer_is_bounded_and_keeps_newest():
 
 def test_held_out_chunks_are_one_in_k_and_not_locked_to_a_period():
     for every in (2, 5, 10):
-        start = 1_796_000_000            # wall-clock stamps, as a real driver sends
+        start = 1_796_000_000  # wall-clock stamps, as a real driver sends
         flags = [held_out(start + c + 0.5, every) for c in range(20_000)]
         assert abs(sum(flags) / len(flags) - 1.0 / every) < 0.01
         # a whole chunk goes one way
-        assert all(held_out(start + c + f, every) == flags[c] for c in range(50)
-                   for f in (0.0, 0.3, 0.999))
+        assert all(
+            held_out(start + c + f, every) == flags[c]
+            for c in range(50)
+            for f in (0.0, 0.3, 0.999)
+        )
     # a motion repeated every 10 s (or 5, 20): over a minute or two, every phase second is
     # trained on and every one is also validated -- never the same ones held out forever
     for period in (5, 10, 20):
@@ -149,6 +162,7 @@ def test_held_out_chunks_are_one_in_k_and_not_locked_to_a_period():
 
 def test_divergence_needs_the_factor_and_the_floor():
     from delan_learning.online import diverged
+
     # a real excursion: 50x worse and far above the floor
     assert diverged(0.5, 0.01, factor=20.0, floor=1e-3)
     # an arm at rest: losses of 1e-8 .. 1e-5 jump 50x between rounds without meaning anything

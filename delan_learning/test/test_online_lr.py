@@ -1,4 +1,5 @@
 """The online learner's learning-rate schedule (:mod:`delan_learning.online_lr`)."""
+
 import pytest
 
 from delan_learning.online_lr import OnlineLearningRate
@@ -10,7 +11,7 @@ def test_halves_every_halflife_down_to_the_final_rate():
     assert lr.at(1000) == pytest.approx(1.5e-3)
     assert lr.at(2000) == pytest.approx(7.5e-4)
     assert lr.at(3000) == pytest.approx(3.75e-4)
-    assert lr.at(4000) == pytest.approx(3e-4)          # floored
+    assert lr.at(4000) == pytest.approx(3e-4)  # floored
     assert lr.at(10**7) == pytest.approx(3e-4)
     rates = [lr.at(s) for s in range(0, 5000, 100)]
     assert rates == sorted(rates, reverse=True)
@@ -22,7 +23,7 @@ def test_restart_goes_back_to_the_start_rate_and_decays_again():
     lr.restart(20_000)
     assert lr.at(20_000) == pytest.approx(3e-3)
     assert lr.at(21_000) == pytest.approx(1.5e-3)
-    assert lr.at(19_000) == pytest.approx(3e-3)          # steps before the origin: the start
+    assert lr.at(19_000) == pytest.approx(3e-3)  # steps before the origin: the start
 
 
 @pytest.mark.parametrize('final,halflife', [(3e-3, 1000), (1e-2, 1000), (3e-4, 0)])

@@ -1,4 +1,5 @@
 """The online learner's decisions (``publication.PublicationPolicy``), on scripted losses."""
+
 import math
 
 import pytest
@@ -35,32 +36,45 @@ class Window:
         return {'name': 'recent', 'tau': [0.0] * self.count}
 
 
-PARAMS = dict(publish_period=5.0, publish_max_nmse=0.25, divergence_factor=20.0,
-              divergence_floor=1e-3, shift_factor=5.0, publish_hold_s=10.0)
+PARAMS = dict(
+    publish_period=5.0,
+    publish_max_nmse=0.25,
+    divergence_factor=20.0,
+    divergence_floor=1e-3,
+    shift_factor=5.0,
+    publish_hold_s=10.0,
+)
 
 
 def _round(policy, weights, name, loss, now, published=None, window=None, data='val'):
     """A round that trained the weights into ``name`` with validation loss ``loss``."""
     weights.name = name
     weights.losses[(name, data)] = loss
-    return policy.judge(loss, {'loss': loss, 'nmse': [loss, loss]}, {'name': data}, weights,
-                        published, now, window or Window())
+    return policy.judge(
+        loss,
+        {'loss': loss, 'nmse': [loss, loss]},
+        {'name': data},
+        weights,
+        published,
+        now,
+        window or Window(),
+    )
 
 
 def test_the_first_version_goes_out_once_better_gated_and_due():
     policy, w = PublicationPolicy(PublicationParams(**PARAMS)), Weights({})
-    assert _round(policy, w, 'a', 0.5, now=10.0).action == 'waiting'     # nMSE 0.5 > 0.25
+    assert _round(policy, w, 'a', 0.5, now=10.0).action == 'waiting'  # nMSE 0.5 > 0.25
     assert 'publish_max_nmse' in _round(policy, w, 'b', 0.4, now=20.0).message
     v = _round(policy, w, 'c', 0.1, now=30.0)
     assert v.action == 'publish' and policy.good_state == {'name': 'c'}
     policy.published(30.0)
     assert policy.published_val == 0.1
     # better weights again, but before publish_period has passed: not yet
-    assert _round(policy, w, 'd', 0.05, now=32.0, published=(1, {'name': 'c'})).action \
-        == 'training'
+    assert (
+        _round(policy, w, 'd', 0.05, now=32.0, published=(1, {'name': 'c'})).action == 'training'
+    )
     w.losses[('c', 'val')] = 0.1
-    assert _round(policy, w, 'e', 0.04, now=36.0, published=(1, {'name': 'c'})).action \
-        == 'publish'
+    assert _round(policy, w, 'e', 0.04, now=36.0, published=(1, {'name': 'c'})).action == 'publish'
     assert policy.good_nmse == [0.04, 0.04]
 
 
@@ -69,8 +83,9 @@ def test_a_non_finite_loss_rolls_back_to_the_last_good_weights_or_starts_afresh(
     v = _round(policy, w, 'x', math.nan, now=1.0)
     assert v.action == 'rolled_back' and v.restore is None and policy.rollbacks == 1
     _round(policy, w, 'a', 0.1, now=2.0)
-    v = policy.judge(math.inf, {'loss': 0.1, 'nmse': [0.1]}, {'name': 'val'}, w, None, 3.0,
-                     Window())
+    v = policy.judge(
+        math.inf, {'loss': 0.1, 'nmse': [0.1]}, {'name': 'val'}, w, None, 3.0, Window()
+    )
     assert v.action == 'rolled_back' and v.restore == {'name': 'a'}
     assert 'non-finite' in v.message and policy.rollbacks == 2
 
@@ -117,11 +132,11 @@ def test_after_a_data_change_a_version_must_beat_the_published_one_on_settled_da
     win = Window(newest=100.0, since=0)
     v = _round(policy, w, 'a', 0.005, now=20.0, published=pub, window=win, data='val2')
     assert v.action == 'waiting' and v.restart_lr and policy.shift_t == 100.0
-    assert v.notes[0][0] == 'warning' and 'waiting for validation data after 110.00' \
-        in v.message
+    assert v.notes[0][0] == 'warning' and 'waiting for validation data after 110.00' in v.message
     # the change is not "seen" twice: no second restart of the learning rate
-    v = _round(policy, w, 'b', 0.004, now=30.0, published=pub, window=Window(105.0, 0),
-               data='val2')
+    v = _round(
+        policy, w, 'b', 0.004, now=30.0, published=pub, window=Window(105.0, 0), data='val2'
+    )
     assert v.action == 'waiting' and not v.restart_lr and not v.notes
     # settled data came: the published version is better on them (it was a burst): held
     win = Window(newest=130.0, since=MIN_SETTLED_SAMPLES)
@@ -144,7 +159,7 @@ def test_data_back_in_line_lift_the_hold():
     pub = (1, {'name': 'p'})
     w.losses[('p', 'val2')] = 0.1
     _round(policy, w, 'a', 0.005, now=20.0, published=pub, window=Window(100.0), data='val2')
-    w.losses[('p', 'val3')] = 0.02                   # 2x its loss at publication: in line
+    w.losses[('p', 'val3')] = 0.02  # 2x its loss at publication: in line
     v = _round(policy, w, 'c', 0.004, now=30.0, published=pub, data='val3')
     assert v.action == 'publish' and v.notes[0][0] == 'info' and policy.shift_t is None
 
@@ -158,7 +173,7 @@ def test_a_lasting_change_is_followed_by_remeasuring_the_last_good_weights():
     _round(policy, w, 'p', 0.01, now=10.0)
     policy.published(10.0)
     pub = (1, {'name': 'p'})
-    w.losses[('p', 'val2')] = 0.1           # the floor rose 10x (a payload)
+    w.losses[('p', 'val2')] = 0.1  # the floor rose 10x (a payload)
     # 0.05 never beats the old best 0.01: the last good weights ('p') are re-measured instead
     v = _round(policy, w, 'a', 0.05, now=20.0, published=pub, data='val2')
     assert v.action == 'training' and policy.best_val == 0.1 and policy.last_recheck == 20.0

@@ -1,4 +1,5 @@
 """delan_residual: a DeLaN fitted to what the nominal (URDF) model misses, added to it."""
+
 import numpy as np
 import pytest
 import torch
@@ -16,8 +17,11 @@ def _motion(model, n_samples, seed):
     rng = np.random.default_rng(seed)
     lo, hi = model.sample_bounds()
     n = model.n
-    return (rng.uniform(lo, hi, (n_samples, n)), rng.normal(0, 1.5, (n_samples, n)),
-            rng.normal(0, 4, (n_samples, n)))
+    return (
+        rng.uniform(lo, hi, (n_samples, n)),
+        rng.normal(0, 1.5, (n_samples, n)),
+        rng.normal(0, 4, (n_samples, n)),
+    )
 
 
 def _nmse(pred, tau):
@@ -49,18 +53,22 @@ def test_residual_learns_a_payload_and_friction_the_urdf_lacks(tmp_path):
         q, qd, qdd = _motion(nominal, n_samples, seed)
         tau = true.inverse(q, qd, qdd)
         tau = tau + 0.01 * tau.std(axis=0) * rng.standard_normal(tau.shape)
-        return {'q': q, 'qd': qd, 'qdd': qdd, 'tau': tau,
-                'tau_prior': nominal.inverse(q, qd, qdd)}
+        return {'q': q, 'qd': qd, 'qdd': qdd, 'tau': tau, 'tau_prior': nominal.inverse(q, qd, qdd)}
+
     train, val = data(4000, 2), data(1000, 3)
     torch.manual_seed(0)
     model = build_model('delan_residual', nominal.joint_types, width=32, depth=2)
-    trainer = Trainer(model, TrainConfig(lr=3e-3, seed=0),
-                      TorqueNormalizer.from_torques(train['tau']), dtype=torch.float64)
+    trainer = Trainer(
+        model,
+        TrainConfig(lr=3e-3, seed=0),
+        TorqueNormalizer.from_torques(train['tau']),
+        dtype=torch.float64,
+    )
     before = evaluate_total(trainer, val)
     trainer.train_steps(fit_targets(train), 1500, batch_size=256)
     after = evaluate_total(trainer, val)
     nominal_nmse = _nmse(val['tau_prior'], val['tau'])
-    assert np.allclose(before['nmse'], nominal_nmse, rtol=0.1)   # starts as the nominal model
+    assert np.allclose(before['nmse'], nominal_nmse, rtol=0.1)  # starts as the nominal model
     assert np.all(np.asarray(after['nmse']) < 0.1 * nominal_nmse), (after['nmse'], nominal_nmse)
     # the checkpoint keeps the kind; the composed model predicts what evaluate_total measured
     path = str(tmp_path / 'res.pt')
@@ -78,11 +86,19 @@ def test_residual_buffer_needs_the_prior_and_nmse_is_of_the_measured_torque():
     s = Sample(0.0, np.zeros(2), np.zeros(2), np.zeros(2), np.array([1.0, 2.0]))
     with pytest.raises(ValueError, match='tau_prior'):
         buf.add(s)
-    buf.add(Sample(0.0, np.zeros(2), np.zeros(2), np.zeros(2), np.array([1.0, 2.0]),
-                   tau_prior=np.array([0.5, 0.5])))
+    buf.add(
+        Sample(
+            0.0,
+            np.zeros(2),
+            np.zeros(2),
+            np.zeros(2),
+            np.array([1.0, 2.0]),
+            tau_prior=np.array([0.5, 0.5]),
+        )
+    )
     data = buf.all()
     assert np.allclose(fit_targets(data)['tau'], [[0.5, 1.5]])
-    assert np.allclose(data['tau'], [[1.0, 2.0]])     # the buffer keeps the measured torque
+    assert np.allclose(data['tau'], [[1.0, 2.0]])  # the buffer keeps the measured torque
     assert 'tau_prior' not in ReplayBuffer(10, 2).all()
 
 
@@ -99,8 +115,9 @@ def test_acceleration_metric_loss_weighs_errors_by_the_inverse_inertia():
     assert TorqueNormalizer.from_dict(norm.to_dict()).accel_scale == norm.accel_scale
     torch.manual_seed(0)
     model = build_model('delan', nominal.joint_types, width=16, depth=1)
-    trainer = Trainer(model, TrainConfig(seed=0, loss_metric='acceleration'), norm,
-                      dtype=torch.float64)
+    trainer = Trainer(
+        model, TrainConfig(seed=0, loss_metric='acceleration'), norm, dtype=torch.float64
+    )
     data = {'q': q, 'qd': qd, 'qdd': qdd, 'tau': tau, 'metric': W}
     ev = trainer.evaluate(data)
     with torch.no_grad():
@@ -115,18 +132,25 @@ def test_acceleration_metric_loss_weighs_errors_by_the_inverse_inertia():
 
     def fresh():
         return build_model('delan', nominal.joint_types, width=16, depth=1)
-    plain = Trainer(fresh(), TrainConfig(seed=0, loss_metric='acceleration'),
-                    TorqueNormalizer.from_torques(tau), dtype=torch.float64)
+
+    plain = Trainer(
+        fresh(),
+        TrainConfig(seed=0, loss_metric='acceleration'),
+        TorqueNormalizer.from_torques(tau),
+        dtype=torch.float64,
+    )
     with pytest.raises(ValueError, match='accel_scale'):
         plain.evaluate(data)
     with pytest.raises(ValueError, match='needs a metric'):
         Trainer(fresh(), TrainConfig(seed=0, loss_metric='both'), norm).evaluate(
-            {k: v for k, v in data.items() if k != 'metric'})
+            {k: v for k, v in data.items() if k != 'metric'}
+        )
     # 'both' adds the torque loss; 'torque' ignores the metric
     both = Trainer(model, TrainConfig(seed=0, loss_metric='both'), norm, dtype=torch.float64)
     torque = Trainer(model, TrainConfig(seed=0), norm, dtype=torch.float64)
     assert both.evaluate(data)['loss'] == pytest.approx(
-        ev['loss'] + torque.evaluate(data)['loss'], rel=1e-9)
+        ev['loss'] + torque.evaluate(data)['loss'], rel=1e-9
+    )
     # the forward loss measures motion itself: a metric with it is a clear error
     with pytest.raises(ValueError, match='loss_metric'):
         Trainer(fresh(), TrainConfig(seed=0, loss='forward', loss_metric='acceleration'))

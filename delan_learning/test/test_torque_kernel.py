@@ -1,4 +1,5 @@
 """The torque matched to an estimated acceleration (delan_learning.torque_kernel)."""
+
 import numpy as np
 import pytest
 from scipy.signal import savgol_coeffs
@@ -22,7 +23,7 @@ def _integrate(a: np.ndarray, t: np.ndarray, q0=0.2, v0=-0.3):
 def test_kernel_reproduces_the_filter_exactly_on_piecewise_constant_acceleration(deriv):
     rng = np.random.default_rng(deriv)
     m = 15
-    t = np.cumsum(rng.uniform(0.003, 0.005, m))       # jittered stamps
+    t = np.cumsum(rng.uniform(0.003, 0.005, m))  # jittered stamps
     tc = t[m // 2]
     V = np.vander(t - tc, 4, increasing=True)
     P = np.linalg.pinv(V)
@@ -45,7 +46,7 @@ def test_uniform_matching_keeps_edges_and_constants():
     rough = np.random.default_rng(0).normal(size=(100, 2))
     out = matched_torque_uniform(rough, dt, coef, 2)
     assert np.array_equal(out[:7], rough[:7]) and np.array_equal(out[-7:], rough[-7:])
-    assert out[7:-7].std() < 0.6 * rough[7:-7].std()   # a low-pass average
+    assert out[7:-7].std() < 0.6 * rough[7:-7].std()  # a low-pass average
 
 
 def _pd_rough_motion(seed=0, T=2000, dt=0.004):
@@ -54,7 +55,7 @@ def _pd_rough_motion(seed=0, T=2000, dt=0.004):
     rng = np.random.default_rng(seed)
     t = dt * np.arange(T)
     smooth = np.sin(2 * np.pi * 0.5 * t) * 3
-    tau = smooth + rng.normal(size=T) * 1.5          # changes every step
+    tau = smooth + rng.normal(size=T) * 1.5  # changes every step
     q, v = _integrate(tau, t)
     return t, q[:, None], v[:, None], tau[:, None]
 
@@ -68,8 +69,9 @@ def test_matched_torque_removes_the_floor_offline():
 
     def err(d):
         return np.mean((d['qdd'][sel] - d['tau'][sel]) ** 2) / np.var(d['tau'][sel])
-    assert err(raw) > 0.05          # the raw torque's step-to-step part is unexplained
-    assert err(matched) < 1e-6      # qdd = tau holds for the matched pair
+
+    assert err(raw) > 0.05  # the raw torque's step-to-step part is unexplained
+    assert err(matched) < 1e-6  # qdd = tau holds for the matched pair
     assert np.array_equal(raw['tau'], tau)
     # given qdd: the torque is left alone
     kept = complete_derivatives(dict(base, qdd=raw['qdd']))

@@ -1,5 +1,6 @@
 """Every delan_msgs message and service goes between two real rclpy nodes, in one process and
 across processes over Fast DDS, and arrives with its field values intact."""
+
 import math
 import signal
 import subprocess
@@ -13,8 +14,9 @@ from delan_msgs.msg import ControllerState, DynamicsEstimate, ModelStatus, Model
 from delan_msgs.srv import LoadModel, SaveModel
 from delan_testing.ros import make_executor, python_process, ros_context, spin_until
 
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
-                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
+RELIABLE = QoSProfile(
+    depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
 
 
 def sample_status() -> ModelStatus:
@@ -73,9 +75,12 @@ def sample_controller_state() -> ControllerState:
     return m
 
 
-SAMPLES = {'status': (ModelStatus, sample_status), 'estimate': (DynamicsEstimate, sample_estimate),
-           'update': (ModelUpdate, sample_update),
-           'controller_state': (ControllerState, sample_controller_state)}
+SAMPLES = {
+    'status': (ModelStatus, sample_status),
+    'estimate': (DynamicsEstimate, sample_estimate),
+    'update': (ModelUpdate, sample_update),
+    'controller_state': (ControllerState, sample_controller_state),
+}
 
 
 def fields_equal(a, b) -> bool:
@@ -85,6 +90,7 @@ def fields_equal(a, b) -> bool:
 
 def _serve(node):
     """Service servers whose answers depend on the request, so a test can tell them apart."""
+
     def save(req, resp):
         resp.success = req.path.endswith('.pt')
         resp.message = f'saved {req.path}'
@@ -96,8 +102,11 @@ def _serve(node):
         resp.message = 'loaded' if resp.success else f'no such checkpoint {req.path}'
         resp.model_id = 'id-' + req.path
         return resp
-    return [node.create_service(SaveModel, 'save_model', save),
-            node.create_service(LoadModel, 'load_model', load)]
+
+    return [
+        node.create_service(SaveModel, 'save_model', save),
+        node.create_service(LoadModel, 'load_model', load),
+    ]
 
 
 def _check_services(node, executor):
@@ -123,8 +132,9 @@ def test_messages_and_services_in_one_process():
         pubs = {}
         for key, (typ, _) in SAMPLES.items():
             pubs[key] = a.create_publisher(typ, f'test/{key}', RELIABLE)
-            b.create_subscription(typ, f'test/{key}', lambda m, k=key: got.setdefault(k, m),
-                                  RELIABLE)
+            b.create_subscription(
+                typ, f'test/{key}', lambda m, k=key: got.setdefault(k, m), RELIABLE
+            )
         _serve(b)
         ex = make_executor(ctx, [a, b])
         for key, (_, make) in SAMPLES.items():
@@ -136,7 +146,7 @@ def test_messages_and_services_in_one_process():
         ex.shutdown()
 
 
-ECHO_CHILD = textwrap.dedent('''
+ECHO_CHILD = textwrap.dedent("""
     import rclpy, sys
     from rclpy.qos import QoSProfile, ReliabilityPolicy, DurabilityPolicy
     from delan_msgs.msg import ControllerState, ModelStatus, DynamicsEstimate, ModelUpdate
@@ -156,13 +166,18 @@ ECHO_CHILD = textwrap.dedent('''
     except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
         pass
     rclpy.try_shutdown()
-''')
+""")
 
 
 def test_messages_and_services_across_processes(tmp_path):
     import os
-    child = python_process(ECHO_CHILD.format(testdir=os.path.dirname(__file__)),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    child = python_process(
+        ECHO_CHILD.format(testdir=os.path.dirname(__file__)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         assert child.stdout.readline().strip() == 'READY'
         with ros_context() as ctx:
@@ -171,12 +186,14 @@ def test_messages_and_services_across_processes(tmp_path):
             pubs = {}
             for key, (typ, _) in SAMPLES.items():
                 pubs[key] = node.create_publisher(typ, f'ping/{key}', RELIABLE)
-                node.create_subscription(typ, f'pong/{key}', lambda m, k=key: got.setdefault(k, m),
-                                         RELIABLE)
+                node.create_subscription(
+                    typ, f'pong/{key}', lambda m, k=key: got.setdefault(k, m), RELIABLE
+                )
             ex = make_executor(ctx, [node])
             # wait until the child's subscriptions are matched, then publish
-            assert spin_until(ex, lambda: all(p.get_subscription_count() > 0
-                                              for p in pubs.values()), 30.0)
+            assert spin_until(
+                ex, lambda: all(p.get_subscription_count() > 0 for p in pubs.values()), 30.0
+            )
             for key, (_, make) in SAMPLES.items():
                 pubs[key].publish(make())
             assert spin_until(ex, lambda: len(got) == len(SAMPLES), 30.0), got.keys()

@@ -1,4 +1,5 @@
 """Start the workspace's installed nodes as real processes (demo, tests, benchmarks)."""
+
 from __future__ import annotations
 
 import os
@@ -6,8 +7,13 @@ import subprocess
 from typing import List, Optional
 
 
-def node_process(package: str, executable: str, ros_args: Optional[List[str]] = None,
-                 env: Optional[dict] = None, **popen_kwargs) -> subprocess.Popen:
+def node_process(
+    package: str,
+    executable: str,
+    ros_args: Optional[List[str]] = None,
+    env: Optional[dict] = None,
+    **popen_kwargs,
+) -> subprocess.Popen:
     """Start an installed console script of this workspace as a real process."""
     prefix = os.environ.get('COLCON_PREFIX_PATH', '').split(os.pathsep)[0] or 'install'
     exe = os.path.join(prefix, package, 'lib', package, executable)

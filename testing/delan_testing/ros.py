@@ -1,4 +1,5 @@
 """Helpers for tests that run real nodes over real DDS (used by every package's tests)."""
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,9 @@ def ros_context() -> Iterator[Context]:
         rclpy.try_shutdown(context=ctx)
 
 
-def spin_until(executor, predicate: Callable[[], bool], timeout_s: float,
-               step_s: float = 0.01) -> bool:
+def spin_until(
+    executor, predicate: Callable[[], bool], timeout_s: float, step_s: float = 0.01
+) -> bool:
     """Spin ``executor`` until ``predicate()`` holds or ``timeout_s`` passes; return the
     predicate."""
     deadline = time.monotonic() + timeout_s
@@ -47,20 +49,23 @@ def spin_in_thread(executor: Executor) -> threading.Thread:
     """Spin ``executor`` in a daemon thread until its context shuts down. A test that leaves its
     ``ros_context`` while the thread is inside ``spin`` ends it quietly: the executor then raises
     on the context or on entities being destroyed, which is the shutdown, not a failure."""
+
     def spin() -> None:
         try:
             executor.spin()
         except (ExternalShutdownException, InvalidHandle, RCLError):
             if executor.context.ok() and not executor._is_shutdown:
                 raise
+
     thread = threading.Thread(target=spin, daemon=True)
     thread.start()
     return thread
 
 
 @contextmanager
-def streaming_joint_states(pub, names: Sequence[str], position: Sequence[float],
-                           period: float = 0.004, t0: float = 100.0) -> Iterator[None]:
+def streaming_joint_states(
+    pub, names: Sequence[str], position: Sequence[float], period: float = 0.004, t0: float = 100.0
+) -> Iterator[None]:
     """Publishes a still arm's joint states on ``pub`` every ``period`` seconds of wall time
     (stamps from ``t0`` on, one ``period`` apart) while the block runs."""
     stop = threading.Event()
@@ -69,12 +74,15 @@ def streaming_joint_states(pub, names: Sequence[str], position: Sequence[float],
         t = t0
         while not stop.is_set():
             t += period
-            msg = JointState(name=list(names), position=list(position),
-                             velocity=[0.0] * len(names))
+            msg = JointState(
+                name=list(names), position=list(position), velocity=[0.0] * len(names)
+            )
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(
-                int(round(t * 1e9)), 1_000_000_000)
+                int(round(t * 1e9)), 1_000_000_000
+            )
             pub.publish(msg)
             time.sleep(period)
+
     streamer = threading.Thread(target=stream, daemon=True)
     streamer.start()
     try:
@@ -134,20 +142,21 @@ def malformed_joint_state(i: int, names: Sequence[str], stamp=None) -> JointStat
         m.effort[-1] = float('inf')
     elif kind == 2:
         m.velocity[0] = float('-inf')
-    elif kind == 3:                                  # a joint missing
-        m.name, m.position, m.velocity, m.effort = (x[:-1] for x in (
-            m.name, m.position, m.velocity, m.effort))
-    elif kind == 4:                                  # an unknown joint instead of one
+    elif kind == 3:  # a joint missing
+        m.name, m.position, m.velocity, m.effort = (
+            x[:-1] for x in (m.name, m.position, m.velocity, m.effort)
+        )
+    elif kind == 4:  # an unknown joint instead of one
         m.name[-1] = 'no_such_joint'
-    elif kind == 5:                                  # lengths do not match the names
+    elif kind == 5:  # lengths do not match the names
         m.position = list(m.position) + [0.3]
-    elif kind == 6:                                  # nothing to learn from
+    elif kind == 6:  # nothing to learn from
         m.effort = []
-    elif kind == 7:                                  # beyond range_factor x the effort limit
+    elif kind == 7:  # beyond range_factor x the effort limit
         m.effort[0] = 1e6
-    elif kind == 8:                                  # finite, absurdly far out of range
+    elif kind == 8:  # finite, absurdly far out of range
         m.effort = [1e300 * (-1) ** k for k in range(n)]
-    elif kind == 9:                                  # duplicated names
+    elif kind == 9:  # duplicated names
         m.name[-1] = m.name[0]
     else:
         m.name, m.position, m.velocity, m.effort = [], [], [], []

@@ -7,6 +7,7 @@ bytes of a raw subscription with numpy and publishing a pre-serialised command b
 Both sides are checked against the middleware's own (de)serialisation: anything the reader does
 not recognise (another encapsulation, a layout it cannot verify) goes the slow, safe way.
 """
+
 from __future__ import annotations
 
 import struct
@@ -17,9 +18,9 @@ from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, Header
 
-_CDR_LE = b'\x00\x01'        # encapsulation: plain CDR (XCDR1), little endian
+_CDR_LE = b'\x00\x01'  # encapsulation: plain CDR (XCDR1), little endian
 _U32 = struct.Struct('<I')
-STAMP = struct.Struct('<iI')     # builtin_interfaces/Time in little-endian CDR
+STAMP = struct.Struct('<iI')  # builtin_interfaces/Time in little-endian CDR
 
 
 class CdrError(ValueError):
@@ -58,7 +59,7 @@ class JointStateReader:
         try:
             sec, nanosec = STAMP.unpack_from(data, 4)
             pos = 12
-            (n,) = _U32.unpack_from(data, pos)           # frame_id, with its NUL
+            (n,) = _U32.unpack_from(data, pos)  # frame_id, with its NUL
             pos += 4 + n
             pos += -(pos - 4) % 4
             start = pos
@@ -101,7 +102,7 @@ class JointStateReader:
             if n == 0 or data[pos + 4 + n - 1] != 0:
                 raise CdrError('a joint name is not a NUL-terminated string')
             try:
-                names.append(data[pos + 4:pos + 4 + n - 1].decode('utf-8'))
+                names.append(data[pos + 4 : pos + 4 + n - 1].decode('utf-8'))
             except UnicodeDecodeError as err:
                 raise CdrError(f'joint name is not UTF-8: {err}') from None
             pos += 4 + n
@@ -155,10 +156,15 @@ def joint_state_layout(msg: JointState) -> Optional[Tuple[bytearray, int, Tuple[
         back = deserialize_message(bytes(buf), JointState)
     except Exception:  # noqa: BLE001
         return None
-    if not (list(back.name) == list(msg.name) and back.header.frame_id == msg.header.frame_id
-            and (back.header.stamp.sec, back.header.stamp.nanosec) == (12345, 678)
-            and all(np.array_equal(np.asarray(a), v) for a, v in
-                    zip((back.position, back.velocity, back.effort), values))):
+    if not (
+        list(back.name) == list(msg.name)
+        and back.header.frame_id == msg.header.frame_id
+        and (back.header.stamp.sec, back.header.stamp.nanosec) == (12345, 678)
+        and all(
+            np.array_equal(np.asarray(a), v)
+            for a, v in zip((back.position, back.velocity, back.effort), values)
+        )
+    ):
         return None
     return buf, stamp_at, tuple(found)
 

@@ -1,6 +1,7 @@
 """Every node's health on ``/diagnostics`` the same way: one ``DiagnosticStatus`` per period,
 built from a dict of values, named by the node and with a ``hardware_id`` (the robot), so
 ``rqt_robot_monitor`` / a diagnostic_aggregator / Foxglove group them by robot."""
+
 from __future__ import annotations
 
 from typing import Callable, Mapping, Optional, Tuple
@@ -20,12 +21,17 @@ OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.E
 Report = Tuple[bytes, str, Mapping[str, object]]
 
 
-def diagnostic_status(name: str, hardware_id: str, level: bytes, message: str,
-                      values: Mapping[str, object]) -> DiagnosticStatus:
+def diagnostic_status(
+    name: str, hardware_id: str, level: bytes, message: str, values: Mapping[str, object]
+) -> DiagnosticStatus:
     """A status whose values are ``str(v)`` of ``values`` (in their order)."""
-    return DiagnosticStatus(level=level, name=name, message=message, hardware_id=hardware_id,
-                            values=[KeyValue(key=str(k), value=str(v))
-                                    for k, v in values.items()])
+    return DiagnosticStatus(
+        level=level,
+        name=name,
+        message=message,
+        hardware_id=hardware_id,
+        values=[KeyValue(key=str(k), value=str(v)) for k, v in values.items()],
+    )
 
 
 def hardware_id(node: Node, robot_name: str = '') -> str:
@@ -43,23 +49,34 @@ class DiagnosticsReporter:
     clock (it goes on when ``/clock`` stops: that is when a report matters). A report that
     raises is logged (throttled) and skipped: a report must never stop the node."""
 
-    def __init__(self, node: Node, report: Callable[[], Report], hardware_id: str,
-                 name: Optional[str] = None, period_s: float = 1.0):
+    def __init__(
+        self,
+        node: Node,
+        report: Callable[[], Report],
+        hardware_id: str,
+        name: Optional[str] = None,
+        period_s: float = 1.0,
+    ):
         self._node, self._report = node, report
         self.hardware_id = hardware_id
         self.name = name or node.get_fully_qualified_name()
         self._pub = node.create_publisher(
-            DiagnosticArray, DIAGNOSTICS_TOPIC, 10,
-            event_callbacks=publisher_events(node, DIAGNOSTICS_TOPIC))
+            DiagnosticArray,
+            DIAGNOSTICS_TOPIC,
+            10,
+            event_callbacks=publisher_events(node, DIAGNOSTICS_TOPIC),
+        )
         self.timer = steady_timer(node, period_s, self.publish)
 
     def publish(self) -> None:
         try:
             level, message, values = self._report()
-            msg = DiagnosticArray(status=[diagnostic_status(self.name, self.hardware_id, level,
-                                                            message, values)])
+            msg = DiagnosticArray(
+                status=[diagnostic_status(self.name, self.hardware_id, level, message, values)]
+            )
             msg.header.stamp = self._node.get_clock().now().to_msg()
             self._pub.publish(msg)
         except Exception as err:  # noqa: BLE001 -- a report must never stop the node
-            self._node.get_logger().error(f'diagnostics failed: {err!r}',
-                                          throttle_duration_sec=10.0)
+            self._node.get_logger().error(
+                f'diagnostics failed: {err!r}', throttle_duration_sec=10.0
+            )

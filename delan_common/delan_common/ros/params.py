@@ -1,4 +1,5 @@
 """Parameter declarations with descriptors and validation, shared by every node of the suite."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ class ParamSpec:
     name: str
     default: Any
     description: str
-    constraints: str = ''       # range or choices, as ``ros2 param describe`` shows them
+    constraints: str = ''  # range or choices, as ``ros2 param describe`` shows them
     read_only: bool = False
 
 
@@ -39,11 +40,19 @@ def record(node: Node, spec: ParamSpec) -> None:
     node._delan_param_specs.append(spec)
 
 
-def declare(node: Node, name: str, default: Any, description: str, *,
-            min_value: Optional[float] = None, max_value: Optional[float] = None,
-            choices: Optional[Sequence[str]] = None, read_only: bool = False,
-            validator: Optional[Validator] = None, registry: Optional[Dict[str, Validator]] = None
-            ) -> Any:
+def declare(
+    node: Node,
+    name: str,
+    default: Any,
+    description: str,
+    *,
+    min_value: Optional[float] = None,
+    max_value: Optional[float] = None,
+    choices: Optional[Sequence[str]] = None,
+    read_only: bool = False,
+    validator: Optional[Validator] = None,
+    registry: Optional[Dict[str, Validator]] = None,
+) -> Any:
     """Declare ``name`` with a descriptor; register its validator in ``registry``.
 
     Ranges go into the descriptor (visible in ``ros2 param describe``) *and* are checked by the
@@ -55,13 +64,21 @@ def declare(node: Node, name: str, default: Any, description: str, *,
     if isinstance(default, bool):
         pass
     elif isinstance(default, int) and (min_value is not None or max_value is not None):
-        desc.integer_range = [IntegerRange(
-            from_value=int(min_value if min_value is not None else -2**31),
-            to_value=int(max_value if max_value is not None else 2**31 - 1), step=0)]
+        desc.integer_range = [
+            IntegerRange(
+                from_value=int(min_value if min_value is not None else -(2**31)),
+                to_value=int(max_value if max_value is not None else 2**31 - 1),
+                step=0,
+            )
+        ]
     elif isinstance(default, float) and (min_value is not None or max_value is not None):
-        desc.floating_point_range = [FloatingPointRange(
-            from_value=float(min_value if min_value is not None else -1e300),
-            to_value=float(max_value if max_value is not None else 1e300), step=0.0)]
+        desc.floating_point_range = [
+            FloatingPointRange(
+                from_value=float(min_value if min_value is not None else -1e300),
+                to_value=float(max_value if max_value is not None else 1e300),
+                step=0.0,
+            )
+        ]
 
     def check(value: Any) -> Optional[str]:
         if choices is not None and value not in choices:
@@ -76,8 +93,12 @@ def declare(node: Node, name: str, default: Any, description: str, *,
         return None
 
     value = node.declare_parameter(name, default, desc).value
-    record(node, ParamSpec(name, default, description, _constraints(min_value, max_value, choices),
-                           read_only))
+    record(
+        node,
+        ParamSpec(
+            name, default, description, _constraints(min_value, max_value, choices), read_only
+        ),
+    )
     error = check(value)
     if error:
         raise ValueError(f'invalid parameter: {error}')
@@ -86,19 +107,24 @@ def declare(node: Node, name: str, default: Any, description: str, *,
     return value
 
 
-def _constraints(min_value: Optional[float], max_value: Optional[float],
-                 choices: Optional[Sequence[str]]) -> str:
+def _constraints(
+    min_value: Optional[float], max_value: Optional[float], choices: Optional[Sequence[str]]
+) -> str:
     if choices:
         return 'one of: ' + ', '.join(choices)
     if min_value is None and max_value is None:
         return ''
+
     def num(v: Optional[float]) -> str:
         return '' if v is None else str(v) if isinstance(v, int) else f'{v:g}'
+
     return f'[{num(min_value)}, {num(max_value)}]'
 
 
-def validating_callback(registry: Dict[str, Validator],
-                        on_accept: Optional[Callable[[Sequence[Parameter]], None]] = None):
+def validating_callback(
+    registry: Dict[str, Validator],
+    on_accept: Optional[Callable[[Sequence[Parameter]], None]] = None,
+):
     """A set-parameters callback that rejects any change its validators refuse (atomically)."""
 
     def callback(params: Sequence[Parameter]) -> SetParametersResult:

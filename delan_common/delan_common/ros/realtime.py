@@ -4,6 +4,7 @@ Under SCHED_FIFO a node's threads run as soon as a message arrives, ahead of eve
 process (the learner's training, a logger, a compiler): on a loaded machine that is the
 difference between answering each 1 kHz joint state within the cycle or not.
 """
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,9 @@ import threading
 from typing import Optional
 
 
-def set_realtime_priority(priority: int, logger=None,
-                          exclude: Optional[set] = None) -> Optional[str]:
+def set_realtime_priority(
+    priority: int, logger=None, exclude: Optional[set] = None
+) -> Optional[str]:
     """Put every thread of this process (the executor, the middleware's receive threads) under
     SCHED_FIFO at ``priority`` (1-98), except the Python threads in ``exclude`` (their
     ``native_id``: e.g. a model loader, which must not compete with the loop). Threads started
@@ -38,10 +40,12 @@ def set_realtime_priority(priority: int, logger=None,
             try:
                 os.sched_setscheduler(tid, policy, param)
             except ProcessLookupError:
-                continue            # a thread that ended meanwhile
+                continue  # a thread that ended meanwhile
             except PermissionError as err:
-                reason = (f'no permission for SCHED_FIFO priority {priority} ({err}); run with '
-                          'CAP_SYS_NICE or an rtprio limit (/etc/security/limits.conf)')
+                reason = (
+                    f'no permission for SCHED_FIFO priority {priority} ({err}); run with '
+                    'CAP_SYS_NICE or an rtprio limit (/etc/security/limits.conf)'
+                )
                 break
     if logger is not None:
         if reason:

@@ -1,5 +1,6 @@
 """Count rejected input by reason and log it throttled, so a flood of bad messages stays visible
 without flooding the log."""
+
 from __future__ import annotations
 
 import time
@@ -25,4 +26,5 @@ class RejectionCounter:
         if now - self._last_log.get(reason, -1e9) >= self._period:
             self._last_log[reason] = now
             self._logger.warning(
-                f'rejected {self._what} ({reason}, {self.counts[reason]} so far): {detail}')
+                f'rejected {self._what} ({reason}, {self.counts[reason]} so far): {detail}'
+            )

@@ -3,6 +3,7 @@
 ``robot_description`` topic robot_state_publisher publishes; and which of its joints to learn
 and control (``joints``, ``locked_joint_positions``) with limit overrides (``effort_limits``,
 ``velocity_limits``) -- see :mod:`delan_common.urdf_joints`."""
+
 from __future__ import annotations
 
 import math
@@ -30,7 +31,7 @@ class RobotParams:
     """A node's robot parameters: where the URDF comes from and which joints to use."""
 
     path: str
-    xml: str                   # the robot_description parameter, or the topic's message
+    xml: str  # the robot_description parameter, or the topic's message
     joints: List[str] = field(default_factory=list)
     locked: Dict[str, float] = field(default_factory=dict)
     effort_limits: List[float] = field(default_factory=list)
@@ -44,25 +45,32 @@ class RobotParams:
 
     def selection_kwargs(self) -> Dict[str, Any]:
         """Keyword arguments of ``RobotDescription.load`` and ``RobotModel``."""
-        return {'joints': list(self.joints), 'locked': dict(self.locked),
-                'effort_limits': list(self.effort_limits),
-                'velocity_limits': list(self.velocity_limits)}
+        return {
+            'joints': list(self.joints),
+            'locked': dict(self.locked),
+            'effort_limits': list(self.effort_limits),
+            'velocity_limits': list(self.velocity_limits),
+        }
 
 
 def declare_array(node: Node, name: str, kind: type, description: str) -> List:
     """A read-only array parameter, default []: typed by its elements (rclpy cannot type an
     empty default statically, so the type is checked here)."""
-    desc = ParameterDescriptor(description=description, read_only=True, dynamic_typing=True,
-                               additional_constraints=f'array of {kind.__name__}; [] = none')
+    desc = ParameterDescriptor(
+        description=description,
+        read_only=True,
+        dynamic_typing=True,
+        additional_constraints=f'array of {kind.__name__}; [] = none',
+    )
     value = node.declare_parameter(name, [], desc).value
     record(node, ParamSpec(name, [], description, desc.additional_constraints, True))
     value = [] if value is None or isinstance(value, (bytes, bytearray)) else value
     ok = isinstance(value, (list, tuple)) and all(
         isinstance(v, kind) or (kind is float and isinstance(v, int) and not isinstance(v, bool))
-        for v in value)
+        for v in value
+    )
     if not ok:
-        raise ValueError(f'invalid parameter: {name}={value!r} is not an array of '
-                         f'{kind.__name__}')
+        raise ValueError(f'invalid parameter: {name}={value!r} is not an array of {kind.__name__}')
     return [kind(v) for v in value]
 
 
@@ -76,8 +84,10 @@ def parse_locked(entries: List[str]) -> Dict[str, float]:
         except ValueError:
             position = math.nan
         if not sep or not name.strip() or not math.isfinite(position):
-            raise ValueError(f'invalid parameter: locked_joint_positions entry {entry!r} is not '
-                             f'name=value (a finite number)')
+            raise ValueError(
+                f'invalid parameter: locked_joint_positions entry {entry!r} is not '
+                f'name=value (a finite number)'
+            )
         out[name.strip()] = position
     return out
 
@@ -88,12 +98,15 @@ def wait_for_description(node: Node, timeout_s: float) -> str:
 
     Call it while the node is in no executor (during construction)."""
     got: List[str] = []
-    sub = node.create_subscription(String, DESCRIPTION_TOPIC, lambda m: got.append(m.data),
-                                   LATCHED)
+    sub = node.create_subscription(
+        String, DESCRIPTION_TOPIC, lambda m: got.append(m.data), LATCHED
+    )
     executor = SingleThreadedExecutor(context=node.context)
     topic = node.resolve_topic_name(DESCRIPTION_TOPIC)
-    node.get_logger().info(f'no urdf_path or robot_description parameter: waiting up to '
-                           f'{timeout_s:g} s for the robot on {topic}')
+    node.get_logger().info(
+        f'no urdf_path or robot_description parameter: waiting up to '
+        f'{timeout_s:g} s for the robot on {topic}'
+    )
     deadline = time.monotonic() + timeout_s
     try:
         while not got:
@@ -106,15 +119,22 @@ def wait_for_description(node: Node, timeout_s: float) -> str:
         executor.shutdown()
         node.destroy_subscription(sub)
     if not got:
-        raise ValueError(f'no robot: set the robot_description or urdf_path parameter, or '
-                         f'publish it latched on {topic} (nothing came within {timeout_s:g} s, '
-                         f'robot_description_timeout)')
+        raise ValueError(
+            f'no robot: set the robot_description or urdf_path parameter, or '
+            f'publish it latched on {topic} (nothing came within {timeout_s:g} s, '
+            f'robot_description_timeout)'
+        )
     return got[-1]
 
 
-def declare_robot_params(node: Node, registry: Optional[Dict] = None, *, default_path: str = '',
-                         path_help: str = URDF_PATH_HELP,
-                         description_help: str = ROBOT_DESCRIPTION_HELP) -> RobotParams:
+def declare_robot_params(
+    node: Node,
+    registry: Optional[Dict] = None,
+    *,
+    default_path: str = '',
+    path_help: str = URDF_PATH_HELP,
+    description_help: str = ROBOT_DESCRIPTION_HELP,
+) -> RobotParams:
     """Declare the robot parameters (read-only) and return them; wait for the
     ``robot_description`` topic when neither ``urdf_path`` nor ``robot_description`` is set.
 
@@ -125,18 +145,45 @@ def declare_robot_params(node: Node, registry: Optional[Dict] = None, *, default
     ro = dict(read_only=True, registry=registry)
     path = declare(node, 'urdf_path', default_path, path_help, **ro)
     xml = declare(node, 'robot_description', '', description_help, **ro)
-    joints = declare_array(node, 'joints', str, 'Joints to learn and control (any order; model '
-                            'order is depth first); [] = the main chain (urdf_joints)')
-    locked = parse_locked(declare_array(
-        node, 'locked_joint_positions', str, 'Positions of other movable joints as name=value '
-        '(rad or m); [] = 0 clamped into the limits, mimic joints following'))
-    effort = declare_array(node, 'effort_limits', float, 'Effort limit per selected joint '
-                            '(model order; 0 = from the URDF); [] = from the URDF')
-    velocity = declare_array(node, 'velocity_limits', float, 'Velocity limit per selected '
-                              'joint (model order; 0 = from the URDF); [] = from the URDF')
-    timeout = declare(node, 'robot_description_timeout', 10.0, 'Wait this long for the latched '
-                      'robot_description topic when neither urdf_path nor robot_description is '
-                      'set [s]', min_value=0.0, max_value=3600.0, **ro)
+    joints = declare_array(
+        node,
+        'joints',
+        str,
+        'Joints to learn and control (any order; model '
+        'order is depth first); [] = the main chain (urdf_joints)',
+    )
+    locked = parse_locked(
+        declare_array(
+            node,
+            'locked_joint_positions',
+            str,
+            'Positions of other movable joints as name=value '
+            '(rad or m); [] = 0 clamped into the limits, mimic joints following',
+        )
+    )
+    effort = declare_array(
+        node,
+        'effort_limits',
+        float,
+        'Effort limit per selected joint (model order; 0 = from the URDF); [] = from the URDF',
+    )
+    velocity = declare_array(
+        node,
+        'velocity_limits',
+        float,
+        'Velocity limit per selected joint (model order; 0 = from the URDF); [] = from the URDF',
+    )
+    timeout = declare(
+        node,
+        'robot_description_timeout',
+        10.0,
+        'Wait this long for the latched '
+        'robot_description topic when neither urdf_path nor robot_description is '
+        'set [s]',
+        min_value=0.0,
+        max_value=3600.0,
+        **ro,
+    )
     params = RobotParams(path, xml, joints, locked, effort, velocity)
     if not xml.strip() and not path:
         params = replace(params, xml=wait_for_description(node, timeout), from_topic=True)

@@ -9,6 +9,7 @@ e.g. to rule the experimental one out when chasing a bug.
 
 numpy's BLAS runs single-threaded in every node (:func:`single_threaded_blas`).
 """
+
 from __future__ import annotations
 
 import faulthandler
@@ -44,6 +45,7 @@ def make_executor(kind: Optional[str] = None) -> Executor:
     kind = kind or os.environ.get('DELAN_EXECUTOR', '') or 'events'
     if kind == 'events':
         from rclpy.experimental import EventsExecutor
+
         return EventsExecutor()
     if kind == 'single':
         return SingleThreadedExecutor()
@@ -77,8 +79,11 @@ def single_threaded_blas() -> Optional[str]:
     return None
 
 
-def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
-             executor_kind: Optional[str] = None) -> NoReturn:
+def run_node(
+    factory: Callable[[], Node],
+    args: Optional[Sequence[str]] = None,
+    executor_kind: Optional[str] = None,
+) -> NoReturn:
     """Run the node until SIGINT/SIGTERM, then end the process. Exit codes: 0 after a clean
     shutdown (also one signalled while starting), 2 when the node cannot start (bad parameter,
     unusable URDF, ...), with the reason on stderr, 1 on an unexpected error (its traceback).
@@ -103,12 +108,16 @@ def run_node(factory: Callable[[], Node], args: Optional[Sequence[str]] = None,
     os._exit(code)
 
 
-def _run(factory: Callable[[], Node], args: Optional[Sequence[str]],
-         executor_kind: Optional[str]) -> int:
+def _run(
+    factory: Callable[[], Node], args: Optional[Sequence[str]], executor_kind: Optional[str]
+) -> int:
     blas = single_threaded_blas()
     if blas is not None:
-        print(f'[WARN] numpy BLAS keeps its threads: {blas}; numpy called from several threads '
-              'can then compute wrong results', file=sys.stderr)
+        print(
+            f'[WARN] numpy BLAS keeps its threads: {blas}; numpy called from several threads '
+            'can then compute wrong results',
+            file=sys.stderr,
+        )
     rclpy.init(args=args)
     node = None
     try:

@@ -1,5 +1,6 @@
 """Seconds to and from the ``sec``/``nanosec`` pairs of ROS messages (header stamps, ``/clock``,
 ``time_from_start``), so that every node rounds them the same way."""
+
 from __future__ import annotations
 
 

@@ -7,6 +7,7 @@ info (the DDS source timestamp) to a callback. A wait set on a subscription the 
 serve takes every queued message in one wake-up, with its info, and the CDR bytes are read with
 numpy (:mod:`delan_common.ros.cdr`) instead of building a message object. The subscription
 belongs to the node (remapping, namespace and the graph as for any other)."""
+
 from __future__ import annotations
 
 import threading
@@ -22,7 +23,7 @@ from delan_common.ros.qos import joint_states_qos, unwatch, watch_subscription
 from delan_common.ros.rejections import RejectionCounter
 from delan_common.ros.stamps import seconds
 
-Taken = Tuple[bytes, dict]   # serialised JointState, message info (source_timestamp, ...)
+Taken = Tuple[bytes, dict]  # serialised JointState, message info (source_timestamp, ...)
 
 
 class JointStateTaker:
@@ -36,14 +37,22 @@ class JointStateTaker:
     latency (the learner): on a small VM a thread woken for every message at 1 kHz runs on cold
     caches each time and spends several times the CPU of the same work done in batches."""
 
-    def __init__(self, node, on_batch: Callable[[List[Taken]], None], depth: int,
-                 name: str, topic: str = 'joint_states', period_s: float = 0.0):
-        check_is_valid_msg_type(JointState)     # imports its type support
+    def __init__(
+        self,
+        node,
+        on_batch: Callable[[List[Taken]], None],
+        depth: int,
+        name: str,
+        topic: str = 'joint_states',
+        period_s: float = 0.0,
+    ):
+        check_is_valid_msg_type(JointState)  # imports its type support
         self._node, self._on_batch, self._depth = node, on_batch, depth
         self._period_s = period_s
         with node.handle:
-            self._sub = _rclpy.Subscription(node.handle, JointState, topic,
-                                            joint_states_qos(depth).get_c_qos_profile(), None)
+            self._sub = _rclpy.Subscription(
+                node.handle, JointState, topic, joint_states_qos(depth).get_c_qos_profile(), None
+            )
         self._events = watch_subscription(node, self._sub, topic)
         self.errors = 0
         self._stop = threading.Event()
@@ -58,7 +67,7 @@ class JointStateTaker:
             try:
                 wait_set.clear_entities()
                 wait_set.add_subscription(sub)
-                wait_set.wait(50_000_000)           # 50 ms: notice close() promptly
+                wait_set.wait(50_000_000)  # 50 ms: notice close() promptly
                 batch = []
                 while len(batch) < self._depth:
                     taken = sub.take_message(JointState, True)
@@ -75,7 +84,9 @@ class JointStateTaker:
                 self.errors += 1
                 self._node.get_logger().error(
                     f'{self.thread.name}: handling joint states failed: {err!r} '
-                    f'({self.errors} so far)', throttle_duration_sec=2.0)
+                    f'({self.errors} so far)',
+                    throttle_duration_sec=2.0,
+                )
 
     def close(self, timeout: float = 2.0) -> None:
         """Stop the thread; the subscription goes once the thread is out of the middleware."""
@@ -88,8 +99,9 @@ class JointStateTaker:
             self._sub = None
 
 
-def decode_joint_state(reader: JointStateReader, data: bytes,
-                       rejected: RejectionCounter) -> Optional[Tuple[object, float]]:
+def decode_joint_state(
+    reader: JointStateReader, data: bytes, rejected: RejectionCounter
+) -> Optional[Tuple[object, float]]:
     """``(message, stamp [s])`` of serialised JointState bytes: read with numpy for plain CDR,
     else by the middleware. Bytes that are not a JointState give None, counted and logged in
     ``rejected`` as ``undecodable``. The message is a :class:`cdr.RawJointState` or a

@@ -7,6 +7,7 @@ With ``repeat`` an excitation is followed by the next seed without stopping, so 
 keeps coming: the next one is made during the current one and sent ``HANDOVER_S`` before it ends,
 beginning with the current one's last stretch (``trajectories.splice``).
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional
@@ -37,9 +38,14 @@ def to_msg(joint_names, t0_ns: int, t, q, qd, qdd) -> JointTrajectory:
     msg.joint_names = list(joint_names)
     for k in range(t.size):
         sec, nsec = divmod(int(round(t[k] * 1e9)), 1_000_000_000)
-        msg.points.append(JointTrajectoryPoint(
-            positions=q[k].tolist(), velocities=qd[k].tolist(), accelerations=qdd[k].tolist(),
-            time_from_start=Duration(sec=sec, nanosec=nsec)))
+        msg.points.append(
+            JointTrajectoryPoint(
+                positions=q[k].tolist(),
+                velocities=qd[k].tolist(),
+                accelerations=qdd[k].tolist(),
+                time_from_start=Duration(sec=sec, nanosec=nsec),
+            )
+        )
     return msg
 
 
@@ -48,36 +54,106 @@ class ReferenceNode(Node):
         super().__init__('reference', **kwargs)
         reg: Dict = {}
         self.robot = declare_robot(self, reg)
-        self.kind = declare(self, 'trajectory', 'excitation', 'Reference to publish',
-                            choices=REFERENCE_KINDS, registry=reg)
-        self.speed = declare(self, 'speed', 1.0, 'Time scaling (2.0 = same path twice as fast)',
-                             min_value=0.05, max_value=4.0, registry=reg)
-        self.seed = declare(self, 'seed', 0, 'Seed of the excitation', min_value=0,
-                            max_value=2**31 - 1, registry=reg)
-        self.duration = declare(self, 'duration', 20.0, 'Length of one trajectory [s]',
-                                min_value=0.1, max_value=3600.0, registry=reg)
-        self.period = declare(self, 'period', 4.0, 'Period of the figure eight at 1x [s]',
-                              min_value=0.5, max_value=60.0, registry=reg)
-        self.point_rate = declare(self, 'point_rate', 100.0, 'Waypoints per second',
-                                  min_value=1.0, max_value=1000.0, registry=reg)
-        self.approach_time = declare(self, 'approach_time', 2.0, 'Smooth approach from the '
-                                     'current position [s]', min_value=0.0, max_value=30.0,
-                                     registry=reg)
-        self.repeat = declare(self, 'repeat', True, 'Follow a finished excitation with the next '
-                              'seed', registry=reg)
-        self.candidates = declare(self, 'excitation_candidates', 8, 'Random excitations '
-                                  'drawn per seed; the one whose identification regressor is '
-                                  'best conditioned is published (1 = the first, no Pinocchio '
-                                  'model needed)', min_value=1, max_value=256, read_only=True,
-                                  registry=reg)
-        self.max_test_speed = declare(self, 'max_test_speed', 2.0, 'The figure eight is sized '
-                                      'so that at this speed it needs at most 80 % of the '
-                                      'effort limits by the URDF model (one path for every '
-                                      'speed)', min_value=0.05, max_value=4.0, read_only=True,
-                                      registry=reg)
-        self.wait_for_state = declare(self, 'wait_for_joint_states', 5.0, 'Wait this long for a '
-                                      'joint state to start from [s]; then start anyway',
-                                      min_value=0.0, max_value=600.0, registry=reg)
+        self.kind = declare(
+            self,
+            'trajectory',
+            'excitation',
+            'Reference to publish',
+            choices=REFERENCE_KINDS,
+            registry=reg,
+        )
+        self.speed = declare(
+            self,
+            'speed',
+            1.0,
+            'Time scaling (2.0 = same path twice as fast)',
+            min_value=0.05,
+            max_value=4.0,
+            registry=reg,
+        )
+        self.seed = declare(
+            self,
+            'seed',
+            0,
+            'Seed of the excitation',
+            min_value=0,
+            max_value=2**31 - 1,
+            registry=reg,
+        )
+        self.duration = declare(
+            self,
+            'duration',
+            20.0,
+            'Length of one trajectory [s]',
+            min_value=0.1,
+            max_value=3600.0,
+            registry=reg,
+        )
+        self.period = declare(
+            self,
+            'period',
+            4.0,
+            'Period of the figure eight at 1x [s]',
+            min_value=0.5,
+            max_value=60.0,
+            registry=reg,
+        )
+        self.point_rate = declare(
+            self,
+            'point_rate',
+            100.0,
+            'Waypoints per second',
+            min_value=1.0,
+            max_value=1000.0,
+            registry=reg,
+        )
+        self.approach_time = declare(
+            self,
+            'approach_time',
+            2.0,
+            'Smooth approach from the current position [s]',
+            min_value=0.0,
+            max_value=30.0,
+            registry=reg,
+        )
+        self.repeat = declare(
+            self, 'repeat', True, 'Follow a finished excitation with the next seed', registry=reg
+        )
+        self.candidates = declare(
+            self,
+            'excitation_candidates',
+            8,
+            'Random excitations '
+            'drawn per seed; the one whose identification regressor is '
+            'best conditioned is published (1 = the first, no Pinocchio '
+            'model needed)',
+            min_value=1,
+            max_value=256,
+            read_only=True,
+            registry=reg,
+        )
+        self.max_test_speed = declare(
+            self,
+            'max_test_speed',
+            2.0,
+            'The figure eight is sized '
+            'so that at this speed it needs at most 80 % of the '
+            'effort limits by the URDF model (one path for every '
+            'speed)',
+            min_value=0.05,
+            max_value=4.0,
+            read_only=True,
+            registry=reg,
+        )
+        self.wait_for_state = declare(
+            self,
+            'wait_for_joint_states',
+            5.0,
+            'Wait this long for a joint state to start from [s]; then start anyway',
+            min_value=0.0,
+            max_value=600.0,
+            registry=reg,
+        )
         self.add_on_set_parameters_callback(validating_callback(reg))
         self.add_post_set_parameters_callback(self._on_params)
         self.mapper = JointStateMapper(self.robot.joint_names)
@@ -85,16 +161,17 @@ class ReferenceNode(Node):
         self.q_now: Optional[np.ndarray] = None
         self._last_state: Optional[bytes] = None
         self.published = 0
-        self._t0_ns: Optional[int] = None   # stamp of the reference in force
+        self._t0_ns: Optional[int] = None  # stamp of the reference in force
         self._end_ns: Optional[int] = None
-        self._last = None               # its waypoints (t, q, qd, qdd)
-        self._next = None               # the continued excitation, made ahead
-        self._design = None             # (RobotModel, RegressorConditioning), built once
+        self._last = None  # its waypoints (t, q, qd, qdd)
+        self._next = None  # the continued excitation, made ahead
+        self._design = None  # (RobotModel, RegressorConditioning), built once
         self.pub = create_publisher(self, JointTrajectory, 'reference_trajectory', LATCHED)
         # raw: only the newest state is ever looked at (when a reference is made), so the
         # 1 kHz stream is not deserialised -- that cost ~30 % of a core
-        create_subscription(self, JointState, 'joint_states', self._on_joint_state,
-                            joint_states_qos(10), raw=True)
+        create_subscription(
+            self, JointState, 'joint_states', self._on_joint_state, joint_states_qos(10), raw=True
+        )
         self._start_ns = self.get_clock().now().nanoseconds
         steady_timer(self, 0.05, self._tick)
 
@@ -114,8 +191,16 @@ class ReferenceNode(Node):
     def _on_params(self, params) -> None:
         changed = False
         for p in params:
-            if p.name in ('trajectory', 'speed', 'seed', 'duration', 'period', 'point_rate',
-                          'approach_time', 'repeat'):
+            if p.name in (
+                'trajectory',
+                'speed',
+                'seed',
+                'duration',
+                'period',
+                'point_rate',
+                'approach_time',
+                'repeat',
+            ):
                 setattr(self, {'trajectory': 'kind'}.get(p.name, p.name), p.value)
                 changed = changed or p.name not in ('repeat',)
         if changed:
@@ -149,11 +234,14 @@ class ReferenceNode(Node):
             try:
                 from delan_common.robot_model import RobotModel
                 from delan_control.excitation_design import RegressorConditioning
+
                 model = RobotModel(r.xml, **r.selection_kwargs())
                 self._design = (model, RegressorConditioning.of(model))
             except (ValueError, RuntimeError) as err:
-                self.get_logger().warning(f'no Pinocchio model of the robot: excitation not '
-                                          f'designed, figure eight not sized ({err})')
+                self.get_logger().warning(
+                    f'no Pinocchio model of the robot: excitation not '
+                    f'designed, figure eight not sized ({err})'
+                )
                 self._design = False
         return self._design or None
 
@@ -162,15 +250,22 @@ class ReferenceNode(Node):
         if model is None:
             return fig
         from delan_control.trajectories import fit_figure_eight
-        fitted = fit_figure_eight(fig, model[0].inverse, model[0].operating_effort_limit(),
-                                  speed=self.max_test_speed,
-                                  max_velocity=self.robot.planning_velocity_limits)
+
+        fitted = fit_figure_eight(
+            fig,
+            model[0].inverse,
+            model[0].operating_effort_limit(),
+            speed=self.max_test_speed,
+            max_velocity=self.robot.planning_velocity_limits,
+        )
         if fitted is not fig:
             self.get_logger().info(
                 f'figure eight scaled to '
                 f'{np.max(fitted.amplitude) / np.max(fig.amplitude):.2f} of its amplitude to '
-                f'stay within 80 % of the effort limits and the excitation\'s share of the '
-                f'velocity limits at {self.max_test_speed}x', once=True)
+                f"stay within 80 % of the effort limits and the excitation's share of the "
+                f'velocity limits at {self.max_test_speed}x',
+                once=True,
+            )
         return fitted
 
     def _excitation(self, seed: int, velocity_fraction: float):
@@ -180,24 +275,48 @@ class ReferenceNode(Node):
         design = self._model() if self.candidates > 1 else None
         if design is not None:
             from delan_control.excitation_design import designed_excitation
+
             model, cond = design
-            return designed_excitation(model, r.lower, r.upper, r.planning_velocity_limits,
-                                       seed=seed, candidates=self.candidates,
-                                       velocity_fraction=velocity_fraction, conditioning=cond)
+            return designed_excitation(
+                model,
+                r.lower,
+                r.upper,
+                r.planning_velocity_limits,
+                seed=seed,
+                candidates=self.candidates,
+                velocity_fraction=velocity_fraction,
+                conditioning=cond,
+            )
         from delan_common.excitation import random_fourier_trajectory
-        return random_fourier_trajectory(r.lower, r.upper, r.planning_velocity_limits,
-                                         seed=seed, velocity_fraction=velocity_fraction)
+
+        return random_fourier_trajectory(
+            r.lower,
+            r.upper,
+            r.planning_velocity_limits,
+            seed=seed,
+            velocity_fraction=velocity_fraction,
+        )
 
     def _make(self, seed: int, start=None):
         """Waypoints ``(t, q, qd, qdd)`` of the reference for the parameters and ``seed``;
         ``start = (q, qd, qdd)``: an excitation continuing from that moving state."""
         r = self.robot
         return make_reference(
-            self.kind, r.lower, r.upper, r.planning_velocity_limits,
-            start[0] if start is not None else self._current_position(), speed=self.speed,
-            seed=seed, duration=self.duration, period=self.period,
-            dt=1.0 / self.point_rate, approach_time=self.approach_time,
-            excitation=self._excitation, fit=self._fit, start=start)
+            self.kind,
+            r.lower,
+            r.upper,
+            r.planning_velocity_limits,
+            start[0] if start is not None else self._current_position(),
+            speed=self.speed,
+            seed=seed,
+            duration=self.duration,
+            period=self.period,
+            dt=1.0 / self.point_rate,
+            approach_time=self.approach_time,
+            excitation=self._excitation,
+            fit=self._fit,
+            start=start,
+        )
 
     def publish_reference(self, following=None) -> None:
         """``following``: the waypoints of the next excitation, spliced to the end of the one
@@ -214,8 +333,10 @@ class ReferenceNode(Node):
         self._t0_ns, self._last = t0, (t, q, qd, qdd)
         self._end_ns = t0 + int(t[-1] * 1e9)
         self.published += 1
-        self.get_logger().info(f'published {self.kind} (speed {self.speed}, seed {self.seed}, '
-                               f'{t[-1]:.1f} s, {t.size} points)')
+        self.get_logger().info(
+            f'published {self.kind} (speed {self.speed}, seed {self.seed}, '
+            f'{t[-1]:.1f} s, {t.size} points)'
+        )
 
 
 def main(args=None) -> int:

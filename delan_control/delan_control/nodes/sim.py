@@ -89,6 +89,7 @@ The robot selection parameters (``joints``, ``locked_joint_positions``, ``effort
 ``velocity_limits``, ``robot_description_timeout``) are those of every node
 (``delan_common.ros.robot_param``); ``joints`` (read-only) is also the command order.
 """
+
 from __future__ import annotations
 
 import math
@@ -136,19 +137,32 @@ try:
         SetParameters,
         SetParametersAtomically,
     )
-    for _t in (DescribeParameters, GetParameters, GetParameterTypes, ListParameters,
-               SetParameters, SetParametersAtomically):
+
+    for _t in (
+        DescribeParameters,
+        GetParameters,
+        GetParameterTypes,
+        ListParameters,
+        SetParameters,
+        SetParametersAtomically,
+    ):
         check_for_type_support(_t)
 except ImportError:  # pragma: no cover
     pass
 
-MAX_LAG_S = 0.2          # wall seconds behind schedule before the backlog is dropped
-COMMAND_CHECK_S = 1e-3   # sim seconds between looks at the latest command
+MAX_LAG_S = 0.2  # wall seconds behind schedule before the backlog is dropped
+COMMAND_CHECK_S = 1e-3  # sim seconds between looks at the latest command
 
 
-def _array_validator(n: int, name: str, nonnegative: bool = False, positive: bool = False,
-                     allow_negative_sentinel: bool = False, length: Optional[int] = None,
-                     nan_default: bool = False):
+def _array_validator(
+    n: int,
+    name: str,
+    nonnegative: bool = False,
+    positive: bool = False,
+    allow_negative_sentinel: bool = False,
+    length: Optional[int] = None,
+    nan_default: bool = False,
+):
     """``nan_default``: ``[nan]`` is accepted (the parameter's "derive it" default)."""
     want = f'{length}' if length else f'1 or {n}'
 
@@ -167,12 +181,14 @@ def _array_validator(n: int, name: str, nonnegative: bool = False, positive: boo
         if nonnegative and not allow_negative_sentinel and any(v < 0 for v in vals):
             return f'{name} must be >= 0, got {vals}'
         return None
+
     return check
 
 
 def _finite(name: str):
     def check(value) -> Optional[str]:
         return None if math.isfinite(value) else f'{name} must be finite, got {value}'
+
     return check
 
 
@@ -198,25 +214,34 @@ class SimNode(Node):
             self._declare_and_build()
         except ParameterException as exc:  # e.g. an int where a float is expected
             raise ValueError(f'invalid parameter: {exc}') from None
-        self.add_on_set_parameters_callback(validating_callback(self._validators,
-                                                                self._on_params))
+        self.add_on_set_parameters_callback(validating_callback(self._validators, self._on_params))
         n = self.plant.n
         self.rejected = RejectionCounter(self.get_logger(), 'effort command')
-        self.stats = {'steps': 0, 'published': 0, 'commands': 0, 'timeouts': 0, 'blowups': 0,
-                      'dropped_backlog_s': 0.0, 'lag_events': 0, 'lockstep_timeouts': 0,
-                      'publish_errors': 0}
+        self.stats = {
+            'steps': 0,
+            'published': 0,
+            'commands': 0,
+            'timeouts': 0,
+            'blowups': 0,
+            'dropped_backlog_s': 0.0,
+            'lag_events': 0,
+            'lockstep_timeouts': 0,
+            'publish_errors': 0,
+        }
         self._cmd_seq = 0
         self._cmd_event = threading.Event()
         self._zero = np.zeros(n)
-        self._cmd = (self._zero, -math.inf)          # (clamped torque, sim time received)
+        self._cmd = (self._zero, -math.inf)  # (clamped torque, sim time received)
         self._timed_out = True
         self._reset_requested = threading.Event()
         self._rebase = threading.Event()
         self.js_pub = create_publisher(self, JointState, 'joint_states', 10)
-        self.clock_pub = (create_publisher(self, Clock, '/clock', 10)
-                          if self.publish_clock else None)
-        create_subscription(self, Float64MultiArray, 'effort_controller/commands',
-                            self._on_command, 10)
+        self.clock_pub = (
+            create_publisher(self, Clock, '/clock', 10) if self.publish_clock else None
+        )
+        create_subscription(
+            self, Float64MultiArray, 'effort_controller/commands', self._on_command, 10
+        )
         self.create_service(Trigger, '~/reset', self._on_reset)
         self._epoch_ns = 0 if self.publish_clock else self.get_clock().now().nanoseconds
         # One joint state, reused: each publish writes the state in place through numpy views
@@ -230,116 +255,235 @@ class SimNode(Node):
         layout = joint_state_layout(msg)
         if layout is None:
             self._raw: Optional[bytearray] = None
-            arrays = [np.frombuffer(a, np.float64) for a in (msg.position, msg.velocity,
-                                                             msg.effort)]
+            arrays = [
+                np.frombuffer(a, np.float64) for a in (msg.position, msg.velocity, msg.effort)
+            ]
         else:
             self._raw, self._raw_stamp_at, offsets = layout
             arrays = [np.frombuffer(self._raw, np.float64, n, off) for off in offsets]
         self._js_position, self._js_velocity, self._js_effort = arrays
         self._clock_msg = Clock()
         self._diag_last = (time.monotonic(), self.plant.t, dict(self.stats))
-        self._diagnostics = DiagnosticsReporter(self, self._diagnostics_report,
-                                                hardware_id(self, self.model.name))
-        self._thread = threading.Thread(target=self._physics_loop, name='sim_physics',
-                                        daemon=True)
+        self._diagnostics = DiagnosticsReporter(
+            self, self._diagnostics_report, hardware_id(self, self.model.name)
+        )
+        self._thread = threading.Thread(target=self._physics_loop, name='sim_physics', daemon=True)
         self._thread.start()
         set_realtime_priority(self.realtime_priority, self.get_logger())
 
     def _startup_message(self) -> str:
-        return (f'simulating {self.model.name} ({self.plant.n} joints: '
-                f'{", ".join(self.model.joint_names)}) from {self.model.source}; physics '
-                f'{self.plant.physics_rate:g} Hz ({self.plant.integrator}), joint_states at '
-                f'{self.publish_rate:g} Hz, real_time_factor {self.real_time_factor:g}'
-                + (', publishing /clock' if self.publish_clock else '')
-                + ('' if self.command_order.is_model_order else
-                   f', commands in the order {", ".join(self.command_order.joints)}'))
+        return (
+            f'simulating {self.model.name} ({self.plant.n} joints: '
+            f'{", ".join(self.model.joint_names)}) from {self.model.source}; physics '
+            f'{self.plant.physics_rate:g} Hz ({self.plant.integrator}), joint_states at '
+            f'{self.publish_rate:g} Hz, real_time_factor {self.real_time_factor:g}'
+            + (', publishing /clock' if self.publish_clock else '')
+            + (
+                ''
+                if self.command_order.is_model_order
+                else f', commands in the order {", ".join(self.command_order.joints)}'
+            )
+        )
 
     # ------------------------------------------------------------------ parameters
     def _declare_and_build(self) -> None:
         v = self._validators
         ro = dict(registry=v, read_only=True)
         robot = declare_robot_params(
-            self, v, default_path='two_link_arm.urdf',
+            self,
+            v,
+            default_path='two_link_arm.urdf',
             path_help='URDF file (path, or a file name of the workspace urdf/ folder); used '
-                      'when robot_description is empty',
-            description_help='URDF XML of the robot; when set, it is used instead of urdf_path')
+            'when robot_description is empty',
+            description_help='URDF XML of the robot; when set, it is used instead of urdf_path',
+        )
         nominal = RobotModel(robot.description, **robot.selection_kwargs())
         for warning in nominal.warnings:
             self.get_logger().warning(warning)
         n = nominal.n
-        physics_rate = declare(self, 'physics_rate', 1000.0, 'Physics rate [Hz]',
-                               min_value=1000.0, max_value=20000.0, **ro)
-        integrator = declare(self, 'integrator', 'rk4', 'Integrator of the plant',
-                             choices=INTEGRATORS, **ro)
+        physics_rate = declare(
+            self,
+            'physics_rate',
+            1000.0,
+            'Physics rate [Hz]',
+            min_value=1000.0,
+            max_value=20000.0,
+            **ro,
+        )
+        integrator = declare(
+            self, 'integrator', 'rk4', 'Integrator of the plant', choices=INTEGRATORS, **ro
+        )
 
         def at_most_physics_rate(name):
             def check(value):
-                return (None if value <= physics_rate else
-                        f'{name}={value} exceeds physics_rate={physics_rate}')
+                return (
+                    None
+                    if value <= physics_rate
+                    else f'{name}={value} exceeds physics_rate={physics_rate}'
+                )
+
             return check
-        self.publish_rate = declare(self, 'publish_rate', 500.0, 'joint_states rate [Hz, sim '
-                                    'time]', min_value=1.0, max_value=20000.0,
-                                    validator=at_most_physics_rate('publish_rate'), registry=v)
-        self.real_time_factor = declare(self, 'real_time_factor', 1.0, 'Sim seconds per wall '
-                                        'second; 0 = as fast as possible', min_value=0.0,
-                                        max_value=1000.0, validator=_finite('real_time_factor'),
-                                        registry=v)
-        self.publish_clock = declare(self, 'publish_clock', False, 'Publish /clock (sim time, '
-                                     'from 0) for nodes with use_sim_time', **ro)
-        self.lockstep = declare(self, 'lockstep', False, 'Step only after the command answering '
-                                'each published state (or lockstep_timeout): control results '
-                                'independent of CPU load; real_time_factor is then an upper '
-                                'bound', **ro)
+
+        self.publish_rate = declare(
+            self,
+            'publish_rate',
+            500.0,
+            'joint_states rate [Hz, sim time]',
+            min_value=1.0,
+            max_value=20000.0,
+            validator=at_most_physics_rate('publish_rate'),
+            registry=v,
+        )
+        self.real_time_factor = declare(
+            self,
+            'real_time_factor',
+            1.0,
+            'Sim seconds per wall second; 0 = as fast as possible',
+            min_value=0.0,
+            max_value=1000.0,
+            validator=_finite('real_time_factor'),
+            registry=v,
+        )
+        self.publish_clock = declare(
+            self,
+            'publish_clock',
+            False,
+            'Publish /clock (sim time, from 0) for nodes with use_sim_time',
+            **ro,
+        )
+        self.lockstep = declare(
+            self,
+            'lockstep',
+            False,
+            'Step only after the command answering '
+            'each published state (or lockstep_timeout): control results '
+            'independent of CPU load; real_time_factor is then an upper '
+            'bound',
+            **ro,
+        )
         self.hold_until_commanded = declare(
-            self, 'hold_until_commanded', False, 'In lockstep, keep the physics paused (the '
+            self,
+            'hold_until_commanded',
+            False,
+            'In lockstep, keep the physics paused (the '
             'first state republished every lockstep_timeout) until the first command arrives: '
-            'the arm does not fall against its stops before its controller is up', **ro)
+            'the arm does not fall against its stops before its controller is up',
+            **ro,
+        )
         self.realtime_priority = declare(
-            self, 'realtime_priority', 0, 'SCHED_FIFO priority of the sim\'s threads (physics, '
-            'publishing, command subscription): the sim stands for a robot\'s real-time driver '
+            self,
+            'realtime_priority',
+            0,
+            "SCHED_FIFO priority of the sim's threads (physics, "
+            "publishing, command subscription): the sim stands for a robot's real-time driver "
             'and publishes on time whatever else runs. 0 = normal scheduling; needs '
             'CAP_SYS_NICE or an rtprio limit; not with real_time_factor 0 (a flat-out '
-            'real-time thread would starve the machine)', min_value=0, max_value=98, **ro)
-        flat_out = ('real_time_factor=0 (as fast as possible) cannot run under '
-                    'realtime_priority: it would starve every other process')
+            'real-time thread would starve the machine)',
+            min_value=0,
+            max_value=98,
+            **ro,
+        )
+        flat_out = (
+            'real_time_factor=0 (as fast as possible) cannot run under '
+            'realtime_priority: it would starve every other process'
+        )
         if self.realtime_priority and self.real_time_factor == 0:
             raise ValueError(f'invalid parameter: {flat_out}')
         rtf_check = v['real_time_factor']
-        v['real_time_factor'] = lambda x: rtf_check(x) or (
-            flat_out if self.realtime_priority and x == 0 else None)
-        self.lockstep_timeout = declare(self, 'lockstep_timeout', 0.05, 'Wall time to wait for '
-                                        'the answer to a state in lockstep [s]', min_value=1e-4,
-                                        max_value=10.0, registry=v)
-        self.clock_rate = declare(self, 'clock_rate', 100.0, '/clock rate [Hz, sim time]; every '
-                                  'message is a callback in each node on sim time',
-                                  min_value=1.0, max_value=20000.0,
-                                  validator=at_most_physics_rate('clock_rate'), registry=v)
-        self.command_timeout = declare(self, 'command_timeout', 0.1, 'Zero torque when the '
-                                       'last valid command is older than this [s, sim time]; '
-                                       '0 = never', min_value=0.0, max_value=3600.0, registry=v)
-        q0 = declare(self, 'initial_position', [float('nan')], f'Initial joint positions: 1 '
-                     f'(all) or {n} values [rad|m]; [nan] = the middle of each joint\'s limits '
-                     '(0 where it has none)',
-                     validator=_array_validator(n, 'initial_position', nan_default=True), **ro)
+        v['real_time_factor'] = lambda x: (
+            rtf_check(x) or (flat_out if self.realtime_priority and x == 0 else None)
+        )
+        self.lockstep_timeout = declare(
+            self,
+            'lockstep_timeout',
+            0.05,
+            'Wall time to wait for the answer to a state in lockstep [s]',
+            min_value=1e-4,
+            max_value=10.0,
+            registry=v,
+        )
+        self.clock_rate = declare(
+            self,
+            'clock_rate',
+            100.0,
+            '/clock rate [Hz, sim time]; every message is a callback in each node on sim time',
+            min_value=1.0,
+            max_value=20000.0,
+            validator=at_most_physics_rate('clock_rate'),
+            registry=v,
+        )
+        self.command_timeout = declare(
+            self,
+            'command_timeout',
+            0.1,
+            'Zero torque when the last valid command is older than this [s, sim time]; 0 = never',
+            min_value=0.0,
+            max_value=3600.0,
+            registry=v,
+        )
+        q0 = declare(
+            self,
+            'initial_position',
+            [float('nan')],
+            f'Initial joint positions: 1 '
+            f"(all) or {n} values [rad|m]; [nan] = the middle of each joint's limits "
+            '(0 where it has none)',
+            validator=_array_validator(n, 'initial_position', nan_default=True),
+            **ro,
+        )
         if len(q0) == 1 and math.isnan(q0[0]):
             spec = nominal.spec
             q0 = middle_of_limits(spec.lower, spec.upper).tolist()
-        qd0 = declare(self, 'initial_velocity', [0.0], f'Initial joint velocities: 1 or {n} '
-                      f'values', validator=_array_validator(n, 'initial_velocity'), **ro)
-        mass_scale = declare(self, 'mass_scale', [1.0], 'Mismatch: link mass (and inertia) '
-                             f'scale, 1 or {n} values (one per moving body)',
-                             validator=_array_validator(n, 'mass_scale', positive=True), **ro)
-        inertia_scale = declare(self, 'inertia_scale', [1.0], 'Mismatch: rotational inertia '
-                                f'scale about the centre of mass, 1 or {n} values',
-                                validator=_array_validator(n, 'inertia_scale', positive=True),
-                                **ro)
-        payload = declare(self, 'payload_mass', 0.0, 'Mismatch: payload on the last link '
-                          '[kg] at its tool point', min_value=0.0, max_value=1000.0, **ro)
-        payload_offset = declare(self, 'payload_offset', [0.0, 0.0, 0.0], 'Payload position '
-                                 'relative to the tool point, last joint frame [m]',
-                                 validator=_array_validator(n, 'payload_offset', length=3), **ro)
-        payload_radius = declare(self, 'payload_radius', 0.0, 'Payload sphere radius [m] '
-                                 '(0 = point mass)', min_value=0.0, max_value=10.0, **ro)
+        qd0 = declare(
+            self,
+            'initial_velocity',
+            [0.0],
+            f'Initial joint velocities: 1 or {n} values',
+            validator=_array_validator(n, 'initial_velocity'),
+            **ro,
+        )
+        mass_scale = declare(
+            self,
+            'mass_scale',
+            [1.0],
+            f'Mismatch: link mass (and inertia) scale, 1 or {n} values (one per moving body)',
+            validator=_array_validator(n, 'mass_scale', positive=True),
+            **ro,
+        )
+        inertia_scale = declare(
+            self,
+            'inertia_scale',
+            [1.0],
+            f'Mismatch: rotational inertia scale about the centre of mass, 1 or {n} values',
+            validator=_array_validator(n, 'inertia_scale', positive=True),
+            **ro,
+        )
+        payload = declare(
+            self,
+            'payload_mass',
+            0.0,
+            'Mismatch: payload on the last link [kg] at its tool point',
+            min_value=0.0,
+            max_value=1000.0,
+            **ro,
+        )
+        payload_offset = declare(
+            self,
+            'payload_offset',
+            [0.0, 0.0, 0.0],
+            'Payload position relative to the tool point, last joint frame [m]',
+            validator=_array_validator(n, 'payload_offset', length=3),
+            **ro,
+        )
+        payload_radius = declare(
+            self,
+            'payload_radius',
+            0.0,
+            'Payload sphere radius [m] (0 = point mass)',
+            min_value=0.0,
+            max_value=10.0,
+            **ro,
+        )
 
         def friction_ok(name):
             base = _array_validator(n, name)
@@ -352,64 +496,155 @@ class SimNode(Node):
                 if any(x < 0 for x in vals) and not all(x < 0 for x in vals):
                     return f'{name}: mix of negative (= URDF) and set values; give all or none'
                 return None
+
             return check
-        viscous = declare(self, 'viscous', [-1.0], 'Mismatch: viscous friction per joint '
-                          '[N m s/rad]; negative = the URDF damping',
-                          validator=friction_ok('viscous'), **ro)
-        coulomb = declare(self, 'coulomb', [-1.0], 'Mismatch: Coulomb friction per joint '
-                          '[N m]; negative = the URDF friction', validator=friction_ok('coulomb'),
-                          **ro)
-        friction_scale = declare(self, 'friction_scale', 1.0, 'Mismatch: scales both friction '
-                                 'terms', min_value=0.0, max_value=100.0, **ro)
-        torque_noise = declare(self, 'torque_noise', 0.0, 'Torque disturbance std per physics '
-                               'step [N m]', min_value=0.0, max_value=1e4, registry=v)
-        position_noise = declare(self, 'position_noise', 0.0, 'Position measurement noise std '
-                                 '[rad|m]', min_value=0.0, max_value=10.0, registry=v)
-        velocity_noise = declare(self, 'velocity_noise', 0.0, 'Velocity measurement noise std '
-                                 '[rad/s|m/s]', min_value=0.0, max_value=100.0, registry=v)
-        seed = declare(self, 'seed', 0, 'Seed of the noise generator', min_value=0,
-                       max_value=2 ** 31 - 1, **ro)
-        limits = declare(self, 'position_limits', True, 'URDF position limits act as '
-                         'inelastic end stops', **ro)
+
+        viscous = declare(
+            self,
+            'viscous',
+            [-1.0],
+            'Mismatch: viscous friction per joint [N m s/rad]; negative = the URDF damping',
+            validator=friction_ok('viscous'),
+            **ro,
+        )
+        coulomb = declare(
+            self,
+            'coulomb',
+            [-1.0],
+            'Mismatch: Coulomb friction per joint [N m]; negative = the URDF friction',
+            validator=friction_ok('coulomb'),
+            **ro,
+        )
+        friction_scale = declare(
+            self,
+            'friction_scale',
+            1.0,
+            'Mismatch: scales both friction terms',
+            min_value=0.0,
+            max_value=100.0,
+            **ro,
+        )
+        torque_noise = declare(
+            self,
+            'torque_noise',
+            0.0,
+            'Torque disturbance std per physics step [N m]',
+            min_value=0.0,
+            max_value=1e4,
+            registry=v,
+        )
+        position_noise = declare(
+            self,
+            'position_noise',
+            0.0,
+            'Position measurement noise std [rad|m]',
+            min_value=0.0,
+            max_value=10.0,
+            registry=v,
+        )
+        velocity_noise = declare(
+            self,
+            'velocity_noise',
+            0.0,
+            'Velocity measurement noise std [rad/s|m/s]',
+            min_value=0.0,
+            max_value=100.0,
+            registry=v,
+        )
+        seed = declare(
+            self, 'seed', 0, 'Seed of the noise generator', min_value=0, max_value=2**31 - 1, **ro
+        )
+        limits = declare(
+            self, 'position_limits', True, 'URDF position limits act as inelastic end stops', **ro
+        )
 
         effects = {
             'stribeck_static_ratio': declare(
-                self, 'stribeck_static_ratio', [1.0], 'Mismatch: break-away over Coulomb '
+                self,
+                'stribeck_static_ratio',
+                [1.0],
+                'Mismatch: break-away over Coulomb '
                 f'friction fs/fc >= 1, 1 or {n} values (1 = off)',
-                validator=_array_validator(n, 'stribeck_static_ratio', positive=True), **ro),
+                validator=_array_validator(n, 'stribeck_static_ratio', positive=True),
+                **ro,
+            ),
             'stribeck_velocity': declare(
-                self, 'stribeck_velocity', [0.1], 'Mismatch: Stribeck velocity [rad/s|m/s], '
-                f'1 or {n} values', validator=_array_validator(n, 'stribeck_velocity',
-                                                              positive=True), **ro),
+                self,
+                'stribeck_velocity',
+                [0.1],
+                f'Mismatch: Stribeck velocity [rad/s|m/s], 1 or {n} values',
+                validator=_array_validator(n, 'stribeck_velocity', positive=True),
+                **ro,
+            ),
             'coulomb_asymmetry': declare(
-                self, 'coulomb_asymmetry', [0.0], 'Mismatch: Coulomb level fc (1 + a) moving '
+                self,
+                'coulomb_asymmetry',
+                [0.0],
+                'Mismatch: Coulomb level fc (1 + a) moving '
                 f'forward, fc (1 - a) backward; a in [-1, 1], 1 or {n} values',
-                validator=_array_validator(n, 'coulomb_asymmetry'), **ro),
+                validator=_array_validator(n, 'coulomb_asymmetry'),
+                **ro,
+            ),
             'spring_stiffness': declare(
-                self, 'spring_stiffness', [0.0], 'Mismatch: joint spring torque -k (q - q0), '
+                self,
+                'spring_stiffness',
+                [0.0],
+                'Mismatch: joint spring torque -k (q - q0), '
                 f'k >= 0 [N m/rad|N/m], 1 or {n} values (0 = off)',
-                validator=_array_validator(n, 'spring_stiffness', nonnegative=True), **ro),
+                validator=_array_validator(n, 'spring_stiffness', nonnegative=True),
+                **ro,
+            ),
             'spring_offset': declare(
-                self, 'spring_offset', [0.0], f'Mismatch: spring rest position q0, 1 or {n} '
-                'values [rad|m]', validator=_array_validator(n, 'spring_offset'), **ro)}
-        preset = declare(self, 'mismatch_preset', '', "Mismatch preset: '' or 'realistic' "
-                         '(payload 0.6 kg, friction x2, Stribeck, asymmetric Coulomb, springs '
-                         'on the first two joints gravity loads); parameters not at their off '
-                         'value override it', choices=tuple(PRESETS), **ro)
+                self,
+                'spring_offset',
+                [0.0],
+                f'Mismatch: spring rest position q0, 1 or {n} values [rad|m]',
+                validator=_array_validator(n, 'spring_offset'),
+                **ro,
+            ),
+        }
+        preset = declare(
+            self,
+            'mismatch_preset',
+            '',
+            "Mismatch preset: '' or 'realistic' "
+            '(payload 0.6 kg, friction x2, Stribeck, asymmetric Coulomb, springs '
+            'on the first two joints gravity loads); parameters not at their off '
+            'value override it',
+            choices=tuple(PRESETS),
+            **ro,
+        )
         try:
-            mismatch = Mismatch.from_params({
-                'mass_scale': list(mass_scale), 'inertia_scale': list(inertia_scale),
-                'payload_mass': payload, 'payload_offset': list(payload_offset),
-                'payload_radius': payload_radius, 'viscous': list(viscous),
-                'coulomb': list(coulomb), 'friction_scale': friction_scale,
-                'mismatch_preset': preset, **{k: list(v) for k, v in effects.items()}})
+            mismatch = Mismatch.from_params(
+                {
+                    'mass_scale': list(mass_scale),
+                    'inertia_scale': list(inertia_scale),
+                    'payload_mass': payload,
+                    'payload_offset': list(payload_offset),
+                    'payload_radius': payload_radius,
+                    'viscous': list(viscous),
+                    'coulomb': list(coulomb),
+                    'friction_scale': friction_scale,
+                    'mismatch_preset': preset,
+                    **{k: list(v) for k, v in effects.items()},
+                }
+            )
         except ValueError as err:
             raise ValueError(f'invalid parameter: {err}') from None
         self.model = nominal
-        self.plant = Plant(nominal, mismatch, physics_rate=physics_rate, integrator=integrator,
-                           torque_noise=torque_noise, position_noise=position_noise,
-                           velocity_noise=velocity_noise, seed=seed, q0=list(q0),
-                           qd0=list(qd0), position_limits=limits)
+        self.plant = Plant(
+            nominal,
+            mismatch,
+            physics_rate=physics_rate,
+            integrator=integrator,
+            torque_noise=torque_noise,
+            position_noise=position_noise,
+            velocity_noise=velocity_noise,
+            seed=seed,
+            q0=list(q0),
+            qd0=list(qd0),
+            position_limits=limits,
+        )
         self.q0, self.qd0 = self.plant.q.copy(), self.plant.qd.copy()
         self.joint_names: List[str] = list(nominal.joint_names)
         # as a forward_command_controller: commands in the order of `joints`
@@ -435,31 +670,44 @@ class SimNode(Node):
         then, t_then, before = self._diag_last
         self._diag_last = (now, t, stats)
         rtf = (t - t_then) / max(now - then, 1e-9)
-        new = {k: stats[k] - before.get(k, 0) for k in ('blowups', 'lag_events',
-                                                        'publish_errors')}
+        new = {k: stats[k] - before.get(k, 0) for k in ('blowups', 'lag_events', 'publish_errors')}
         trouble = [f'{n} {k.replace("_", " ")}' for k, n in new.items() if n]
-        level, message = (WARN, 'in the last period: ' + ', '.join(trouble)) if trouble \
+        level, message = (
+            (WARN, 'in the last period: ' + ', '.join(trouble))
+            if trouble
             else (OK, 'lockstep' if self.lockstep else f'running at {rtf:.2f}x real time')
-        return level, message, {
-            'joints': self.plant.n, 'physics_rate': self.plant.physics_rate,
-            'publish_rate': self.publish_rate, 'real_time_factor_set': self.real_time_factor,
-            'real_time_factor': f'{rtf:.3f}', 'lockstep': self.lockstep,
-            'sim_time': f'{t:.3f}', **stats}
+        )
+        return (
+            level,
+            message,
+            {
+                'joints': self.plant.n,
+                'physics_rate': self.plant.physics_rate,
+                'publish_rate': self.publish_rate,
+                'real_time_factor_set': self.real_time_factor,
+                'real_time_factor': f'{rtf:.3f}',
+                'lockstep': self.lockstep,
+                'sim_time': f'{t:.3f}',
+                **stats,
+            },
+        )
 
     # ------------------------------------------------------------------ callbacks
     def _on_command(self, msg: Float64MultiArray) -> None:
         data = msg.data
         n = self.plant.n
         if len(data) != n:
-            self.rejected.reject('wrong_length', f'{len(data)} values for {n} joints '
-                                 f'({", ".join(self.command_order.joints)})')
+            self.rejected.reject(
+                'wrong_length',
+                f'{len(data)} values for {n} joints ({", ".join(self.command_order.joints)})',
+            )
             return
         tau = np.array(data, dtype=np.float64)
         if not np.all(np.isfinite(tau)):
             self.rejected.reject('non_finite', f'NaN/Inf in command {tau.tolist()}')
             return
         tau = self.command_order.to_model(tau)
-        self._cmd = (self.plant.clamp(tau), self.plant.t)   # one atomic tuple swap
+        self._cmd = (self.plant.clamp(tau), self.plant.t)  # one atomic tuple swap
         self.stats['commands'] += 1
         self._cmd_seq += 1
         self._cmd_event.set()
@@ -489,7 +737,9 @@ class SimNode(Node):
             self.get_logger().error(
                 f'the integration went non-finite at t={plant.t:.3f} s (the arm was flung '
                 f'beyond what {plant.physics_rate:g} Hz physics resolves): held where it was, '
-                f'at rest ({plant.blowups} times so far)', throttle_duration_sec=5.0)
+                f'at rest ({plant.blowups} times so far)',
+                throttle_duration_sec=5.0,
+            )
         plant.measure_into(self._js_position, self._js_velocity)
         self._js_effort[:] = plant.last_torque
         sec, nanosec = divmod(self._epoch_ns + int(round(plant.t * 1e9)), 1_000_000_000)
@@ -520,7 +770,8 @@ class SimNode(Node):
             self.get_logger().warning(
                 f'publishing {topic} failed: {exc!r} '
                 f'({self.stats["publish_errors"]} failures so far); the physics goes on',
-                throttle_duration_sec=5.0)
+                throttle_duration_sec=5.0,
+            )
             return False
 
     def _physics_loop(self) -> None:
@@ -575,7 +826,7 @@ class SimNode(Node):
                     break
                 self._cmd_event.wait(min(remaining, 0.01))
             if self.hold_until_commanded and self._cmd_seq == 0:
-                continue                               # nobody commands the arm yet
+                continue  # nobody commands the arm yet
             ahead = pacer.ahead_s(time.monotonic(), plant.t, self.real_time_factor)
             if ahead > 0:
                 self._stop.wait(ahead)
@@ -585,8 +836,7 @@ class SimNode(Node):
 
     def _pacer(self) -> RealTimePacer:
         check_steps = max(1, int(round(COMMAND_CHECK_S / self.plant.dt)))
-        return RealTimePacer(self.plant.dt, MAX_LAG_S, check_steps, time.monotonic(),
-                             self.plant.t)
+        return RealTimePacer(self.plant.dt, MAX_LAG_S, check_steps, time.monotonic(), self.plant.t)
 
     def _physics_loop_inner(self) -> None:
         if self.lockstep:
@@ -597,7 +847,7 @@ class SimNode(Node):
         next_pub = plant.t
         next_clock = plant.t
         pacer = self._pacer()
-        check_steps = pacer.resume_steps      # steps between looks at the latest command
+        check_steps = pacer.resume_steps  # steps between looks at the latest command
 
         def publish_due():
             nonlocal next_pub, next_clock
@@ -608,10 +858,14 @@ class SimNode(Node):
                 self._publish()
                 next_pub = max(next_pub + 1.0 / self.publish_rate, plant.t + 0.5 * dt)
 
-        publish_due()   # the initial state, at t = 0
+        publish_due()  # the initial state, at t = 0
         context = self.context
-        stopped, advance, torque, stats = (self._stop.is_set, plant.advance, self._torque,
-                                           self.stats)
+        stopped, advance, torque, stats = (
+            self._stop.is_set,
+            plant.advance,
+            self._torque,
+            self.stats,
+        )
         clock = self.clock_pub is not None
         while not self._stop.is_set() and context.ok():
             if self._reset_requested.is_set():
@@ -630,7 +884,9 @@ class SimNode(Node):
                 self.stats['lag_events'] += 1
                 self.get_logger().warning(
                     f'physics fell {pace.dropped_s:.3f} s (sim) behind real time x{rtf:g}; '
-                    f'dropped the backlog', throttle_duration_sec=5.0)
+                    f'dropped the backlog',
+                    throttle_duration_sec=5.0,
+                )
             due = pace.steps
             # commands are looked at every ms of sim time when paced; flat out, once per
             # publish period (a controller cannot keep up with rtf = 0 anyway)
@@ -647,8 +903,11 @@ class SimNode(Node):
     def close(self) -> None:
         """Stop the physics thread (called by run_node at shutdown; idempotent)."""
         self._stop.set()
-        if (self._thread is not None and self._thread.is_alive()
-                and threading.current_thread() is not self._thread):
+        if (
+            self._thread is not None
+            and self._thread.is_alive()
+            and threading.current_thread() is not self._thread
+        ):
             self._thread.join(timeout=2.0)
 
     def destroy_node(self):

@@ -18,6 +18,7 @@ feedback, error, the model's torque and the command), at most ``state_publish_ra
 second: when one is due the loop only hands its arrays over, a worker thread of normal priority
 builds and publishes the message. Health on ``/diagnostics`` at 1 Hz.
 """
+
 from __future__ import annotations
 
 import math
@@ -83,6 +84,7 @@ def _preload_model_libraries() -> Optional[str]:
     a pd / pinocchio / identified controller does not need them), else ``None``."""
     import delan_common.robot_model  # noqa: F401  (Pinocchio)
     import delan_control.sysid  # noqa: F401
+
     try:
         import delan_learning.checkpoint  # noqa: F401  (torch)
         import delan_learning.lagrangian  # noqa: F401
@@ -113,14 +115,14 @@ class CycleState(NamedTuple):
     again; the model's torque is copied, a model may return a buffer it reuses), so the message
     is built from them off the loop."""
 
-    stamp: float                    # source stamp of the joint state [s]
+    stamp: float  # source stamp of the joint state [s]
     q_ref: np.ndarray
     qd_ref: np.ndarray
     qdd_ref: np.ndarray
     q: np.ndarray
     qd: np.ndarray
     effort: Optional[np.ndarray]
-    feedforward: Optional[np.ndarray]   # None: no model in the torque
+    feedforward: Optional[np.ndarray]  # None: no model in the torque
     command: np.ndarray
     model: str
     model_version: int
@@ -140,7 +142,8 @@ class TorqueControllerNode(Node):
         if learned_unavailable:
             self.get_logger().warning(
                 f'learned models (delan, delan_residual) unavailable: {learned_unavailable}; '
-                'pd, pinocchio and identified work without delan_learning and torch')
+                'pd, pinocchio and identified work without delan_learning and torch'
+            )
         reg: Dict = {}
         self.robot = declare_robot(self, reg)
         # continuous joints: their position error is wrapped (control_laws.position_error)
@@ -159,63 +162,141 @@ class TorqueControllerNode(Node):
                 if not all(np.isfinite(x) and lo <= x <= hi for x in v):
                     return f'{name} values must be finite and in [{lo}, {hi}]'
                 return None
-            return declare(self, name, [math.nan], desc + ' (one or per joint; [nan] = from '
-                           'the URDF, see control_rate)', validator=check, registry=reg)
 
-        given = {'ct_kp': per_joint('ct_kp', 'Computed-torque stiffness [1/s^2]'),
-                 'ct_kd': per_joint('ct_kd', 'Computed-torque damping [1/s]'),
-                 'kp': per_joint('kp', 'PD stiffness [N*m/rad] for pd and feedforward_pd'),
-                 'kd': per_joint('kd', 'PD damping [N*m*s/rad] for pd and feedforward_pd')}
+            return declare(
+                self,
+                name,
+                [math.nan],
+                desc + ' (one or per joint; [nan] = from the URDF, see control_rate)',
+                validator=check,
+                registry=reg,
+            )
+
+        given = {
+            'ct_kp': per_joint('ct_kp', 'Computed-torque stiffness [1/s^2]'),
+            'ct_kd': per_joint('ct_kd', 'Computed-torque damping [1/s]'),
+            'kp': per_joint('kp', 'PD stiffness [N*m/rad] for pd and feedforward_pd'),
+            'kd': per_joint('kd', 'PD damping [N*m*s/rad] for pd and feedforward_pd'),
+        }
         self.control_rate = declare(
-            self, 'control_rate', 250.0, 'Rate of the joint states the controller answers [Hz]: '
-            'the gains not given are derived for it (control_laws.arm_gains)', min_value=1.0,
-            max_value=100000.0, read_only=True, registry=reg)
+            self,
+            'control_rate',
+            250.0,
+            'Rate of the joint states the controller answers [Hz]: '
+            'the gains not given are derived for it (control_laws.arm_gains)',
+            min_value=1.0,
+            max_value=100000.0,
+            read_only=True,
+            registry=reg,
+        )
         self.gains = Gains(**self._gains(given, n))
-        self.law = declare(self, 'law', 'computed_torque', 'Control law', choices=LAWS,
-                           registry=reg)
-        self.model_kind = declare(self, 'model', 'pd', 'Dynamics model for the feed-forward',
-                                  choices=CONTROLLER_KINDS, registry=reg)
+        self.law = declare(
+            self, 'law', 'computed_torque', 'Control law', choices=LAWS, registry=reg
+        )
+        self.model_kind = declare(
+            self,
+            'model',
+            'pd',
+            'Dynamics model for the feed-forward',
+            choices=CONTROLLER_KINDS,
+            registry=reg,
+        )
         self.delan_checkpoint = declare(
-            self, 'delan_checkpoint', '', "Checkpoint for model=delan or delan_residual ('' = "
-            "take the learner's latest from learner/model_update)", registry=reg)
-        self.identified_params = declare(self, 'identified_params', '',
-                                         'Identified parameters (delan-sysid output) for '
-                                         'model=identified', registry=reg)
-        self.watchdog_timeout = declare(self, 'watchdog_timeout', 0.1, 'Joint states older than '
-                                        'this stop the commands [s]', min_value=0.001,
-                                        max_value=10.0, registry=reg)
-        self.blend_time = declare(self, 'switch_blend_time', 0.2, 'Cross-fade after a model '
-                                  'switch [s]', min_value=0.0, max_value=5.0, registry=reg)
-        self.effort_scale = declare(self, 'effort_limit_scale', 1.0, 'Fraction of the URDF effort '
-                                    'limits to clamp to', min_value=0.01, max_value=1.0,
-                                    registry=reg)
+            self,
+            'delan_checkpoint',
+            '',
+            "Checkpoint for model=delan or delan_residual ('' = "
+            "take the learner's latest from learner/model_update)",
+            registry=reg,
+        )
+        self.identified_params = declare(
+            self,
+            'identified_params',
+            '',
+            'Identified parameters (delan-sysid output) for model=identified',
+            registry=reg,
+        )
+        self.watchdog_timeout = declare(
+            self,
+            'watchdog_timeout',
+            0.1,
+            'Joint states older than this stop the commands [s]',
+            min_value=0.001,
+            max_value=10.0,
+            registry=reg,
+        )
+        self.blend_time = declare(
+            self,
+            'switch_blend_time',
+            0.2,
+            'Cross-fade after a model switch [s]',
+            min_value=0.0,
+            max_value=5.0,
+            registry=reg,
+        )
+        self.effort_scale = declare(
+            self,
+            'effort_limit_scale',
+            1.0,
+            'Fraction of the URDF effort limits to clamp to',
+            min_value=0.01,
+            max_value=1.0,
+            registry=reg,
+        )
         resume_tolerance = declare(
-            self, 'resume_tolerance', 1.0, 'When joint states (re)start, or the arm jumps '
+            self,
+            'resume_tolerance',
+            1.0,
+            'When joint states (re)start, or the arm jumps '
             '(a sim reset: a step beyond twice the velocity limits), a reference farther '
             'than this from the measured position [rad or m, any joint] is dropped and the arm '
             'held where it is (the arm is elsewhere: a restarted driver, a moved arm); a nearer '
-            'one is rejoined smoothly over resume_time', min_value=0.0, max_value=1e3,
-            registry=reg)
+            'one is rejoined smoothly over resume_time',
+            min_value=0.0,
+            max_value=1e3,
+            registry=reg,
+        )
         resume_time = declare(
-            self, 'resume_time', 1.0, 'After joint states (re)start, the command goes from the '
-            'arm\'s state back onto the reference over at least this time [s] (longer for a '
+            self,
+            'resume_time',
+            1.0,
+            'After joint states (re)start, the command goes from the '
+            "arm's state back onto the reference over at least this time [s] (longer for a "
             'larger offset: catching up adds at most 25 % of the velocity limits); a stall '
             'let the reference move on while the arm did not, and chasing it at once would '
-            'kick the arm', min_value=0.0, max_value=60.0, registry=reg)
+            'kick the arm',
+            min_value=0.0,
+            max_value=60.0,
+            registry=reg,
+        )
         self.realtime_priority = declare(
-            self, 'realtime_priority', 0, 'SCHED_FIFO priority of the control path (executor and '
-            'middleware threads), as ros2_control\'s controller manager uses: joint states are '
-            'answered ahead of every normal process (the learner\'s training). 0 = normal '
+            self,
+            'realtime_priority',
+            0,
+            'SCHED_FIFO priority of the control path (executor and '
+            "middleware threads), as ros2_control's controller manager uses: joint states are "
+            "answered ahead of every normal process (the learner's training). 0 = normal "
             'scheduling; needs CAP_SYS_NICE or an rtprio limit (a warning says so otherwise). '
-            'Applied at start-up', min_value=0, max_value=98, read_only=True, registry=reg)
+            'Applied at start-up',
+            min_value=0,
+            max_value=98,
+            read_only=True,
+            registry=reg,
+        )
         state_rate = declare(
-            self, 'state_publish_rate', 100.0, 'Rate of ~/controller_state [Hz of wall time]: '
+            self,
+            'state_publish_rate',
+            100.0,
+            'Rate of ~/controller_state [Hz of wall time]: '
             'at most one control cycle per 1/rate is published (reference, feedback, error, '
-            'the model\'s torque, the command); 0 = off', min_value=0.0, max_value=10000.0,
-            registry=reg)
+            "the model's torque, the command); 0 = off",
+            min_value=0.0,
+            max_value=10000.0,
+            registry=reg,
+        )
         self._state_rate = Decimator(state_rate)
         self._declare_command_order(reg)
-        self._feedback_model = None     # RobotModel for the URDF_FEEDBACK_LAWS, lazily
+        self._feedback_model = None  # RobotModel for the URDF_FEEDBACK_LAWS, lazily
         self.urdf_limits = self._effort_limits()
         self.limits = self.urdf_limits * self.effort_scale
         self.mapper = JointStateMapper(self.joint_names)
@@ -228,27 +309,29 @@ class TorqueControllerNode(Node):
         self.loop_stats = LoopStats()
         self._reader = JointStateReader()
         self._lock = threading.RLock()
-        self._model = None          # active DynamicsModel (None = PD)
-        self._model_version = 0     # its learner version (ControllerState.model_version)
-        self._old_model = None      # model being faded out
+        self._model = None  # active DynamicsModel (None = PD)
+        self._model_version = 0  # its learner version (ControllerState.model_version)
+        self._old_model = None  # model being faded out
         self._blend = BumplessBlend(self.blend_time)
         self._latest_update: Optional[ModelUpdate] = None
-        self.tracker = ReferenceTracker(self.robot.velocity_limits, resume_tolerance,
-                                        resume_time)
+        self.tracker = ReferenceTracker(self.robot.velocity_limits, resume_tolerance, resume_time)
         self._last_state_time: Optional[float] = None
         self._stale = True
         # a position the arm cannot have moved to (a sim reset, a re-homed driver) is handled
         # as a restart of the joint states (control thread only)
         self._jumps = JumpDetector(self.robot.velocity_limits)
         self._pending = None
-        self._incoming: Dict = {}   # the parameters of the change being validated
+        self._incoming: Dict = {}  # the parameters of the change being validated
         self._set_model(self.model_kind, initial=True)
         # learner versions are loaded off the executor thread (see _on_model_update)
         self._update_loader = LatestLoader(
-            lambda request: load_dynamics_model(request[1], self.robot,
-                                                checkpoint=request[0].checkpoint_path),
+            lambda request: load_dynamics_model(
+                request[1], self.robot, checkpoint=request[0].checkpoint_path
+            ),
             self._update_loaded,
-            self._update_failed, name='model_update_loader')
+            self._update_failed,
+            name='model_update_loader',
+        )
         reg['model'] = self._check_model
         reg['delan_checkpoint'] = self._check_file('delan_checkpoint', LEARNED_KINDS)
         reg['identified_params'] = self._check_file('identified_params', ('identified',))
@@ -265,6 +348,7 @@ class TorqueControllerNode(Node):
                 return validate(params)
             finally:
                 self._incoming = {}
+
         self.add_on_set_parameters_callback(on_set)
         self.add_post_set_parameters_callback(self._apply_params)
 
@@ -273,44 +357,68 @@ class TorqueControllerNode(Node):
         # numpy): ~90 us less per cycle than message objects
         self._command_bytes = CommandBytes.create(n)
         self.state_pub = create_publisher(self, ControllerState, '~/controller_state', 10)
-        self._state_worker = LatestLoader(self._publish_state, lambda *_: None,
-                                          self._state_failed, name='controller_state')
-        self._diagnostics = DiagnosticsReporter(self, self._diagnostics_report,
-                                                hardware_id(self, self.robot.name))
+        self._state_worker = LatestLoader(
+            self._publish_state, lambda *_: None, self._state_failed, name='controller_state'
+        )
+        self._diagnostics = DiagnosticsReporter(
+            self, self._diagnostics_report, hardware_id(self, self.robot.name)
+        )
         self._start_control_loop()
-        create_subscription(self, JointTrajectory, 'reference_trajectory', self._on_reference,
-                            LATCHED)
-        create_subscription(self, ModelUpdate, 'learner/model_update', self._on_model_update,
-                            LATCHED)
+        create_subscription(
+            self, JointTrajectory, 'reference_trajectory', self._on_reference, LATCHED
+        )
+        create_subscription(
+            self, ModelUpdate, 'learner/model_update', self._on_model_update, LATCHED
+        )
         # Staleness is wall time (time.monotonic), so the checks run on the steady clock: with
         # use_sim_time a ROS-time timer stops with /clock -- exactly when the sim is gone.
         self._watchdog_timer = steady_timer(self, self.watchdog_timeout / 2.0, self._watchdog)
-        self.get_logger().info(f'controlling {self.joint_names} with model={self.model_kind} '
-                               f'law={self.law}')
+        self.get_logger().info(
+            f'controlling {self.joint_names} with model={self.model_kind} law={self.law}'
+        )
         # last: the middleware's and the loop's threads exist now; the model loader and the
         # state publisher stay at normal priority
-        set_realtime_priority(self.realtime_priority, self.get_logger(),
-                              exclude=python_thread_ids(self._update_loader.thread,
-                                                        self._state_worker.thread))
+        set_realtime_priority(
+            self.realtime_priority,
+            self.get_logger(),
+            exclude=python_thread_ids(self._update_loader.thread, self._state_worker.thread),
+        )
 
     # ---------------------------------------------------------------- command order
     def _declare_command_order(self, reg: Dict) -> None:
         """``command_joints`` when given (joints other than the model's fail the start-up), else
         the receiving controller's order, asked for in the background (_poll_command_order)."""
         explicit = declare_array(
-            self, 'command_joints', str, 'Joint order of the effort commands: the joints '
+            self,
+            'command_joints',
+            str,
+            'Joint order of the effort commands: the joints '
             'parameter of the controller applying them; [] = read it from the node '
-            'effort_controller_name')
+            'effort_controller_name',
+        )
         self.effort_controller_name = declare(
-            self, 'effort_controller_name', 'effort_controller', 'Node whose joints parameter '
+            self,
+            'effort_controller_name',
+            'effort_controller',
+            'Node whose joints parameter '
             'gives the command order when command_joints is [] (the ros2_control controller '
             "on effort_controller/commands; relative to this node's namespace)",
-            validator=self._check_node_name, read_only=True, registry=reg)
+            validator=self._check_node_name,
+            read_only=True,
+            registry=reg,
+        )
         timeout = declare(
-            self, 'effort_controller_timeout', 5.0, 'Wait this long for the joints of '
+            self,
+            'effort_controller_timeout',
+            5.0,
+            'Wait this long for the joints of '
             'effort_controller_name, not commanding meanwhile; then command in the model '
-            'order, with a warning [s]', min_value=0.1, max_value=600.0, read_only=True,
-            registry=reg)
+            'order, with a warning [s]',
+            min_value=0.1,
+            max_value=600.0,
+            read_only=True,
+            registry=reg,
+        )
         self._order_query: Optional[ReceiverOrderQuery] = None
         self._order_future = None
         # read by the control thread: no commands while None (not known yet, or refused)
@@ -323,8 +431,9 @@ class TorqueControllerNode(Node):
             self._order_source = 'command_joints'
             return
         self._order_source = 'pending'
-        self._order_query = ReceiverOrderQuery(self.joint_names, self._receiver_name(), timeout,
-                                               time.monotonic(), self._main_chain())
+        self._order_query = ReceiverOrderQuery(
+            self.joint_names, self._receiver_name(), timeout, time.monotonic(), self._main_chain()
+        )
         self._order_client = AsyncParameterClient(self, self.effort_controller_name)
         self._order_timer = steady_timer(self, ORDER_POLL_S, self._poll_command_order)
 
@@ -340,7 +449,7 @@ class TorqueControllerNode(Node):
     def _receiver_name(self) -> str:
         """``effort_controller_name`` resolved as the parameter client resolves it."""
         service = self.resolve_service_name(f'{self.effort_controller_name}/get_parameters')
-        return service[:-len('/get_parameters')]
+        return service[: -len('/get_parameters')]
 
     def _main_chain(self) -> Optional[List[str]]:
         """What an empty ``joints`` selects in the suite's nodes (the sim): the URDF's main
@@ -382,21 +491,28 @@ class TorqueControllerNode(Node):
         self._command_order = decision.order
         self._order_source = decision.source
         self._order_timer.cancel()
-        log = {'info': self.get_logger().info, 'warning': self.get_logger().warning,
-               'error': self.get_logger().error}[decision.level]
+        log = {
+            'info': self.get_logger().info,
+            'warning': self.get_logger().warning,
+            'error': self.get_logger().error,
+        }[decision.level]
         log(decision.message)
 
     # ---------------------------------------------------------------- models
     def _load(self, kind: str, checkpoint: Optional[str] = None):
         latest = self._latest_update.checkpoint_path if self._latest_update else ''
         return load_dynamics_model(
-            kind, self.robot,
-            checkpoint=checkpoint or self._incoming.get('delan_checkpoint',
-                                                        self.delan_checkpoint) or latest,
-            identified_params=self._incoming.get('identified_params', self.identified_params))
+            kind,
+            self.robot,
+            checkpoint=checkpoint
+            or self._incoming.get('delan_checkpoint', self.delan_checkpoint)
+            or latest,
+            identified_params=self._incoming.get('identified_params', self.identified_params),
+        )
 
-    def _set_model(self, kind: str, initial: bool = False, checkpoint: Optional[str] = None,
-                   model=False) -> None:
+    def _set_model(
+        self, kind: str, initial: bool = False, checkpoint: Optional[str] = None, model=False
+    ) -> None:
         """Make ``kind`` active; ``model`` is an already loaded instance (False = load now)."""
         if model is False:
             try:
@@ -404,8 +520,9 @@ class TorqueControllerNode(Node):
             except ModelLoadError:
                 if not (initial and kind in LEARNED_KINDS):
                     raise
-                self.get_logger().warning(f'model={kind}: no usable checkpoint yet; PD until '
-                                          'the learner publishes one')
+                self.get_logger().warning(
+                    f'model={kind}: no usable checkpoint yet; PD until the learner publishes one'
+                )
                 model = None
         with self._lock:
             if not initial:
@@ -432,12 +549,19 @@ class TorqueControllerNode(Node):
             if kind not in kinds or not path:
                 return None
             try:
-                self._pending = (kind, load_dynamics_model(
-                    kind, self.robot, checkpoint=path if kind in LEARNED_KINDS else '',
-                    identified_params=path if kind == 'identified' else ''))
+                self._pending = (
+                    kind,
+                    load_dynamics_model(
+                        kind,
+                        self.robot,
+                        checkpoint=path if kind in LEARNED_KINDS else '',
+                        identified_params=path if kind == 'identified' else '',
+                    ),
+                )
             except ModelLoadError as err:
                 return f'{name}={path!r} cannot be used: {err}'
             return None
+
         return check
 
     def _effort_limits(self) -> np.ndarray:
@@ -447,19 +571,25 @@ class TorqueControllerNode(Node):
         if np.all(r.effort_given):
             return r.effort_limits.copy()
         from delan_common.robot_model import RobotModel
+
         limits = RobotModel(r.xml, **r.selection_kwargs()).operating_effort_limit()
         missing = [n for n, given in zip(r.joint_names, r.effort_given) if not given]
-        self.get_logger().warning(f'no effort limit in the URDF for {missing}: clamping to '
-                                  f'{np.round(limits[~r.effort_given], 3).tolist()} (from the '
-                                  'inertia; set effort_limits to choose)')
+        self.get_logger().warning(
+            f'no effort limit in the URDF for {missing}: clamping to '
+            f'{np.round(limits[~r.effort_given], 3).tolist()} (from the '
+            'inertia; set effort_limits to choose)'
+        )
         return limits
 
     def _apply_params(self, params) -> None:
         for p in params:
             if p.name in ('ct_kp', 'ct_kd', 'kp', 'kd'):
                 # [nan]: back to the gain derived from the URDF
-                setattr(self.gains, p.name,
-                        self._gains({p.name: list(p.value)}, len(self.joint_names))[p.name])
+                setattr(
+                    self.gains,
+                    p.name,
+                    self._gains({p.name: list(p.value)}, len(self.joint_names))[p.name],
+                )
             elif p.name == 'law':
                 self.law = p.value
             elif p.name == 'switch_blend_time':
@@ -480,13 +610,17 @@ class TorqueControllerNode(Node):
         if pending is not None:
             previous = self.model_kind
             self._set_model(pending[0], model=pending[1])
-            self.get_logger().info(f'switched model {previous} -> {pending[0]} (bumpless, '
-                                   f'{self.blend_time:.2f} s blend)')
+            self.get_logger().info(
+                f'switched model {previous} -> {pending[0]} (bumpless, '
+                f'{self.blend_time:.2f} s blend)'
+            )
 
     def _on_model_update(self, msg: ModelUpdate) -> None:
         if list(msg.joint_names) != self.joint_names:
-            self.get_logger().error(f'model update for joints {list(msg.joint_names)} ignored '
-                                    f'(controller has {self.joint_names})')
+            self.get_logger().error(
+                f'model update for joints {list(msg.joint_names)} ignored '
+                f'(controller has {self.joint_names})'
+            )
             return
         self._latest_update = msg
         if self._follows_learner():
@@ -502,16 +636,20 @@ class TorqueControllerNode(Node):
         (or a newer version was already adopted through a parameter change)."""
         msg, kind = request
         with self._lock:
-            if not self._follows_learner() or self._latest_update is not msg or \
-                    self.model_kind != kind:
+            if (
+                not self._follows_learner()
+                or self._latest_update is not msg
+                or self.model_kind != kind
+            ):
                 return
             self._set_model(kind, model=model)
         name = 'DeLaN' if kind == 'delan' else 'DeLaN residual'
         self.get_logger().info(f'{name} model v{msg.model_version} from {msg.checkpoint_path}')
 
     def _update_failed(self, request: Tuple[ModelUpdate, str], err: Exception) -> None:
-        self.get_logger().error(f'model update v{request[0].model_version} unusable as '
-                                f'{request[1]}: {err}')
+        self.get_logger().error(
+            f'model update v{request[0].model_version} unusable as {request[1]}: {err}'
+        )
 
     # ---------------------------------------------------------------- reference
     def _on_reference(self, msg: JointTrajectory) -> None:
@@ -535,6 +673,7 @@ class TorqueControllerNode(Node):
                 if any(len(r) != len(names) for r in rows):
                     raise ValueError(f'{field} of some points has the wrong length')
                 return np.asarray(rows, float)[:, idx]
+
             q = arr('positions')
             if q is None:
                 raise ValueError('reference points have no positions')
@@ -592,18 +731,24 @@ class TorqueControllerNode(Node):
         if order is None:
             return False
         now = time.monotonic()
-        with self._lock:        # against the watchdog (executor thread)
+        with self._lock:  # against the watchdog (executor thread)
             self._last_state_time = now
             resumed, self._stale = self._stale, False
         if resumed:
             self._jumps.reset()
         jump = self._jumps.check(t, js.position)
         if resumed or jump is not None:
-            self._log_resume(self.tracker.resume(t, js.position, js.velocity),
-                             'the stall' if resumed else 'a jump of the arm', t)
-            self.get_logger().info('joint states fresh: commanding' if resumed else
-                                   f'the arm jumped {jump:.3f} between two joint states (a '
-                                   'reset, a re-homed driver): taken as a restart')
+            self._log_resume(
+                self.tracker.resume(t, js.position, js.velocity),
+                'the stall' if resumed else 'a jump of the arm',
+                t,
+            )
+            self.get_logger().info(
+                'joint states fresh: commanding'
+                if resumed
+                else f'the arm jumped {jump:.3f} between two joint states (a '
+                'reset, a re-homed driver): taken as a restart'
+            )
         with self._lock:
             model, old = self._model, self._old_model
             w = self._blend.weight(now)
@@ -618,10 +763,24 @@ class TorqueControllerNode(Node):
         if self._state_rate.due(now):
             if w is not None:
                 ff = _blend(w, ff, ff_old)
-            self._state_worker.submit(CycleState(
-                t, q_ref, qd_ref, qdd_ref, js.position, js.velocity, js.effort,
-                None if ff is None else ff.copy(), command, self.model_kind,
-                self._model_version, self.law, self._fallback(model, failed), holding))
+            self._state_worker.submit(
+                CycleState(
+                    t,
+                    q_ref,
+                    qd_ref,
+                    qdd_ref,
+                    js.position,
+                    js.velocity,
+                    js.effort,
+                    None if ff is None else ff.copy(),
+                    command,
+                    self.model_kind,
+                    self._model_version,
+                    self.law,
+                    self._fallback(model, failed),
+                    holding,
+                )
+            )
         return True
 
     def _fallback(self, model, failed: bool) -> str:
@@ -634,38 +793,48 @@ class TorqueControllerNode(Node):
 
     def _publish_state(self, s: CycleState) -> None:
         """State worker thread: ``~/controller_state`` of one cycle."""
-        msg = ControllerState(joint_names=self.joint_names, model=s.model,
-                              model_version=s.model_version, law=s.law, fallback=s.fallback,
-                              holding=s.holding)
+        msg = ControllerState(
+            joint_names=self.joint_names,
+            model=s.model,
+            model_version=s.model_version,
+            law=s.law,
+            fallback=s.fallback,
+            holding=s.holding,
+        )
         set_seconds(msg.header.stamp, s.stamp)
         ref, fb, err = msg.reference, msg.feedback, msg.error
         ref.positions, ref.velocities, ref.accelerations = (
-            s.q_ref.tolist(), s.qd_ref.tolist(), s.qdd_ref.tolist())
+            s.q_ref.tolist(),
+            s.qd_ref.tolist(),
+            s.qdd_ref.tolist(),
+        )
         fb.positions, fb.velocities = s.q.tolist(), s.qd.tolist()
         if s.effort is not None:
             fb.effort = s.effort.tolist()
         err.positions = joint_errors(s.q_ref, s.q, self.robot.joint_types).tolist()
         err.velocities = (s.qd_ref - s.qd).tolist()
-        msg.feedforward = ([0.0] * len(s.q) if s.feedforward is None
-                           else s.feedforward.tolist())
+        msg.feedforward = [0.0] * len(s.q) if s.feedforward is None else s.feedforward.tolist()
         msg.command = s.command.tolist()
         self.state_pub.publish(msg)
 
     def _state_failed(self, state: CycleState, err: Exception) -> None:
         if self.context.ok():
-            self.get_logger().error(f'publishing the controller state failed: {err!r}',
-                                    throttle_duration_sec=10.0)
+            self.get_logger().error(
+                f'publishing the controller state failed: {err!r}', throttle_duration_sec=10.0
+            )
 
     def _log_resume(self, resumed: Resumed, cause: str, t: float) -> None:
         if resumed.action == 'rejoining':
             self.get_logger().info(
                 f'rejoining the reference ({cause} left it {resumed.error:.3f} farther from the '
-                f'arm) over {resumed.until - t:.2f} s')
+                f'arm) over {resumed.until - t:.2f} s'
+            )
         elif resumed.action == 'dropped':
             self.get_logger().warning(
                 f'reference dropped: {resumed.error:.3f} farther from the arm after {cause} '
                 f'(resume_tolerance {self.tracker.resume_tolerance}); holding the current '
-                'position until a new reference arrives')
+                'position until a new reference arrives'
+            )
 
     def _gains(self, given: Dict[str, List[float]], n: int) -> Dict[str, np.ndarray]:
         """The gains given, and the others derived from the URDF at the middle of the joint
@@ -676,6 +845,7 @@ class TorqueControllerNode(Node):
         derived = dict(FALLBACK_GAINS)
         if missing:
             from delan_common.robot_model import RobotModel
+
             try:
                 model = RobotModel(self.robot.xml, **self.robot.selection_kwargs())
                 gains, stiff = arm_gains(model, self.robot.home(), 1.0 / self.control_rate)
@@ -683,15 +853,24 @@ class TorqueControllerNode(Node):
                 if not stiff:
                     self.get_logger().warning(
                         f'at {self.control_rate:g} Hz computed torque cannot be made stiffer '
-                        'than gravity pulls this arm: it will track poorly')
+                        'than gravity pulls this arm: it will track poorly'
+                    )
             except ValueError as err:
-                self.get_logger().warning(f'gains {missing} not given and not derivable from '
-                                          f'the URDF ({err}): using {FALLBACK_GAINS}')
-            self.get_logger().info('gains not given: ' + ', '.join(
-                f'{k} {np.round(np.broadcast_to(derived[k], (n,)), 2).tolist()}'
-                for k in missing))
-        values = {k: np.broadcast_to(np.asarray(derived[k] if k in missing else v, float),
-                                     (n,)).copy() for k, v in given.items()}
+                self.get_logger().warning(
+                    f'gains {missing} not given and not derivable from '
+                    f'the URDF ({err}): using {FALLBACK_GAINS}'
+                )
+            self.get_logger().info(
+                'gains not given: '
+                + ', '.join(
+                    f'{k} {np.round(np.broadcast_to(derived[k], (n,)), 2).tolist()}'
+                    for k in missing
+                )
+            )
+        values = {
+            k: np.broadcast_to(np.asarray(derived[k] if k in missing else v, float), (n,)).copy()
+            for k, v in given.items()
+        }
         return values
 
     def _urdf_feedback(self):
@@ -702,33 +881,57 @@ class TorqueControllerNode(Node):
             return None
         if self._feedback_model is None:
             from delan_common.robot_model import RobotModel
+
             try:
-                self._feedback_model = RobotModel(self.robot.xml,
-                                                  **self.robot.selection_kwargs())
+                self._feedback_model = RobotModel(self.robot.xml, **self.robot.selection_kwargs())
             except ValueError as err:
                 self._feedback_model = False
                 self.get_logger().error(f'no URDF model for the feedback: {err}')
         return self._feedback_model or None
 
-    def _torque(self, model, js, q_ref, qd_ref, qdd_ref
-                ) -> Tuple[np.ndarray, Optional[np.ndarray], bool]:
+    def _torque(
+        self, model, js, q_ref, qd_ref, qdd_ref
+    ) -> Tuple[np.ndarray, Optional[np.ndarray], bool]:
         """``(torque, the model's share, whether the model failed and PD stands in)``."""
         law = self.law
         try:
-            tau, ff = control_terms(model, law, self.gains, js.position, js.velocity, q_ref,
-                                    qd_ref, qdd_ref, self._urdf_feedback(), self._continuous)
+            tau, ff = control_terms(
+                model,
+                law,
+                self.gains,
+                js.position,
+                js.velocity,
+                q_ref,
+                qd_ref,
+                qdd_ref,
+                self._urdf_feedback(),
+                self._continuous,
+            )
             ok = bool(np.all(np.isfinite(tau)))
         except (ValueError, ArithmeticError, RuntimeError) as err:
             ok, tau = False, None
-            self.get_logger().error(f'model {self.model_kind} failed: {err}',
-                                    throttle_duration_sec=2.0)
+            self.get_logger().error(
+                f'model {self.model_kind} failed: {err}', throttle_duration_sec=2.0
+            )
         if ok:
             return tau, ff, False
         self.fallbacks += 1
-        self.get_logger().error(f'model {self.model_kind} returned non-finite torque: PD '
-                                f'fallback ({self.fallbacks} so far)', throttle_duration_sec=2.0)
-        tau, _ = control_terms(None, law, self.gains, js.position, js.velocity, q_ref, qd_ref,
-                               qdd_ref, continuous=self._continuous)
+        self.get_logger().error(
+            f'model {self.model_kind} returned non-finite torque: PD '
+            f'fallback ({self.fallbacks} so far)',
+            throttle_duration_sec=2.0,
+        )
+        tau, _ = control_terms(
+            None,
+            law,
+            self.gains,
+            js.position,
+            js.velocity,
+            q_ref,
+            qd_ref,
+            qdd_ref,
+            continuous=self._continuous,
+        )
         return tau, None, True
 
     def _watchdog(self) -> None:
@@ -742,8 +945,10 @@ class TorqueControllerNode(Node):
             # a ForwardCommandController keeps applying the last command: replace it by zero,
             # the same in every joint order (without an order no command went out: no trip)
             self.cmd_pub.publish(Float64MultiArray(data=[0.0] * len(self.joint_names)))
-            self.get_logger().error(f'joint states stale for > {self.watchdog_timeout:.3f} s: '
-                                    'zero torque sent, commanding stopped')
+            self.get_logger().error(
+                f'joint states stale for > {self.watchdog_timeout:.3f} s: '
+                'zero torque sent, commanding stopped'
+            )
 
     def _diagnostics_report(self):
         """(level, message, values) of the 1 Hz status on /diagnostics."""
@@ -751,19 +956,27 @@ class TorqueControllerNode(Node):
         level, msg = self._order_diagnostic()
         if order is not None and self._stale:
             level, msg = WARN, 'joint states stale: not commanding'
-        return level, msg, {
-            'model': self.model_kind, 'model_version': self._model_version, 'law': self.law,
-            'commands_sent': self.commands_sent, 'fallbacks': self.fallbacks,
-            'watchdog_trips': self.watchdog_trips,
-            'references_received': self.tracker.received,
-            'references_dropped': self.tracker.dropped,
-            'references_rejoined': self.tracker.rejoined,
-            'rejected_joint_states': self.rejected.total,
-            'rejected_references': self.rejected_refs.total,
-            'command_order': self._order_source,
-            'command_joints': ' '.join(order.joints) if order is not None else '',
-            'state_publish_rate': self._state_rate.rate_hz,
-            **dict(self._loop_diagnostics())}
+        return (
+            level,
+            msg,
+            {
+                'model': self.model_kind,
+                'model_version': self._model_version,
+                'law': self.law,
+                'commands_sent': self.commands_sent,
+                'fallbacks': self.fallbacks,
+                'watchdog_trips': self.watchdog_trips,
+                'references_received': self.tracker.received,
+                'references_dropped': self.tracker.dropped,
+                'references_rejoined': self.tracker.rejoined,
+                'rejected_joint_states': self.rejected.total,
+                'rejected_references': self.rejected_refs.total,
+                'command_order': self._order_source,
+                'command_joints': ' '.join(order.joints) if order is not None else '',
+                'state_publish_rate': self._state_rate.rate_hz,
+                **dict(self._loop_diagnostics()),
+            },
+        )
 
     def _order_diagnostic(self):
         """(level, message) of the command order: ERROR when refused, WARN while waiting for it
@@ -780,23 +993,29 @@ class TorqueControllerNode(Node):
     def _loop_diagnostics(self):
         """Timing of the loop over the last period [us], its missed cycles and the cumulative
         latency histogram (``loop_stats``: a window's percentiles from two snapshots)."""
-        s = self.loop_stats.snapshot()     # the loop thread goes on writing meanwhile
+        s = self.loop_stats.snapshot()  # the loop thread goes on writing meanwhile
         w = s['window']
-        return (('loop_latency_p50_us', f"{w['p50_us']:.0f}"),
-                ('loop_latency_p99_us', f"{w['p99_us']:.0f}"),
-                ('loop_latency_max_us', f"{w['max_us']:.0f}"),
-                ('loop_latency_max_all_us', f"{s['max_us']:.0f}"),
-                ('joint_states_received', s['states']), ('missed_cycles', s['missed']),
-                ('clock_skew_samples', s['clock_skew']), ('loop_errors', self._taker.errors),
-                ('latency_histogram_10us', histogram_text(s['hist'])))
+        return (
+            ('loop_latency_p50_us', f'{w["p50_us"]:.0f}'),
+            ('loop_latency_p99_us', f'{w["p99_us"]:.0f}'),
+            ('loop_latency_max_us', f'{w["max_us"]:.0f}'),
+            ('loop_latency_max_all_us', f'{s["max_us"]:.0f}'),
+            ('joint_states_received', s['states']),
+            ('missed_cycles', s['missed']),
+            ('clock_skew_samples', s['clock_skew']),
+            ('loop_errors', self._taker.errors),
+            ('latency_histogram_10us', histogram_text(s['hist'])),
+        )
 
     def close(self) -> None:
         """Stop the control loop and the loader (run_node calls it; idempotent)."""
         taker = getattr(self, '_taker', None)
         if taker is not None:
             taker.close()
-        for worker in (getattr(self, '_update_loader', None),
-                       getattr(self, '_state_worker', None)):
+        for worker in (
+            getattr(self, '_update_loader', None),
+            getattr(self, '_state_worker', None),
+        ):
             if worker is not None:
                 worker.close()
 
@@ -805,8 +1024,7 @@ class TorqueControllerNode(Node):
         return super().destroy_node()
 
 
-def _blend(w: float, new: Optional[np.ndarray], old: Optional[np.ndarray]
-           ) -> Optional[np.ndarray]:
+def _blend(w: float, new: Optional[np.ndarray], old: Optional[np.ndarray]) -> Optional[np.ndarray]:
     """``w new + (1 - w) old`` of two model torques, None standing for no model (zero)."""
     if new is None and old is None:
         return None

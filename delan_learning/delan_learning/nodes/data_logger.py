@@ -45,6 +45,7 @@ Bad input: the logger is a recorder, so malformed messages (arrays whose lengths
 names, non-finite values, duplicate or missing names, undecodable payloads) are recorded anyway,
 counted by reason in the diagnostics and logged throttled.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -123,18 +124,17 @@ class DataLoggerNode(Node):
         self._validators: Dict = {}
         try:
             self._declare_parameters()
-        except ParameterException as exc:   # e.g. max_bag_size_mb:=1 (an int for a double)
+        except ParameterException as exc:  # e.g. max_bag_size_mb:=1 (an int for a double)
             raise ValueError(f'invalid parameter: {exc}') from exc
-        self.add_on_set_parameters_callback(
-            validating_callback(self._validators, self._on_params))
+        self.add_on_set_parameters_callback(validating_callback(self._validators, self._on_params))
 
         self._lock = threading.Lock()
-        self.received: Counter = Counter()      # per topic, in the callbacks
-        self.written: Counter = Counter()       # per topic, by the writer thread
-        self.malformed: Counter = Counter()     # per reason (recorded anyway)
-        self.dropped = 0                        # queue full: not recorded
-        self.dds_lost = 0                       # reported lost by the middleware
-        self.lost = 0                           # write errors: not recorded
+        self.received: Counter = Counter()  # per topic, in the callbacks
+        self.written: Counter = Counter()  # per topic, by the writer thread
+        self.malformed: Counter = Counter()  # per reason (recorded anyway)
+        self.dropped = 0  # queue full: not recorded
+        self.dds_lost = 0  # reported lost by the middleware
+        self.lost = 0  # write errors: not recorded
         self.write_errors = 0
         self._last_log: Dict[str, float] = {}
         self._mappers: 'OrderedDict[tuple, object]' = OrderedDict()
@@ -167,25 +167,31 @@ class DataLoggerNode(Node):
             except (ValueError, BagError) as err:
                 raise ValueError(f'invalid parameter: topics: {err}') from None
         specs = list(self._specs)
-        self._in_bag = len(specs)     # specs the writer thread has given the bag (its own)
+        self._in_bag = len(specs)  # specs the writer thread has given the bag (its own)
 
         # The writer thread owns the bag (sqlite3 connections are bound to their thread): it opens
         # the first split now, so a bad bag_dir fails the start-up instead of the first message.
         self._bags: Optional[SplitBagWriter] = None
         self._open_error: Optional[BaseException] = None
         self._opened = threading.Event()
-        self._thread = threading.Thread(target=self._writer_main, args=(specs,),
-                                        name='bag_writer', daemon=True)
+        self._thread = threading.Thread(
+            target=self._writer_main, args=(specs,), name='bag_writer', daemon=True
+        )
         self._thread.start()
         if not self._opened.wait(timeout=30.0) or self._open_error is not None:
             self._stop.set()
             raise RuntimeError(f'cannot write bags to {self.bag_dir}: {self._open_error}')
 
         self._diagnostics = DiagnosticsReporter(
-            self, self._diagnostics_report, hardware_id(self), period_s=self.diagnostics_period_s,
-            name=f'{self.get_name()}: bag recording')
-        self._discovery = (steady_timer(self, DISCOVERY_PERIOD_S, self._discover)
-                           if self._undiscovered else None)
+            self,
+            self._diagnostics_report,
+            hardware_id(self),
+            period_s=self.diagnostics_period_s,
+            name=f'{self.get_name()}: bag recording',
+        )
+        self._discovery = (
+            steady_timer(self, DISCOVERY_PERIOD_S, self._discover) if self._undiscovered else None
+        )
 
     # ------------------------------------------------------------------ topics
     def _record(self, name: str, msgtype: str) -> None:
@@ -196,10 +202,11 @@ class DataLoggerNode(Node):
             return
         cls = message_class(msgtype)
         check_for_type_support(cls)
-        spec = TopicSpec(resolved, msgtype,
-                         (qos_profile(self.qos_reliability == 'reliable', self.qos_depth),))
+        spec = TopicSpec(
+            resolved, msgtype, (qos_profile(self.qos_reliability == 'reliable', self.qos_depth),)
+        )
         try:
-            type_definition(msgtype)    # its definition for the bag, before any message
+            type_definition(msgtype)  # its definition for the bag, before any message
         except BagError:
             raise
         except Exception as err:  # noqa: BLE001 -- a .msg file the typestore cannot read
@@ -213,12 +220,22 @@ class DataLoggerNode(Node):
         lost = self._make_lost_counter(resolved)
         try:
             self.create_subscription(
-                cls, name, self._make_callback(index), self._qos, raw=True,
-                event_callbacks=subscription_events(self, name, hint, message_lost=lost))
-        except UnsupportedEventTypeError:       # rmw without the message-lost event
-            self.create_subscription(cls, name, self._make_callback(index), self._qos,
-                                     raw=True, event_callbacks=subscription_events(self, name,
-                                                                                   hint))
+                cls,
+                name,
+                self._make_callback(index),
+                self._qos,
+                raw=True,
+                event_callbacks=subscription_events(self, name, hint, message_lost=lost),
+            )
+        except UnsupportedEventTypeError:  # rmw without the message-lost event
+            self.create_subscription(
+                cls,
+                name,
+                self._make_callback(index),
+                self._qos,
+                raw=True,
+                event_callbacks=subscription_events(self, name, hint),
+            )
 
     def _discover(self) -> None:
         """Executor (timer): subscribe to the ``topics`` entries whose type the graph now
@@ -230,8 +247,10 @@ class DataLoggerNode(Node):
                 continue
             del self._undiscovered[resolved]
             if len(found) > 1:
-                self.get_logger().error(f'{resolved} has several types {found}: not recorded '
-                                        f'(give one: topics entry {entry}:<type>)')
+                self.get_logger().error(
+                    f'{resolved} has several types {found}: not recorded '
+                    f'(give one: topics entry {entry}:<type>)'
+                )
                 continue
             try:
                 self._record(entry, found[0])
@@ -245,49 +264,124 @@ class DataLoggerNode(Node):
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
         v = self._validators
-        self.bag_dir = os.path.expanduser(declare(
-            self, 'bag_dir', 'bags', 'Directory the bags are written under (created if missing)',
-            registry=v, read_only=True,
-            validator=lambda s: None if s else 'bag_dir must not be empty'))
-        self.prefix = declare(self, 'prefix', 'delan',
-                              'Bag name prefix: <bag_dir>/<prefix>_<stamp>_<NNN>/',
-                              registry=v, read_only=True, validator=_prefix_ok)
-        self.storage = declare(self, 'storage', 'mcap', 'rosbag2 storage plugin',
-                               choices=STORAGES, registry=v, read_only=True)
+        self.bag_dir = os.path.expanduser(
+            declare(
+                self,
+                'bag_dir',
+                'bags',
+                'Directory the bags are written under (created if missing)',
+                registry=v,
+                read_only=True,
+                validator=lambda s: None if s else 'bag_dir must not be empty',
+            )
+        )
+        self.prefix = declare(
+            self,
+            'prefix',
+            'delan',
+            'Bag name prefix: <bag_dir>/<prefix>_<stamp>_<NNN>/',
+            registry=v,
+            read_only=True,
+            validator=_prefix_ok,
+        )
+        self.storage = declare(
+            self,
+            'storage',
+            'mcap',
+            'rosbag2 storage plugin',
+            choices=STORAGES,
+            registry=v,
+            read_only=True,
+        )
         self.record_commands = declare(
-            self, 'record_commands', True,
+            self,
+            'record_commands',
+            True,
             'Also record the torque commands on effort_controller/commands',
-            registry=v, read_only=True)
+            registry=v,
+            read_only=True,
+        )
         entries = declare_array(
-            self, 'topics', str, 'More topics to record: name (type from the graph, once a '
+            self,
+            'topics',
+            str,
+            'More topics to record: name (type from the graph, once a '
             'publisher appears) or name:pkg/msg/Type, e.g. '
-            '/torque_controller/controller_state')
+            '/torque_controller/controller_state',
+        )
         try:
             self.extra_topics = [parse_topic_entry(e) for e in entries]
         except ValueError as err:
             raise ValueError(f'invalid parameter: topics: {err}') from None
         self.max_bag_size_mb = declare(
-            self, 'max_bag_size_mb', 0.0, 'Start a new bag before one exceeds this size [MB, 1e6 '
-            'bytes of messages]; 0 = no limit', min_value=0.0, max_value=1e7, registry=v)
+            self,
+            'max_bag_size_mb',
+            0.0,
+            'Start a new bag before one exceeds this size [MB, 1e6 '
+            'bytes of messages]; 0 = no limit',
+            min_value=0.0,
+            max_value=1e7,
+            registry=v,
+        )
         self.max_bag_duration_s = declare(
-            self, 'max_bag_duration_s', 0.0, 'Start a new bag after this much recording time [s]; '
-            '0 = no limit', min_value=0.0, max_value=1e7, registry=v)
+            self,
+            'max_bag_duration_s',
+            0.0,
+            'Start a new bag after this much recording time [s]; 0 = no limit',
+            min_value=0.0,
+            max_value=1e7,
+            registry=v,
+        )
         self.flush_period_s = declare(
-            self, 'flush_period_s', 1.0, 'Make the bag crash-safe this often [s]: a SIGKILL loses '
-            'at most the messages of the last period', min_value=0.01, max_value=3600.0,
-            registry=v)
+            self,
+            'flush_period_s',
+            1.0,
+            'Make the bag crash-safe this often [s]: a SIGKILL loses '
+            'at most the messages of the last period',
+            min_value=0.01,
+            max_value=3600.0,
+            registry=v,
+        )
         self.queue_size = declare(
-            self, 'queue_size', 100000, 'Messages buffered for the writer thread; overflow is '
-            'dropped and counted', min_value=10, max_value=10_000_000, registry=v, read_only=True)
-        self.qos_depth = declare(self, 'qos_depth', 1000, 'Subscription history depth',
-                                 min_value=1, max_value=1_000_000, registry=v, read_only=True)
+            self,
+            'queue_size',
+            100000,
+            'Messages buffered for the writer thread; overflow is dropped and counted',
+            min_value=10,
+            max_value=10_000_000,
+            registry=v,
+            read_only=True,
+        )
+        self.qos_depth = declare(
+            self,
+            'qos_depth',
+            1000,
+            'Subscription history depth',
+            min_value=1,
+            max_value=1_000_000,
+            registry=v,
+            read_only=True,
+        )
         self.qos_reliability = declare(
-            self, 'qos_reliability', 'reliable', "Subscription reliability; 'best_effort' also "
-            'hears best-effort (sensor-data) publishers', choices=('reliable', 'best_effort'),
-            registry=v, read_only=True)
+            self,
+            'qos_reliability',
+            'reliable',
+            "Subscription reliability; 'best_effort' also "
+            'hears best-effort (sensor-data) publishers',
+            choices=('reliable', 'best_effort'),
+            registry=v,
+            read_only=True,
+        )
         self.diagnostics_period_s = declare(
-            self, 'diagnostics_period_s', 1.0, 'Period of the /diagnostics status [s]',
-            min_value=0.01, max_value=3600.0, registry=v, read_only=True)
+            self,
+            'diagnostics_period_s',
+            1.0,
+            'Period of the /diagnostics status [s]',
+            min_value=0.01,
+            max_value=3600.0,
+            registry=v,
+            read_only=True,
+        )
 
     def _on_params(self, params) -> None:
         for p in params:
@@ -309,8 +403,13 @@ class DataLoggerNode(Node):
                 with self._lock:
                     self.dropped += 1
                     n = self.dropped
-                self._throttled('error', 'dropped', f'writer queue full ({self.queue_size}): '
-                                f'dropped a message on {self.topics[index]} ({n} so far)')
+                self._throttled(
+                    'error',
+                    'dropped',
+                    f'writer queue full ({self.queue_size}): '
+                    f'dropped a message on {self.topics[index]} ({n} so far)',
+                )
+
         return on_message
 
     def _make_lost_counter(self, name: str):
@@ -318,8 +417,13 @@ class DataLoggerNode(Node):
             with self._lock:
                 self.dds_lost += info.total_count_change
                 n = self.dds_lost
-            self._throttled('error', 'dds_lost', f'the middleware reports {n} messages on {name} '
-                            'lost before reaching the logger (publisher too fast for qos_depth?)')
+            self._throttled(
+                'error',
+                'dds_lost',
+                f'the middleware reports {n} messages on {name} '
+                'lost before reaching the logger (publisher too fast for qos_depth?)',
+            )
+
         return lost
 
     def _throttled(self, level: str, key: str, text: str, period: float = 2.0) -> None:
@@ -357,8 +461,9 @@ class DataLoggerNode(Node):
                     raise JointStateError('non_finite', 'NaN or Inf in command')
                 dims = [d.size for d in msg.layout.dim]
                 if dims and int(np.prod(dims)) + msg.layout.data_offset > values.size:
-                    raise JointStateError('layout_mismatch',
-                                          f'layout {dims} needs more than {values.size} values')
+                    raise JointStateError(
+                        'layout_mismatch', f'layout {dims} needs more than {values.size} values'
+                    )
         except JointStateError as err:
             self._count_malformed(index, err.reason, err.detail)
         except Exception as exc:  # noqa: BLE001 - undecodable payload
@@ -368,16 +473,24 @@ class DataLoggerNode(Node):
         with self._lock:
             self.malformed[reason] += 1
             n = self.malformed[reason]
-        self._throttled('warning', 'malformed:' + reason,
-                        f'malformed message on {self.topics[index]} recorded anyway '
-                        f'({reason}, {n} so far): {detail}')
+        self._throttled(
+            'warning',
+            'malformed:' + reason,
+            f'malformed message on {self.topics[index]} recorded anyway '
+            f'({reason}, {n} so far): {detail}',
+        )
 
     def _writer_main(self, specs) -> None:
         try:
             self._bags = SplitBagWriter(
-                self.bag_dir, specs, prefix=self.prefix, storage=self.storage,
-                max_bag_size_mb=self.max_bag_size_mb, max_bag_duration_s=self.max_bag_duration_s,
-                custom_data={'delan.recorded_by': self.get_fully_qualified_name()})
+                self.bag_dir,
+                specs,
+                prefix=self.prefix,
+                storage=self.storage,
+                max_bag_size_mb=self.max_bag_size_mb,
+                max_bag_duration_s=self.max_bag_duration_s,
+                custom_data={'delan.recorded_by': self.get_fully_qualified_name()},
+            )
             self._bags.open()
         except Exception as exc:  # noqa: BLE001 - reported by the constructor
             self._open_error = exc
@@ -388,7 +501,8 @@ class DataLoggerNode(Node):
         self.get_logger().info(
             f'recording {", ".join(self.topics)} to {bags.path} ({self.storage}; split at '
             f'{self.max_bag_size_mb or "-"} MB / {self.max_bag_duration_s or "-"} s; flush every '
-            f'{self.flush_period_s} s)')
+            f'{self.flush_period_s} s)'
+        )
         next_flush = time.monotonic() + self.flush_period_s
         retry_after = 0.0
         try:
@@ -409,7 +523,7 @@ class DataLoggerNode(Node):
                         try:
                             bags.max_bag_size_mb = self.max_bag_size_mb
                             bags.max_bag_duration_s = self.max_bag_duration_s
-                            while self._in_bag <= index:      # a topic discovered since
+                            while self._in_bag <= index:  # a topic discovered since
                                 bags.add_topic(self._specs[self._in_bag])
                                 self._in_bag += 1
                             bags.write(self.topics[index], stamp, data)
@@ -439,8 +553,10 @@ class DataLoggerNode(Node):
             try:
                 bags.close()
             except Exception as exc:  # noqa: BLE001
-                self.get_logger().error(f'could not close bag {bags.path}: {exc}; '
-                                        'run delan_learning.bag_io.recover_bag on it')
+                self.get_logger().error(
+                    f'could not close bag {bags.path}: {exc}; '
+                    'run delan_learning.bag_io.recover_bag on it'
+                )
 
     def _write_failed(self, exc: Exception, flushing: bool = False) -> None:
         bags = self._bags
@@ -451,7 +567,8 @@ class DataLoggerNode(Node):
         path = bags.path if bags else None
         self.get_logger().error(
             f'{"flushing" if flushing else "writing"} bag {path} failed ({exc}); closing it and '
-            'continuing in a new split in 1 s (messages until then are lost and counted)')
+            'continuing in a new split in 1 s (messages until then are lost and counted)'
+        )
         try:
             bags.close()
         except Exception:  # noqa: BLE001
@@ -460,21 +577,32 @@ class DataLoggerNode(Node):
     # ------------------------------------------------------------------ status
     def stats(self) -> Dict[str, object]:
         with self._lock:
-            return {'received': dict(self.received), 'written': dict(self.written),
-                    'malformed': dict(self.malformed), 'dropped': self.dropped,
-                    'dds_lost': self.dds_lost,
-                    'lost': self.lost, 'write_errors': self.write_errors}
+            return {
+                'received': dict(self.received),
+                'written': dict(self.written),
+                'malformed': dict(self.malformed),
+                'dropped': self.dropped,
+                'dds_lost': self.dds_lost,
+                'lost': self.lost,
+                'write_errors': self.write_errors,
+            }
 
     def _diagnostics_report(self):
         """(level, message, values) of the status on /diagnostics."""
         s = self.stats()
         bags = self._bags
         current = (bags.path or (bags.paths[-1] if bags.paths else '')) if bags else ''
-        values = {'bag': current, 'bags': len(bags.paths) if bags else 0,
-                  'storage': self.storage, 'dropped': s['dropped'], 'lost': s['lost'],
-                  'dds_lost': s['dds_lost'], 'write_errors': s['write_errors'],
-                  'queue': f'{self._queue.qsize()}/{self.queue_size}',
-                  'malformed': sum(s['malformed'].values())}
+        values = {
+            'bag': current,
+            'bags': len(bags.paths) if bags else 0,
+            'storage': self.storage,
+            'dropped': s['dropped'],
+            'lost': s['lost'],
+            'dds_lost': s['dds_lost'],
+            'write_errors': s['write_errors'],
+            'queue': f'{self._queue.qsize()}/{self.queue_size}',
+            'malformed': sum(s['malformed'].values()),
+        }
         for topic in list(self.topics):
             values[f'received {topic}'] = s['received'].get(topic, 0)
             values[f'written {topic}'] = s['written'].get(topic, 0)
@@ -485,8 +613,15 @@ class DataLoggerNode(Node):
         if s['write_errors'] or not self._thread.is_alive():
             return ERROR, 'write errors: messages lost', values
         if s['dropped'] or s['dds_lost']:
-            return WARN, ('queue overflow: messages dropped' if s['dropped']
-                          else 'middleware reports lost messages'), values
+            return (
+                WARN,
+                (
+                    'queue overflow: messages dropped'
+                    if s['dropped']
+                    else 'middleware reports lost messages'
+                ),
+                values,
+            )
         if s['malformed']:
             return WARN, 'recording; malformed input seen', values
         return OK, 'recording', values
@@ -501,22 +636,28 @@ class DataLoggerNode(Node):
         try:
             self._queue.put_nowait(_STOP)
         except queue.Full:
-            pass        # the writer drains the full queue, then sees the stop flag
+            pass  # the writer drains the full queue, then sees the stop flag
         self._thread.join(timeout=120.0)
         # after SIGINT/SIGTERM the context is shut down and the node logger's rosout publisher is
         # gone: log through a logger of another name (console only) to keep the output clean
-        log = (self.get_logger() if self.context.ok()
-               else rclpy.logging.get_logger(f'{self.get_name()}.shutdown'))
+        log = (
+            self.get_logger()
+            if self.context.ok()
+            else rclpy.logging.get_logger(f'{self.get_name()}.shutdown')
+        )
         s = self.stats()
         bags = self._bags
         where = ', '.join(p.name for p in bags.paths) if bags else '-'
         if self._thread.is_alive():
-            log.error(f'bag writer did not finish within 120 s; bag {where} may '
-                                    'need delan_learning.bag_io.recover_bag')
+            log.error(
+                f'bag writer did not finish within 120 s; bag {where} may '
+                'need delan_learning.bag_io.recover_bag'
+            )
         log.info(
             f'closed: {sum(s["written"].values())} messages in {self.bag_dir}/[{where}]; '
             f'dropped {s["dropped"]}, lost {s["lost"]} (+{s["dds_lost"]} in DDS), '
-            f'malformed {sum(s["malformed"].values())}')
+            f'malformed {sum(s["malformed"].values())}'
+        )
 
 
 def main(args=None) -> int:

@@ -14,6 +14,7 @@ next to the measured torque, at most ``estimate_publish_rate`` samples per secon
 stamps, evaluated in one batch per intake batch by the numpy model (not torch). Health on
 ``/diagnostics`` at 1 Hz.
 """
+
 from __future__ import annotations
 
 import copy
@@ -77,8 +78,11 @@ from delan_msgs.srv import LoadModel, SaveModel
 
 VERSION_RE = re.compile(r'model_v(\d+)\.pt$')
 #: ModelStatus.state -> its name (diagnostics)
-STATE_NAMES = {getattr(ModelStatus, k): k[len('STATE_'):].lower() for k in dir(ModelStatus)
-               if k.startswith('STATE_')}
+STATE_NAMES = {
+    getattr(ModelStatus, k): k[len('STATE_') :].lower()
+    for k in dir(ModelStatus)
+    if k.startswith('STATE_')
+}
 
 
 def lower_thread_priority(niceness: int, logger=None) -> None:
@@ -91,8 +95,9 @@ def lower_thread_priority(niceness: int, logger=None) -> None:
         return
     tid = threading.get_native_id()
     try:
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid)
-                                                 + niceness))
+        os.setpriority(
+            os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + niceness)
+        )
     except OSError as err:
         if logger is not None:
             logger.warning(f'could not lower the training thread priority: {err}')
@@ -112,111 +117,275 @@ class LearnerNode(Node):
         self.robot = declare_robot(self, reg)
         names = self.robot.joint_names
         p = lambda *a, **k: declare(self, *a, registry=reg, **k)  # noqa: E731
-        self.model_kind = p('model', 'delan', 'What is learned: delan (the whole dynamics) or '
-                            'delan_residual (what the URDF\'s rigid-body model misses, on top '
-                            'of it)', choices=LEARNED_KINDS, read_only=True)
-        metric = p('loss_metric', 'auto', 'What a torque error costs in the loss: torque (each '
-                   'joint over its torque spread), acceleration (through the URDF\'s inverse '
-                   'inertia: the motion the error would cause, large where joint axes line up '
-                   'or links are light) or both; auto = both for delan_residual, torque for '
-                   'delan', choices=('auto',) + LOSS_METRICS, read_only=True)
-        self.loss_metric = metric if metric != 'auto' else \
-            ('both' if self.model_kind == 'delan_residual' else 'torque')
-        self.capacity = p('buffer_capacity', 200000, 'Replay buffer size [samples]; bounds '
-                          'memory to 32 * n_joints + 8 bytes per sample, + 8 * n_joints for '
-                          'delan_residual, + 4 * n_joints^2 for a loss_metric other than '
-                          'torque', min_value=100, max_value=50_000_000, read_only=True)
-        self.min_samples = p('min_samples', 2000, 'Samples before training starts',
-                             min_value=10, max_value=10_000_000)
-        self.validation_every = p('validation_every', 5, 'One in k one-second chunks of data '
-                                  'is held out for validation (spread by a hash of the stamp, '
-                                  'not every k-th: that would hold out the same phases of a '
-                                  'repeated motion)', min_value=2, max_value=100,
-                                  read_only=True)
-        self.steps_per_round = p('steps_per_round', 100, 'Optimiser steps per training round',
-                                 min_value=1, max_value=100000)
+        self.model_kind = p(
+            'model',
+            'delan',
+            'What is learned: delan (the whole dynamics) or '
+            "delan_residual (what the URDF's rigid-body model misses, on top "
+            'of it)',
+            choices=LEARNED_KINDS,
+            read_only=True,
+        )
+        metric = p(
+            'loss_metric',
+            'auto',
+            'What a torque error costs in the loss: torque (each '
+            "joint over its torque spread), acceleration (through the URDF's inverse "
+            'inertia: the motion the error would cause, large where joint axes line up '
+            'or links are light) or both; auto = both for delan_residual, torque for '
+            'delan',
+            choices=('auto',) + LOSS_METRICS,
+            read_only=True,
+        )
+        self.loss_metric = (
+            metric
+            if metric != 'auto'
+            else ('both' if self.model_kind == 'delan_residual' else 'torque')
+        )
+        self.capacity = p(
+            'buffer_capacity',
+            200000,
+            'Replay buffer size [samples]; bounds '
+            'memory to 32 * n_joints + 8 bytes per sample, + 8 * n_joints for '
+            'delan_residual, + 4 * n_joints^2 for a loss_metric other than '
+            'torque',
+            min_value=100,
+            max_value=50_000_000,
+            read_only=True,
+        )
+        self.min_samples = p(
+            'min_samples',
+            2000,
+            'Samples before training starts',
+            min_value=10,
+            max_value=10_000_000,
+        )
+        self.validation_every = p(
+            'validation_every',
+            5,
+            'One in k one-second chunks of data '
+            'is held out for validation (spread by a hash of the stamp, '
+            'not every k-th: that would hold out the same phases of a '
+            'repeated motion)',
+            min_value=2,
+            max_value=100,
+            read_only=True,
+        )
+        self.steps_per_round = p(
+            'steps_per_round',
+            100,
+            'Optimiser steps per training round',
+            min_value=1,
+            max_value=100000,
+        )
         self.batch_size = p('batch_size', 512, 'Minibatch size', min_value=8, max_value=65536)
         self.lr_schedule = OnlineLearningRate(
-            p('learning_rate', 3e-3, 'AdamW learning rate at the start and again after the '
-              'data changed (see shift_factor)', min_value=1e-7, max_value=1.0),
-            p('learning_rate_final', 3e-3, 'The rate decays to this (>= learning_rate, the '
-              'default: no decay)', min_value=1e-8, max_value=1.0),
-            p('learning_rate_halflife', 3000, 'Optimiser steps over which the rate halves '
-              '(0: no decay)', min_value=0, max_value=10_000_000))
-        self.lr = self.lr_schedule.start       # the rate of the last round
-        self.width = p('width', 64, 'Hidden units per layer', min_value=4, max_value=1024,
-                       read_only=True)
+            p(
+                'learning_rate',
+                3e-3,
+                'AdamW learning rate at the start and again after the '
+                'data changed (see shift_factor)',
+                min_value=1e-7,
+                max_value=1.0,
+            ),
+            p(
+                'learning_rate_final',
+                3e-3,
+                'The rate decays to this (>= learning_rate, the default: no decay)',
+                min_value=1e-8,
+                max_value=1.0,
+            ),
+            p(
+                'learning_rate_halflife',
+                3000,
+                'Optimiser steps over which the rate halves (0: no decay)',
+                min_value=0,
+                max_value=10_000_000,
+            ),
+        )
+        self.lr = self.lr_schedule.start  # the rate of the last round
+        self.width = p(
+            'width', 64, 'Hidden units per layer', min_value=4, max_value=1024, read_only=True
+        )
         self.depth = p('depth', 2, 'Hidden layers', min_value=1, max_value=8, read_only=True)
         self.friction = p('friction', True, 'Learn viscous + Coulomb friction', read_only=True)
-        self.seed = p('seed', 0, 'Seed of weights and minibatches', min_value=0,
-                      max_value=2**31 - 1, read_only=True)
+        self.seed = p(
+            'seed',
+            0,
+            'Seed of weights and minibatches',
+            min_value=0,
+            max_value=2**31 - 1,
+            read_only=True,
+        )
         self.training_enabled = p('training_enabled', True, 'Pause/resume training at runtime')
-        publish_period = p('publish_period', 5.0, 'Publish an improved model at most this '
-                           'often [s wall time]', min_value=0.1, max_value=3600.0)
-        self.checkpoint_dir = os.path.abspath(os.path.expanduser(p(
-            'checkpoint_dir', 'delan_checkpoints', 'Where model versions are written',
-            read_only=True)))
-        self.keep_versions = p('keep_versions', 5, 'Checkpoint versions kept on disk',
-                               min_value=1, max_value=1000)
-        self.resume = p('resume', True, 'Continue from the newest loadable checkpoint in '
-                        'checkpoint_dir at start-up', read_only=True)
-        publish_max_nmse = p('publish_max_nmse', 0.25, 'Quality gate: a version is '
-                             'published only when its validation nMSE is at most this on '
-                             'every joint (a controller following the learner must not get '
-                             'a barely trained model)', min_value=1e-9, max_value=1e9)
-        divergence_factor = p('divergence_factor', 20.0, 'Validation loss this many times '
-                              'the best counts as divergence', min_value=1.5,
-                              max_value=1e6)
-        divergence_floor = p('divergence_floor', 1e-3, 'Validation loss (torque MSE over '
-                             'its variance, mean of the joints) below which no loss counts '
-                             'as divergence', min_value=0.0, max_value=1e3)
-        shift_factor = p('shift_factor', 5.0, 'The published version\'s validation loss '
-                         'this many times its loss when it was published means the data '
-                         'changed (a burst of bad data, or a lasting change of the robot): '
-                         'publication is then held, see publish_hold_s', min_value=1.1,
-                         max_value=1e6)
-        publish_hold_s = p('publish_hold_s', 10.0, 'After the data changed, a new version '
-                           'goes out only once it beats the published one on validation '
-                           'data stamped more than this long after the change was seen: a '
-                           'burst of bad data shorter than this never reaches a controller '
-                           '[s of joint-state stamps]', min_value=0.0, max_value=3600.0)
-        status_rate = p('status_rate', 1.0, 'ModelStatus rate [Hz]', min_value=0.01,
-                        max_value=100.0, read_only=True)
-        estimate_rate = p('estimate_publish_rate', 50.0, 'Rate of ~/dynamics_estimate [Hz of '
-                          'joint-state stamps]: at most one incoming sample per 1/rate, with '
-                          'the published version\'s prediction beside the measured torque; '
-                          '0 = off', min_value=0.0, max_value=1000.0)
-        legacy_rate = p('estimate_rate', -1.0, 'Deprecated name of estimate_publish_rate, '
-                        'used instead of it when set (-1 = not set)', min_value=-1.0,
-                        max_value=1000.0, read_only=True)
+        publish_period = p(
+            'publish_period',
+            5.0,
+            'Publish an improved model at most this often [s wall time]',
+            min_value=0.1,
+            max_value=3600.0,
+        )
+        self.checkpoint_dir = os.path.abspath(
+            os.path.expanduser(
+                p(
+                    'checkpoint_dir',
+                    'delan_checkpoints',
+                    'Where model versions are written',
+                    read_only=True,
+                )
+            )
+        )
+        self.keep_versions = p(
+            'keep_versions', 5, 'Checkpoint versions kept on disk', min_value=1, max_value=1000
+        )
+        self.resume = p(
+            'resume',
+            True,
+            'Continue from the newest loadable checkpoint in checkpoint_dir at start-up',
+            read_only=True,
+        )
+        publish_max_nmse = p(
+            'publish_max_nmse',
+            0.25,
+            'Quality gate: a version is '
+            'published only when its validation nMSE is at most this on '
+            'every joint (a controller following the learner must not get '
+            'a barely trained model)',
+            min_value=1e-9,
+            max_value=1e9,
+        )
+        divergence_factor = p(
+            'divergence_factor',
+            20.0,
+            'Validation loss this many times the best counts as divergence',
+            min_value=1.5,
+            max_value=1e6,
+        )
+        divergence_floor = p(
+            'divergence_floor',
+            1e-3,
+            'Validation loss (torque MSE over '
+            'its variance, mean of the joints) below which no loss counts '
+            'as divergence',
+            min_value=0.0,
+            max_value=1e3,
+        )
+        shift_factor = p(
+            'shift_factor',
+            5.0,
+            "The published version's validation loss "
+            'this many times its loss when it was published means the data '
+            'changed (a burst of bad data, or a lasting change of the robot): '
+            'publication is then held, see publish_hold_s',
+            min_value=1.1,
+            max_value=1e6,
+        )
+        publish_hold_s = p(
+            'publish_hold_s',
+            10.0,
+            'After the data changed, a new version '
+            'goes out only once it beats the published one on validation '
+            'data stamped more than this long after the change was seen: a '
+            'burst of bad data shorter than this never reaches a controller '
+            '[s of joint-state stamps]',
+            min_value=0.0,
+            max_value=3600.0,
+        )
+        status_rate = p(
+            'status_rate',
+            1.0,
+            'ModelStatus rate [Hz]',
+            min_value=0.01,
+            max_value=100.0,
+            read_only=True,
+        )
+        estimate_rate = p(
+            'estimate_publish_rate',
+            50.0,
+            'Rate of ~/dynamics_estimate [Hz of '
+            'joint-state stamps]: at most one incoming sample per 1/rate, with '
+            "the published version's prediction beside the measured torque; "
+            '0 = off',
+            min_value=0.0,
+            max_value=1000.0,
+        )
+        legacy_rate = p(
+            'estimate_rate',
+            -1.0,
+            'Deprecated name of estimate_publish_rate, used instead of it when set (-1 = not set)',
+            min_value=-1.0,
+            max_value=1000.0,
+            read_only=True,
+        )
         if legacy_rate >= 0.0:
-            self.get_logger().warning(f'estimate_rate is deprecated: set estimate_publish_rate '
-                                      f'instead (taking {legacy_rate:g} Hz for it)')
+            self.get_logger().warning(
+                f'estimate_rate is deprecated: set estimate_publish_rate '
+                f'instead (taking {legacy_rate:g} Hz for it)'
+            )
             estimate_rate = float(legacy_rate)
             self.set_parameters([Parameter('estimate_publish_rate', value=estimate_rate)])
-        self.window_s = p('diff_window_s', 0.06, 'Span of the acceleration estimator [s] (a '
-                          'cubic fitted over it); longer is less noisy and more smoothed',
-                          min_value=0.005, max_value=1.0, read_only=True)
+        self.window_s = p(
+            'diff_window_s',
+            0.06,
+            'Span of the acceleration estimator [s] (a '
+            'cubic fitted over it); longer is less noisy and more smoothed',
+            min_value=0.005,
+            max_value=1.0,
+            read_only=True,
+        )
         self.acceleration_source = p(
-            'acceleration_source', 'velocity', 'What qdd is estimated from: the measured '
+            'acceleration_source',
+            'velocity',
+            'What qdd is estimated from: the measured '
             'velocities (differentiated once, as delan-train does from a bag) or the positions '
             '(twice: only for drives whose velocity is worse than a difference of their '
-            'encoder)', choices=ACCELERATION_SOURCES, read_only=True)
-        max_gap = p('max_gap', 0.1, 'Time gap that restarts the estimator [s]',
-                    min_value=1e-4, max_value=10.0, read_only=True)
-        self.range_factor = p('range_factor', 3.0, 'Reject samples whose |torque| or |velocity| '
-                              'exceeds this times the URDF limit', min_value=1.0,
-                              max_value=1000.0)
-        self.end_stop_margin = p('end_stop_margin', END_STOP_TOLERANCE, 'Reject samples with a '
-                                 'joint this close to a position limit [rad or m]: an end '
-                                 'stop pushes the arm there with a force no model has (0 = '
-                                 'keep them)', min_value=0.0, max_value=0.5)
-        self.torch_threads = p('torch_threads', 1, 'CPU threads for training', min_value=1,
-                               max_value=64, read_only=True)
-        self.niceness = p('training_niceness', 10, 'Added to the training thread\'s nice value: '
-                          'on a machine shared with a controller, training yields the CPU to '
-                          'the control loop (0 = same priority)', min_value=0, max_value=19,
-                          read_only=True)
+            'encoder)',
+            choices=ACCELERATION_SOURCES,
+            read_only=True,
+        )
+        max_gap = p(
+            'max_gap',
+            0.1,
+            'Time gap that restarts the estimator [s]',
+            min_value=1e-4,
+            max_value=10.0,
+            read_only=True,
+        )
+        self.range_factor = p(
+            'range_factor',
+            3.0,
+            'Reject samples whose |torque| or |velocity| exceeds this times the URDF limit',
+            min_value=1.0,
+            max_value=1000.0,
+        )
+        self.end_stop_margin = p(
+            'end_stop_margin',
+            END_STOP_TOLERANCE,
+            'Reject samples with a '
+            'joint this close to a position limit [rad or m]: an end '
+            'stop pushes the arm there with a force no model has (0 = '
+            'keep them)',
+            min_value=0.0,
+            max_value=0.5,
+        )
+        self.torch_threads = p(
+            'torch_threads',
+            1,
+            'CPU threads for training',
+            min_value=1,
+            max_value=64,
+            read_only=True,
+        )
+        self.niceness = p(
+            'training_niceness',
+            10,
+            "Added to the training thread's nice value: "
+            'on a machine shared with a controller, training yields the CPU to '
+            'the control loop (0 = same priority)',
+            min_value=0,
+            max_value=19,
+            read_only=True,
+        )
         self.add_on_set_parameters_callback(validating_callback(reg))
         self.add_post_set_parameters_callback(self._on_params)
 
@@ -233,13 +402,14 @@ class LearnerNode(Node):
         metric = self.loss_metric != 'torque'
         self.nominal = RobotModel.from_description(self.robot) if prior or metric else None
         self.train_buf = ReplayBuffer(self.capacity, n, prior=prior, metric=metric)
-        self.val_buf = ReplayBuffer(max(100, self.capacity // self.validation_every), n,
-                                    prior=prior, metric=metric)
+        self.val_buf = ReplayBuffer(
+            max(100, self.capacity // self.validation_every), n, prior=prior, metric=metric
+        )
         self.samples_seen = 0
         self._effort_lim = self.robot.effort_limits * self.range_factor
         self._vel_lim = self.robot.velocity_limits * self.range_factor
-        self._lock = threading.Lock()          # buffers
-        self._model_lock = threading.Lock()    # published model snapshot + lineage
+        self._lock = threading.Lock()  # buffers
+        self._model_lock = threading.Lock()  # published model snapshot + lineage
         self._latest_sample = None
         # training state (worker thread)
         self.model_id = uuid.uuid4().hex[:12]
@@ -250,10 +420,16 @@ class LearnerNode(Node):
         self.training_steps = 0
         self.train_loss = math.nan
         self.val_nmse: List[float] = []
-        self.policy = PublicationPolicy(PublicationParams(
-            publish_period=publish_period, publish_max_nmse=publish_max_nmse,
-            divergence_factor=divergence_factor, divergence_floor=divergence_floor,
-            shift_factor=shift_factor, publish_hold_s=publish_hold_s))
+        self.policy = PublicationPolicy(
+            PublicationParams(
+                publish_period=publish_period,
+                publish_max_nmse=publish_max_nmse,
+                divergence_factor=divergence_factor,
+                divergence_floor=divergence_floor,
+                shift_factor=shift_factor,
+                publish_hold_s=publish_hold_s,
+            )
+        )
         self.state = ModelStatus.STATE_IDLE
         self.message = 'waiting for joint states'
         self.checkpoint_path = ''
@@ -261,9 +437,9 @@ class LearnerNode(Node):
         self.last_round_s = 0.0
         self._snapshot = None  # float64 copy of the last published model for estimates
         self._estimate_rate = Decimator(estimate_rate)
-        self._estimates_due: List[Sample] = []     # intake thread only
-        self._estimator = (None, None)             # (snapshot, its numpy model)
-        self._diag_steps = (time.monotonic(), 0)   # (when, training_steps) at the last report
+        self._estimates_due: List[Sample] = []  # intake thread only
+        self._estimator = (None, None)  # (snapshot, its numpy model)
+        self._diag_steps = (time.monotonic(), 0)  # (when, training_steps) at the last report
         self._stop = threading.Event()
         # ~/reset and ~/load_model requests, carried out by the worker between two training
         # rounds in the order they were made: ('reset',) or ('load', path, (model, metadata))
@@ -276,19 +452,20 @@ class LearnerNode(Node):
         self.estimate_pub = create_publisher(self, DynamicsEstimate, '~/dynamics_estimate', 10)
         # taken by a thread of their own, as bytes, in batches (ros/state_taker.py)
         self._reader = JointStateReader()
-        self._taker = JointStateTaker(self, self._on_states, STATE_QUEUE_DEPTH, 'joint_states',
-                                      period_s=INTAKE_PERIOD_S)
+        self._taker = JointStateTaker(
+            self, self._on_states, STATE_QUEUE_DEPTH, 'joint_states', period_s=INTAKE_PERIOD_S
+        )
         self.create_service(SaveModel, '~/save_model', self._srv_save)
         self.create_service(LoadModel, '~/load_model', self._srv_load)
         self.create_service(Trigger, '~/reset', self._srv_reset)
         steady_timer(self, 1.0 / status_rate, self._publish_status)
-        self._diagnostics = DiagnosticsReporter(self, self._diagnostics_report,
-                                                hardware_id(self, self.robot.name))
+        self._diagnostics = DiagnosticsReporter(
+            self, self._diagnostics_report, hardware_id(self, self.robot.name)
+        )
 
         if self.resume:
             self._resume()
-        self._worker = threading.Thread(target=self._train_loop, name='delan-trainer',
-                                        daemon=True)
+        self._worker = threading.Thread(target=self._train_loop, name='delan-trainer', daemon=True)
         self._worker.start()
 
     # ------------------------------------------------------------------ parameters
@@ -333,22 +510,29 @@ class LearnerNode(Node):
         if js.effort is None:
             self.rejected.reject('no_effort', 'joint state carries no effort: nothing to learn')
             return
-        if np.any(np.abs(js.effort) > self._effort_lim) or \
-                np.any(np.abs(js.velocity) > self._vel_lim):
-            self.rejected.reject('out_of_range', 'torque or velocity beyond '
-                                 f'{self.range_factor} x the URDF limits')
+        if np.any(np.abs(js.effort) > self._effort_lim) or np.any(
+            np.abs(js.velocity) > self._vel_lim
+        ):
+            self.rejected.reject(
+                'out_of_range', f'torque or velocity beyond {self.range_factor} x the URDF limits'
+            )
             return
-        if self.end_stop_margin > 0.0 and np.any(at_position_limit(
-                js.position, self.robot.lower, self.robot.upper, self.end_stop_margin)):
-            self.rejected.reject('at_end_stop', 'a joint within end_stop_margin of its '
-                                 'position limit (the estimator restarts)')
+        if self.end_stop_margin > 0.0 and np.any(
+            at_position_limit(
+                js.position, self.robot.lower, self.robot.upper, self.end_stop_margin
+            )
+        ):
+            self.rejected.reject(
+                'at_end_stop',
+                'a joint within end_stop_margin of its position limit (the estimator restarts)',
+            )
             if self.diff is not None:
                 self.diff.reset()
             return
         if t == 0.0:
             t = self.get_clock().now().nanoseconds * 1e-9
         try:
-            self.stamps.check(t)   # backwards / far ahead: rejected (the estimator restarts)
+            self.stamps.check(t)  # backwards / far ahead: rejected (the estimator restarts)
         except JointStateError as err:
             self.rejected.reject(err.reason, err.detail)
             return
@@ -368,16 +552,20 @@ class LearnerNode(Node):
                 self._first_stamps.clear()
                 return
             window = DelayedDifferentiator.samples_for(self.window_s, dt)
-            self.diff = DelayedDifferentiator(window=window, max_gap=self.max_gap,
-                                              source=self.acceleration_source)
-            self.get_logger().info(f'joint states at {1.0 / dt:.0f} Hz: acceleration from the '
-                                   f'{self.acceleration_source}, window {window} samples')
+            self.diff = DelayedDifferentiator(
+                window=window, max_gap=self.max_gap, source=self.acceleration_source
+            )
+            self.get_logger().info(
+                f'joint states at {1.0 / dt:.0f} Hz: acceleration from the '
+                f'{self.acceleration_source}, window {window} samples'
+            )
         sample = self.diff.push(t, js.position, js.velocity, js.effort)
         if sample is None:
             return
         if self.model_kind == 'delan_residual':
-            sample = replace(sample, tau_prior=self.nominal.inverse(sample.q, sample.qd,
-                                                                    sample.qdd))
+            sample = replace(
+                sample, tau_prior=self.nominal.inverse(sample.q, sample.qd, sample.qdd)
+            )
         if self.loss_metric != 'torque':
             sample = replace(sample, metric=self.nominal.acceleration_metric(sample.q))
         self._latest_sample = sample
@@ -393,10 +581,19 @@ class LearnerNode(Node):
     def _new_trainer(self, model=None, normalizer=None) -> Trainer:
         torch.manual_seed(self.seed)
         if model is None:
-            model = build_model(self.model_kind, self.robot.joint_types, width=self.width,
-                                depth=self.depth, friction=self.friction)
-        cfg = TrainConfig(batch_size=self.batch_size, lr=self.lr_schedule.at(self.training_steps),
-                          seed=self.seed, loss_metric=self.loss_metric)
+            model = build_model(
+                self.model_kind,
+                self.robot.joint_types,
+                width=self.width,
+                depth=self.depth,
+                friction=self.friction,
+            )
+        cfg = TrainConfig(
+            batch_size=self.batch_size,
+            lr=self.lr_schedule.at(self.training_steps),
+            seed=self.seed,
+            loss_metric=self.loss_metric,
+        )
         return Trainer(model, cfg, normalizer, device='cpu', dtype=torch.float32)
 
     def _train_loop(self) -> None:
@@ -448,17 +645,24 @@ class LearnerNode(Node):
         t0 = time.perf_counter()
         with self._lock:
             data = self.train_buf.sample(self.steps_per_round * self.batch_size, rng)
-            val = self.val_buf.all() if self.val_buf.size <= VALIDATION_SAMPLES else \
-                self.val_buf.sample(VALIDATION_SAMPLES, rng)
+            val = (
+                self.val_buf.all()
+                if self.val_buf.size <= VALIDATION_SAMPLES
+                else self.val_buf.sample(VALIDATION_SAMPLES, rng)
+            )
         if self.trainer is None:
             self.trainer = self._new_trainer(
-                normalizer=TorqueNormalizer.from_torques(data['tau'], data.get('metric')))
+                normalizer=TorqueNormalizer.from_torques(data['tau'], data.get('metric'))
+            )
         self.lr = self.lr_schedule.at(self.training_steps)
         for g in self.trainer.optimizer.param_groups:
             g['lr'] = self.lr
-        loss = self.trainer.train_steps(fit_targets(data), self.steps_per_round,
-                                        batch_size=self.batch_size,
-                                        stop=self._stop.is_set)
+        loss = self.trainer.train_steps(
+            fit_targets(data),
+            self.steps_per_round,
+            batch_size=self.batch_size,
+            stop=self._stop.is_set,
+        )
         if self._stop.is_set():
             return
         self.training_steps += self.steps_per_round
@@ -466,18 +670,20 @@ class LearnerNode(Node):
         self.last_round_s = time.perf_counter() - t0
         self.train_loss = loss
         with self._model_lock:
-            published = (None if self._snapshot is None
-                         else (self.version, self._snapshot.state_dict()))
+            published = (
+                None if self._snapshot is None else (self.version, self._snapshot.state_dict())
+            )
         now = time.monotonic() if now is None else now
-        verdict = self.policy.judge(loss, ev, val, TrainerWeights(self.trainer), published, now,
-                                    _Buffers(self))
-        for level, text in verdict.notes:     # one call site per severity (rclpy's rule)
+        verdict = self.policy.judge(
+            loss, ev, val, TrainerWeights(self.trainer), published, now, _Buffers(self)
+        )
+        for level, text in verdict.notes:  # one call site per severity (rclpy's rule)
             if level == 'warning':
                 self.get_logger().warning(text)
             else:
                 self.get_logger().info(text)
         if verdict.restart_lr:
-            self.lr_schedule.restart(self.training_steps)     # learn the change fast
+            self.lr_schedule.restart(self.training_steps)  # learn the change fast
         if verdict.action == 'rolled_back':
             self._roll_back(verdict)
             return
@@ -515,34 +721,44 @@ class LearnerNode(Node):
             self.last_update_stamp = stamp
         self._prune()
         self.policy.published(now)
-        msg = ModelUpdate(model_id=self.model_id, model_version=version,
-                          checkpoint_path=path, joint_names=self.robot.joint_names,
-                          validation_nmse=self.policy.good_nmse)
+        msg = ModelUpdate(
+            model_id=self.model_id,
+            model_version=version,
+            checkpoint_path=path,
+            joint_names=self.robot.joint_names,
+            validation_nmse=self.policy.good_nmse,
+        )
         msg.header.stamp = stamp
         self.update_pub.publish(msg)
-        self.get_logger().info(f'model v{version}: validation nMSE '
-                               f'{np.round(self.val_nmse, 5).tolist()} -> {path}')
+        self.get_logger().info(
+            f'model v{version}: validation nMSE {np.round(self.val_nmse, 5).tolist()} -> {path}'
+        )
 
     def _metadata(self, version: int) -> Dict:
-        return {'joint_names': self.robot.joint_names, 'joint_types': self.robot.joint_types,
-                'torque_normalisation': self.trainer.normalizer.to_dict(),
-                'model_id': self.model_id, 'model_version': version,
-                'online': {'samples_seen': self.samples_seen, 'steps': self.training_steps,
-                           'validation_nmse': self.val_nmse}}
+        return {
+            'joint_names': self.robot.joint_names,
+            'joint_types': self.robot.joint_types,
+            'torque_normalisation': self.trainer.normalizer.to_dict(),
+            'model_id': self.model_id,
+            'model_version': version,
+            'online': {
+                'samples_seen': self.samples_seen,
+                'steps': self.training_steps,
+                'validation_nmse': self.val_nmse,
+            },
+        }
 
     def _export_weights(self, path: str, version: int) -> None:
         """The compiled controller's weights file beside the checkpoint (``.cw``), from the
         weights as the checkpoint holds them, so both controllers command the same torque."""
         try:
-            export_delan(load_model(path)[0], weights_path(path), self.robot.joint_names,
-                         version)
+            export_delan(load_model(path)[0], weights_path(path), self.robot.joint_names, version)
         except (OSError, ValueError, CheckpointError) as err:
-            self.get_logger().warning(f'v{version}: no weights for the compiled controller: '
-                                      f'{err}')
+            self.get_logger().warning(f'v{version}: no weights for the compiled controller: {err}')
 
     def _prune(self) -> None:
         files = sorted(self._version_files())
-        for _, path in files[:-self.keep_versions]:
+        for _, path in files[: -self.keep_versions]:
             for f in (path, weights_path(path)):
                 try:
                     os.remove(f)
@@ -574,8 +790,9 @@ class LearnerNode(Node):
         """(model, metadata) of a checkpoint to continue from; CheckpointError otherwise."""
         model, meta = load_model(path, expected_joint_names=self.robot.joint_names)
         if getattr(model, 'kind', 'delan') != self.model_kind:
-            raise CheckpointError(f'{path} holds a {model.kind!r} model, the learner learns '
-                                  f'{self.model_kind}')
+            raise CheckpointError(
+                f'{path} holds a {model.kind!r} model, the learner learns {self.model_kind}'
+            )
         meta = dict(meta)
         meta['model_id'] = str(meta.get('model_id') or uuid.uuid4().hex[:12])
         return model, meta
@@ -585,15 +802,15 @@ class LearnerNode(Node):
         its model id. ``loaded``: its already read ``(model, metadata)``."""
         model, meta = loaded or self._read_checkpoint(path)
         norm = meta.get('torque_normalisation')
-        self.trainer = self._new_trainer(copy.deepcopy(model).float(),
-                                         TorqueNormalizer.from_dict(norm) if norm else None)
+        self.trainer = self._new_trainer(
+            copy.deepcopy(model).float(), TorqueNormalizer.from_dict(norm) if norm else None
+        )
         self.policy.restart(copy.deepcopy(self.trainer.model.state_dict()))
         with self._model_lock:
             self._snapshot = model.double().eval()
             self.checkpoint_path = path
             self.model_id = meta['model_id']
-            self.version = max(self._newest_version_on_disk(),
-                               int(meta.get('model_version') or 0))
+            self.version = max(self._newest_version_on_disk(), int(meta.get('model_version') or 0))
         return self.model_id
 
     def _resume(self) -> None:
@@ -604,8 +821,12 @@ class LearnerNode(Node):
                 self.get_logger().warning(f'resume: skipping {path}: {err}')
                 continue
             self.get_logger().info(f'resumed model {self.model_id} v{version} from {path}')
-            msg = ModelUpdate(model_id=self.model_id, model_version=version,
-                              checkpoint_path=path, joint_names=self.robot.joint_names)
+            msg = ModelUpdate(
+                model_id=self.model_id,
+                model_version=version,
+                checkpoint_path=path,
+                joint_names=self.robot.joint_names,
+            )
             msg.header.stamp = self.get_clock().now().to_msg()
             self.update_pub.publish(msg)
             return
@@ -631,8 +852,11 @@ class LearnerNode(Node):
         if model is None:
             resp.success, resp.message = False, 'no model yet'
             return resp
-        path = os.path.abspath(os.path.expanduser(req.path)) if req.path else \
-            os.path.join(self.checkpoint_dir, 'saved_model.pt')
+        path = (
+            os.path.abspath(os.path.expanduser(req.path))
+            if req.path
+            else os.path.join(self.checkpoint_dir, 'saved_model.pt')
+        )
         try:
             model_copy, meta = load_model(src, expected_joint_names=self.robot.joint_names)
             save_model(model_copy, path, meta)
@@ -709,11 +933,15 @@ class LearnerNode(Node):
         T, V = (np.asarray(x).reshape(-1) for x in model.energy(q, qd))
         predicted = np.einsum('bij,bj->bi', H, qdd) + c + g + f
         for k, s in enumerate(due):
-            msg = DynamicsEstimate(model_id=mid, model_version=ver,
-                                   joint_names=self.robot.joint_names)
+            msg = DynamicsEstimate(
+                model_id=mid, model_version=ver, joint_names=self.robot.joint_names
+            )
             set_seconds(msg.header.stamp, s.t)
             msg.position, msg.velocity, msg.acceleration = (
-                s.q.tolist(), s.qd.tolist(), s.qdd.tolist())
+                s.q.tolist(),
+                s.qd.tolist(),
+                s.qdd.tolist(),
+            )
             msg.mass_matrix = H[k].reshape(-1).tolist()
             msg.coriolis_torque, msg.gravity_torque = c[k].tolist(), g[k].tolist()
             msg.friction_torque = f[k].tolist()
@@ -730,19 +958,29 @@ class LearnerNode(Node):
         with self._lock:
             buffered = self.train_buf.size + self.val_buf.size
         level = {ModelStatus.STATE_DIVERGED: WARN, ModelStatus.STATE_ERROR: ERROR}.get(
-            self.state, OK)
+            self.state, OK
+        )
         nmse = self.val_nmse
-        return level, f'{STATE_NAMES.get(self.state, self.state)}: {self.message}', {
-            'state': STATE_NAMES.get(self.state, self.state), 'model_id': self.model_id,
-            'model_version': self.version,
-            'steps_per_s': f'{max(0, steps - before) / max(now - then, 1e-9):.1f}',
-            'training_steps': steps, 'learning_rate': f'{self.lr:.3g}',
-            'samples_seen': self.samples_seen, 'samples_in_buffer': buffered,
-            'samples_rejected': self.rejected.total,
-            'validation_nmse': ' '.join(f'{x:.4g}' for x in nmse),
-            'validation_nmse_max': f'{max(nmse):.4g}' if nmse else '',
-            'rollbacks': self.policy.rollbacks, 'checkpoint': self.checkpoint_path,
-            'estimate_publish_rate': self._estimate_rate.rate_hz}
+        return (
+            level,
+            f'{STATE_NAMES.get(self.state, self.state)}: {self.message}',
+            {
+                'state': STATE_NAMES.get(self.state, self.state),
+                'model_id': self.model_id,
+                'model_version': self.version,
+                'steps_per_s': f'{max(0, steps - before) / max(now - then, 1e-9):.1f}',
+                'training_steps': steps,
+                'learning_rate': f'{self.lr:.3g}',
+                'samples_seen': self.samples_seen,
+                'samples_in_buffer': buffered,
+                'samples_rejected': self.rejected.total,
+                'validation_nmse': ' '.join(f'{x:.4g}' for x in nmse),
+                'validation_nmse_max': f'{max(nmse):.4g}' if nmse else '',
+                'rollbacks': self.policy.rollbacks,
+                'checkpoint': self.checkpoint_path,
+                'estimate_publish_rate': self._estimate_rate.rate_hz,
+            },
+        )
 
     def close(self) -> None:
         self._taker.close()
