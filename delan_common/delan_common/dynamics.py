@@ -28,6 +28,9 @@ def friction_torque(qd: np.ndarray, viscous: np.ndarray, coulomb: np.ndarray) ->
 
 @runtime_checkable
 class DynamicsModel(Protocol):
+    """What a controller needs of a dynamics model: inverse dynamics and its terms, in the
+    model's joint order."""
+
     joint_names: List[str]
 
     def inverse(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:

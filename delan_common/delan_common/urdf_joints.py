@@ -89,6 +89,8 @@ class Mimic:
 
 @dataclass(frozen=True)
 class UrdfJoint:
+    """One joint as the URDF declares it (limits as written, before any default is applied)."""
+
     name: str
     type: str
     lower: float
@@ -134,6 +136,7 @@ def at_position_limit(q, lower, upper, tol: float = END_STOP_TOLERANCE):
 
 
 def is_xml(text: str) -> bool:
+    """Whether ``text`` is a robot description itself rather than a path to one."""
     return text.lstrip().startswith('<')
 
 

@@ -200,6 +200,7 @@ def _floats(text: Optional[str]) -> Optional[List[float]]:
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
+    """The ``delan-gen-data`` command line."""
     p = argparse.ArgumentParser(prog='delan-gen-data', description=__doc__.split('\n')[0])
     p.add_argument('--urdf', required=True, help='URDF path (or file name in the urdf/ folder)')
     p.add_argument('--out', required=True, help='output .npz')
@@ -259,6 +260,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``delan-gen-data``; returns the exit code."""
     args = build_arg_parser().parse_args(argv)
     try:
         mismatch = Mismatch(

@@ -90,6 +90,7 @@ class DemoError(RuntimeError):
 
 
 def log(msg: str) -> None:
+    """One time-stamped progress line on stdout."""
     print(f'[demo {time.strftime("%H:%M:%S")}] {msg}', flush=True)
 
 
@@ -250,6 +251,8 @@ class Monitor(Node):
 
 
 class Demo:
+    """The demo's phases (launch, excitation, identification, evaluation, report) on one robot."""
+
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.out = os.path.abspath(args.out)
@@ -860,6 +863,7 @@ class Demo:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The demo's command line."""
     ap = argparse.ArgumentParser(
         description=__doc__.split('\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -983,6 +987,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of the demo; returns 1 when its verdict fails."""
     args = build_parser().parse_args(argv)
     try:
         args.robot = find_urdf(args.robot)

@@ -33,6 +33,8 @@ def true_plant(demo) -> RobotModel:
 
 
 def segment_arrays(segments) -> Dict[str, np.ndarray]:
+    """The evaluation segments' ``t``, ``q``, ``qd``, ``tau`` concatenated, with ``qdd``
+    differentiated per segment."""
     arrays = {
         k: np.concatenate([getattr(s, k) for s in segments]) for k in ('t', 'q', 'qd', 'tau')
     }
@@ -44,10 +46,12 @@ def segment_arrays(segments) -> Dict[str, np.ndarray]:
 
 
 def nmse(pred: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """Per-joint MSE of ``pred`` over the variance of ``tau``, both ``(T, n)``."""
     return np.mean((pred - tau) ** 2, axis=0) / np.maximum(np.var(tau, axis=0), 1e-12)
 
 
 def models_under_test(demo) -> Dict[str, object]:
+    """The models the report compares, by name: the true plant, nominal, identified, learned."""
     ckpt = demo.results['learner']['checkpoint']
     return {
         'true': true_plant(demo),
@@ -66,6 +70,7 @@ def _fmt(v) -> str:
 
 
 def write_report(demo) -> str:
+    """Write ``report.md`` and its plots into the demo's output folder; returns the path."""
     out = demo.out
     names = demo.robot.joint_names
     models = models_under_test(demo)

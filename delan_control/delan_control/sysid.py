@@ -958,6 +958,7 @@ def identify_dataset(
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``delan-sysid``; returns the exit code."""
     # the bag and npz readers are delan_learning's; the identified model itself needs neither
     from delan_learning.cli_args import add_data_arguments, arrays_from_args
 

@@ -23,6 +23,8 @@ __all__ = [
 
 
 class Trajectory(Protocol):
+    """A reference in time: positions, velocities and accelerations at any ``t``."""
+
     def sample(self, t: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """q, qd, qdd at times ``t`` ``(T,)``, each ``(T, n)``."""
 

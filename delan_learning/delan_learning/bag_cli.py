@@ -24,6 +24,7 @@ NPZ_KEYS = ('q', 'qd', 'qdd', 'tau', 'traj', 't', 'joint_names', 'joint_types')
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``delan-bag2npz`` command line."""
     p = argparse.ArgumentParser(
         prog='delan-bag2npz',
         description='Convert a rosbag2 bag of sensor_msgs/JointState (written by data_logger or '
@@ -100,6 +101,7 @@ def _write_npz_atomic(path: str, arrays: dict) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of ``delan-bag2npz``; returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
         if args.recover:

@@ -53,6 +53,7 @@ def _read_data(args: argparse.Namespace, require_tau: bool = True, match_torque:
 
 # -- delan-train ----------------------------------------------------------------------------------
 def train_parser() -> argparse.ArgumentParser:
+    """The ``delan-train`` command line."""
     from delan_learning.train_config import TrainConfig
 
     p = argparse.ArgumentParser(
@@ -162,6 +163,7 @@ def add_rollout_arguments(
 
 
 def train_main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``delan-train``; returns the exit code."""
     args = train_parser().parse_args(argv)
     prog = 'delan-train'
     try:
@@ -250,6 +252,7 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
 
 # -- delan-eval -----------------------------------------------------------------------------------
 def eval_parser() -> argparse.ArgumentParser:
+    """The ``delan-eval`` command line."""
     p = argparse.ArgumentParser(
         prog='delan-eval',
         description='Score a checkpoint on recorded data: per-joint MSE and '
@@ -304,6 +307,7 @@ def _errors(pred: np.ndarray, target: np.ndarray, names: List[str]) -> Dict:
 
 
 def eval_main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``delan-eval``; returns the exit code."""
     args = eval_parser().parse_args(argv)
     prog = 'delan-eval'
     from delan_learning.checkpoint import CheckpointError, load_model

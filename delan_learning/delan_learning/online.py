@@ -42,6 +42,9 @@ def diverged(loss: float, reference: float, factor: float, floor: float) -> bool
 
 @dataclass(frozen=True)
 class Sample:
+    """One joint state taken for learning: time, positions, velocities, the estimated
+    acceleration and the effort."""
+
     t: float
     q: np.ndarray
     qd: np.ndarray

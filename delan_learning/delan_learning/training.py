@@ -674,6 +674,8 @@ def _progress(m: Dict[str, Any], max_steps: int) -> None:
 
 
 class TrainResult(NamedTuple):
+    """What training returns: the model, its history, the torque normaliser and metadata."""
+
     model: DynamicsModule
     history: List[Dict[str, Any]]
     normalizer: TorqueNormalizer

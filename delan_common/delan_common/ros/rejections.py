@@ -9,6 +9,9 @@ from typing import Dict
 
 
 class RejectionCounter:
+    """Counts rejected inputs by reason and logs each reason at most every ``log_period_s``,
+    so a flood of bad messages neither floods the log nor goes unseen."""
+
     def __init__(self, logger, what: str, log_period_s: float = 2.0):
         self._logger = logger
         self._what = what

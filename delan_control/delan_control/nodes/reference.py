@@ -33,6 +33,7 @@ HANDOVER_S = 1.0
 
 
 def to_msg(joint_names, t0_ns: int, t, q, qd, qdd) -> JointTrajectory:
+    """A ``JointTrajectory`` of the sampled trajectory, starting at ``t0_ns``."""
     msg = JointTrajectory()
     msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(t0_ns), 1_000_000_000)
     msg.joint_names = list(joint_names)
@@ -50,6 +51,8 @@ def to_msg(joint_names, t0_ns: int, t, q, qd, qdd) -> JointTrajectory:
 
 
 class ReferenceNode(Node):
+    """Publishes reference trajectories (hold, excitation, figure eight) for the controller."""
+
     def __init__(self, **kwargs):
         super().__init__('reference', **kwargs)
         reg: Dict = {}
@@ -340,6 +343,7 @@ class ReferenceNode(Node):
 
 
 def main(args=None) -> int:
+    """Entry point of the ``reference`` node."""
     return run_node(ReferenceNode, args)
 
 

@@ -916,6 +916,7 @@ class SimNode(Node):
 
 
 def main(args=None) -> int:
+    """Entry point of the ``sim`` node."""
     return run_node(SimNode, args)
 
 

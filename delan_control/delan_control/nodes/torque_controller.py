@@ -132,6 +132,8 @@ class CycleState(NamedTuple):
 
 
 class TorqueControllerNode(Node):
+    """Joint torques from a dynamics model and a control law, with the safety of a real arm."""
+
     def __init__(self, **kwargs):
         # before the node appears on the graph: a signal during the ~2 s of imports then ends
         # the start-up cleanly (run_node) instead of hitting a half-built node
@@ -1032,6 +1034,7 @@ def _blend(w: float, new: Optional[np.ndarray], old: Optional[np.ndarray]) -> Op
 
 
 def main(args=None) -> int:
+    """Entry point of the ``torque_controller`` node."""
     return run_node(TorqueControllerNode, args)
 
 

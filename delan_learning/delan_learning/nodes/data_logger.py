@@ -112,6 +112,8 @@ def _prefix_ok(value: str) -> Optional[str]:
 
 
 class DataLoggerNode(Node):
+    """Records joint states (and commands) into rosbag2 files for training."""
+
     def __init__(self, **kwargs):
         # The slow first-time work (typestore, message definitions, type supports) before the
         # node exists: it appears on the graph in Node.__init__, and a signal between that and
@@ -661,6 +663,7 @@ class DataLoggerNode(Node):
 
 
 def main(args=None) -> int:
+    """Entry point of the ``data_logger`` node."""
     return run_node(DataLoggerNode, args)
 
 

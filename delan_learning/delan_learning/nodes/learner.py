@@ -111,6 +111,8 @@ VALIDATION_SAMPLES = 20000
 
 
 class LearnerNode(Node):
+    """Learns the dynamics online from joint states and publishes model versions."""
+
     def __init__(self, **kwargs):
         super().__init__('learner', **kwargs)
         reg: Dict = {}
@@ -1004,6 +1006,7 @@ class _Buffers:
 
 
 def main(args=None) -> int:
+    """Entry point of the ``learner`` node."""
     return run_node(LearnerNode, args)
 
 
