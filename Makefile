@@ -12,8 +12,8 @@ setup:  ## venv from pinned PyPI wheels + colcon build (idempotent)
 test: setup  ## the whole pytest suite of all packages
 	@source env.sh && pytest $(PYTEST_ARGS)
 
-lint: setup  ## ruff lint and format check (ruff.toml) over every package, bench/ and tests/
-	@.venv/bin/ruff check . && .venv/bin/ruff format --check .
+lint: setup  ## ruff lint and format check (ruff.toml) over every package, bench/ and tests/; mypy
+	@.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy
 
 demo: setup  ## the main job: sim, learn online, compare controllers, write out/demo/report.md
 	@source env.sh && python -m delan_control.demo --robot $(ROBOT) --out out/demo $(DEMO_ARGS)

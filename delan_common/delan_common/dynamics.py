@@ -11,7 +11,7 @@ with ``tau_f`` the dissipative friction torque the motors must overcome.
 
 from __future__ import annotations
 
-from typing import List, Protocol, Tuple, runtime_checkable
+from typing import List, Protocol, Tuple, Union, runtime_checkable
 
 import numpy as np
 
@@ -19,6 +19,10 @@ import numpy as np
 #: ``coulomb * tanh(qd / COULOMB_SMOOTHING)``.
 #: Shared by the plant, the URDF friction model, identification and DeLaN, so all mean the same.
 COULOMB_SMOOTHING = 0.05
+
+#: An energy [J] of :meth:`DynamicsModel.energy`, ``(...)``: an array for a batch of states, a
+#: numpy scalar for one state.
+Energy = Union[np.ndarray, np.float64]
 
 
 def friction_torque(qd: np.ndarray, viscous: np.ndarray, coulomb: np.ndarray) -> np.ndarray:
@@ -51,7 +55,7 @@ class DynamicsModel(Protocol):
     def friction(self, qd: np.ndarray) -> np.ndarray:
         """``tau_f(qd)``: ``(..., n)``."""
 
-    def energy(self, q: np.ndarray, qd: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    def energy(self, q: np.ndarray, qd: np.ndarray) -> Tuple[Energy, Energy]:
         """Kinetic and potential energy ``(T, V)``, each ``(...)``, in J."""
 
 

@@ -54,6 +54,7 @@ class JointStateMapper:
     def _indices(self, names: Sequence[str]) -> np.ndarray:
         key = tuple(names)
         if key == self._cache_key:
+            assert self._index is not None  # set with _cache_key
             return self._index
         if len(set(key)) != len(key):
             raise JointStateError('duplicate_names', f'joint names repeat: {list(key)}')

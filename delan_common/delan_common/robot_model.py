@@ -39,12 +39,12 @@ import os
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, fields
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 import pinocchio as pin
 
-from delan_common.dynamics import gravity_stiffness
+from delan_common.dynamics import Energy, gravity_stiffness
 from delan_common.joint_effects import JointEffects
 from delan_common.joint_state import JointStateError, JointStateMapper, MappedJointState
 from delan_common.urdf_joints import (
@@ -197,6 +197,9 @@ class RobotSpec:
                 float(v) if math.isfinite(v) else (math.inf if v > 0 else -math.inf) for v in x
             ]
 
+        # __post_init__ fills the *_given fields left at None
+        assert self.position_given is not None and self.velocity_given is not None
+        assert self.effort_given is not None
         return {
             'name': self.name,
             'joint_names': list(self.joint_names),
@@ -300,7 +303,9 @@ class Mismatch:
         at its default takes the preset's value (``preset`` becomes ``''``)."""
         if not self.preset:
             return self
-        values = PRESETS[self.preset](robot.mismatched(Mismatch()))
+        preset = PRESETS[self.preset]
+        assert preset is not None  # only '' (returned above) has none
+        values = preset(robot.mismatched(Mismatch()))
         for f in fields(self):
             if f.name != 'preset' and not _at_default(getattr(self, f.name), f.default):
                 values[f.name] = getattr(self, f.name)
@@ -315,7 +320,8 @@ class Mismatch:
         )
 
     def is_identity(self) -> bool:
-        return (
+        """Whether the plant is the URDF model itself (no mismatch of any kind)."""
+        return bool(
             np.all(np.asarray(self.mass_scale) == 1.0)
             and np.all(np.asarray(self.inertia_scale) == 1.0)
             and self.payload_mass == 0.0
@@ -626,7 +632,9 @@ class RobotModel:
                     f'joint {name!r} has {model.joints[jid].nv} degrees of freedom (unsupported)'
                 )
         types = [j.type for j in selected]
-        links = [xml_links[nm].get('link') if xml_links[nm] is not None else '' for nm in names]
+        links = [
+            cast(str, c.get('link')) if (c := xml_links[nm]) is not None else '' for nm in names
+        ]
         n = len(names)
         self.name = root.get('name', '')
         self.joint_names: List[str] = names
@@ -832,11 +840,11 @@ class RobotModel:
     def operating_effort_limit(self) -> np.ndarray:
         """Effort limits (n,) to command with: the URDF's where given, the derived default
         (:meth:`default_effort_limit`) where not."""
-        if np.all(self.spec.effort_given):
+        given = self.spec.effort_given
+        assert given is not None  # RobotSpec.__post_init__ fills it
+        if np.all(given):
             return self.spec.effort_limit.copy()
-        return np.where(
-            self.spec.effort_given, self.spec.effort_limit, self.default_effort_limit()
-        )
+        return np.where(given, self.spec.effort_limit, self.default_effort_limit())
 
     # ------------------------------------------------------------------ spec helpers
     @property
@@ -1045,7 +1053,7 @@ class RobotModel:
             out[i] = pin.computeCoriolisMatrix(m, d, self.configuration(q[i]), qd[i])
         return out[0] if single else out
 
-    def energy(self, q, qd) -> Tuple[np.ndarray, np.ndarray]:
+    def energy(self, q, qd) -> Tuple[Energy, Energy]:
         """Kinetic and potential energy (J); V (gravity relative to the world origin, plus
         any spring's ``k (q - q0)^2 / 2``)."""
         (q, qd), single = self._prep(q, qd)

@@ -49,7 +49,7 @@ import os
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field, replace
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 ACTUATED_TYPES = ('revolute', 'continuous', 'prismatic')
 #: Half range [m] of a prismatic joint whose description gives lower == upper.
@@ -182,6 +182,22 @@ def _parse(xml_or_path: str) -> ET.Element:
 
 
 # ---------------------------------------------------------------------------------- the tree
+def _attr(el: ET.Element, key: str) -> str:
+    """An attribute URDF requires (a joint's or link's ``name``, a ``link``); a description
+    without it is refused with a clear error, not read with ``None`` keys."""
+    value = el.get(key)
+    if value is None:
+        raise UrdfError(f'URDF: a <{el.tag}> element lacks its required {key!r} attribute')
+    return value
+
+
+def _child_link(j: ET.Element) -> str:
+    """The ``<child link=>`` of a joint of the tree (:func:`_depth_first` checks it has one)."""
+    child = j.find('child')
+    assert child is not None
+    return _attr(child, 'link')
+
+
 def _depth_first(root: ET.Element) -> Tuple[List[ET.Element], Dict[str, List[ET.Element]], str]:
     """All joints depth first (siblings by name), the child joints of each link, the root link."""
     children: Dict[str, List[ET.Element]] = {}
@@ -190,11 +206,11 @@ def _depth_first(root: ET.Element) -> Tuple[List[ET.Element], Dict[str, List[ET.
         parent, child = j.find('parent'), j.find('child')
         if parent is None or child is None:
             raise UrdfError(f'joint {j.get("name")!r} lacks <parent> or <child>')
-        children.setdefault(parent.get('link'), []).append(j)
-        child_links.add(child.get('link'))
+        children.setdefault(_attr(parent, 'link'), []).append(j)
+        child_links.add(_attr(child, 'link'))
     for js in children.values():
-        js.sort(key=lambda e: e.get('name'))
-    roots = [ln.get('name') for ln in root.findall('link') if ln.get('name') not in child_links]
+        js.sort(key=lambda e: _attr(e, 'name'))
+    roots = [_attr(ln, 'name') for ln in root.findall('link') if ln.get('name') not in child_links]
     if len(roots) != 1:
         raise UrdfError(f'URDF must have exactly one root link, found {roots}')
     order: List[ET.Element] = []
@@ -203,7 +219,7 @@ def _depth_first(root: ET.Element) -> Tuple[List[ET.Element], Dict[str, List[ET.
     while stack:
         j = stack.pop()
         order.append(j)
-        link = j.find('child').get('link')
+        link = _child_link(j)
         if link in visited:
             raise UrdfError(f'URDF has a kinematic loop at link {link!r}')
         visited.add(link)
@@ -217,18 +233,19 @@ def _main_chain(
     """Movable joints from the root while exactly one child branch holds movable joints."""
     movable_below: Dict[str, bool] = {}
     for j in reversed(order):
-        below = children.get(j.find('child').get('link'), [])
-        movable_below[j.get('name')] = j.get('type') in ACTUATED_TYPES or any(
-            movable_below[c.get('name')] for c in below
+        below = children.get(_child_link(j), [])
+        movable_below[_attr(j, 'name')] = j.get('type') in ACTUATED_TYPES or any(
+            movable_below[_attr(c, 'name')] for c in below
         )
-    chain, link = [], root_link
+    chain: List[str] = []
+    link = root_link
     while True:
-        branches = [j for j in children.get(link, []) if movable_below[j.get('name')]]
+        branches = [j for j in children.get(link, []) if movable_below[_attr(j, 'name')]]
         if len(branches) != 1:
             return chain
         if branches[0].get('type') in ACTUATED_TYPES:
-            chain.append(branches[0].get('name'))
-        link = branches[0].find('child').get('link')
+            chain.append(_attr(branches[0], 'name'))
+        link = _child_link(branches[0])
 
 
 # ---------------------------------------------------------------------------------- one joint
@@ -244,7 +261,7 @@ def _number(el: Optional[ET.Element], key: str, joint: str) -> Optional[float]:
 
 def _read_joint(j: ET.Element) -> UrdfJoint:
     """One movable joint with its limits read as the module docstring says."""
-    name, jtype = j.get('name'), j.get('type')
+    name, jtype = _attr(j, 'name'), _attr(j, 'type')
     lim, dyn, mim = j.find('limit'), j.find('dynamics'), j.find('mimic')
     inf = math.inf
     lower, upper, position_given = -inf, inf, False
@@ -271,7 +288,7 @@ def _read_joint(j: ET.Element) -> UrdfJoint:
         type=jtype,
         lower=lower,
         upper=upper,
-        velocity=velocity if velocity_given else inf,
+        velocity=velocity if velocity is not None and velocity_given else inf,
         effort=effort if effort and effort > 0 else inf,
         damping=_number(dyn, 'damping', name) or 0.0,
         friction=_number(dyn, 'friction', name) or 0.0,
@@ -413,18 +430,19 @@ def _with_limits(
         )
     if any(math.isnan(v) or v < 0 for v in vals):
         raise UrdfError(f'{kind}_limits must be >= 0 (0 = from the URDF), got {vals}')
-    return tuple(
-        replace(j, **{kind: v, f'{kind}_given': True}) if 0 < v < math.inf else j
-        for j, v in zip(joints, vals)
-    )
+
+    def overridden(j: UrdfJoint, v: float) -> UrdfJoint:
+        changes: Dict[str, Any] = {kind: v, f'{kind}_given': True}
+        return replace(j, **changes)
+
+    return tuple(overridden(j, v) if 0 < v < math.inf else j for j, v in zip(joints, vals))
 
 
 def _lock_warnings(positions: Dict[str, float], by_name: Dict[str, UrdfJoint]) -> List[str]:
     if not positions:
         return []
     parts = [
-        f'{nm}={v:g}'
-        + (f' (mimics {by_name[nm].mimic.joint})' if by_name[nm].mimic is not None else '')
+        f'{nm}={v:g}' + (f' (mimics {m.joint})' if (m := by_name[nm].mimic) is not None else '')
         for nm, v in positions.items()
     ]
     return [f'locked joints (not learned or controlled): {", ".join(parts)}']

@@ -57,6 +57,16 @@ def test_branched_tree_string_and_types():
         ('<notrobot/>', 'expected <robot>'),
         ('<robot name="x"><link name="a"/></robot>', 'no actuated'),
         ('/nonexistent/robot.urdf', 'not found'),
+        (
+            '<robot name="x"><link name="a"/><link name="b"/><joint type="revolute">'
+            '<parent link="a"/><child link="b"/></joint></robot>',
+            "<joint> element lacks its required 'name'",
+        ),
+        (
+            '<robot name="x"><link name="a"/><link name="b"/><joint name="j" type="revolute">'
+            '<parent/><child link="b"/></joint></robot>',
+            "<parent> element lacks its required 'link'",
+        ),
     ],
 )
 def test_bad_urdf_is_a_clear_error(bad, match):

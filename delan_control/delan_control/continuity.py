@@ -39,6 +39,7 @@ class JumpDetector:
         self._t, self._q = float(t), q.copy()
         if last_q is None or last_q.shape != q.shape:
             return None
+        assert last_t is not None  # set with _q
         dt = max(float(t) - last_t, 0.0)
         step = np.abs(q - last_q)
         if np.any(step > self.factor * self.velocity * dt + self.margin):

@@ -35,7 +35,7 @@ import json
 import sys
 import time
 from dataclasses import asdict
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, cast, overload
 
 import numpy as np
 
@@ -97,7 +97,9 @@ def generate_dataset(
     if bandwidth is None:
         bandwidth = min(60.0, rate / 8.0)
     kp, kd = bandwidth**2, 2.0 * bandwidth
-    out = {k: np.empty((trajectories * T, n)) for k in ('q', 'qd', 'qdd', 'tau', 'q_ref')}
+    out: Dict[str, np.ndarray] = {
+        k: np.empty((trajectories * T, n)) for k in ('q', 'qd', 'qdd', 'tau', 'q_ref')
+    }
     traj_id = np.repeat(np.arange(trajectories, dtype=np.int64), T)
     clipped = 0
     finite = np.isfinite(spec.lower) & np.isfinite(spec.upper)
@@ -190,9 +192,14 @@ def save_dataset(path: str, data: Dict[str, np.ndarray]) -> None:
     for k, v in data.items():
         if np.asarray(v).dtype == object:
             raise ValueError(f'{k} is an object array')
-    np.savez_compressed(path, **data)
+    # cast: numpy's stub would let a ``**`` key fill its ``allow_pickle: bool``; these are arrays
+    np.savez_compressed(path, **cast(Dict[str, Any], data))
 
 
+@overload
+def _floats(text: str) -> List[float]: ...
+@overload
+def _floats(text: None) -> None: ...
 def _floats(text: Optional[str]) -> Optional[List[float]]:
     if text is None:
         return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import matplotlib
 import numpy as np
@@ -12,6 +12,7 @@ import numpy as np
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 
+from delan_common.dynamics import DynamicsModel  # noqa: E402
 from delan_common.robot_model import JOINT_EFFECT_FIELDS, Mismatch, RobotModel  # noqa: E402
 from delan_control.model_loader import load_dynamics_model  # noqa: E402
 from delan_learning.data import complete_derivatives, split_at_gaps  # noqa: E402
@@ -50,7 +51,7 @@ def nmse(pred: np.ndarray, tau: np.ndarray) -> np.ndarray:
     return np.mean((pred - tau) ** 2, axis=0) / np.maximum(np.var(tau, axis=0), 1e-12)
 
 
-def models_under_test(demo) -> Dict[str, object]:
+def models_under_test(demo) -> Dict[str, Optional[DynamicsModel]]:
     """The models the report compares, by name: the true plant, nominal, identified, learned."""
     ckpt = demo.results['learner']['checkpoint']
     return {
@@ -84,6 +85,7 @@ def write_report(demo) -> str:
         d = segment_arrays(clean)  # a diverged run's data would pollute every model's error
         data_by_speed[speed] = d
         for key, m in models.items():
+            assert m is not None  # load_dynamics_model gives None for 'pd' only, not compared
             pred = np.asarray(m.inverse(d['q'], d['qd'], d['qdd']))
             pred_rows.append((key, speed, nmse(pred, d['tau'])))
     # ---- results.json

@@ -9,7 +9,7 @@ they are unit-tested on arrays.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -117,10 +117,10 @@ def end_stop_share(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.nd
 
 
 def broken_joints(
-    nmse: Sequence[float],
+    nmse: Union[Sequence[float], np.ndarray],
     max_nmse: float,
-    residual_rms: Optional[Sequence[float]] = None,
-    effort_limit: Optional[Sequence[float]] = None,
+    residual_rms: Union[Sequence[float], np.ndarray, None] = None,
+    effort_limit: Union[Sequence[float], np.ndarray, None] = None,
 ) -> np.ndarray:
     """Per joint: does the true plant fail to explain the recorded torque? Its nMSE is above
     ``max_nmse`` and, where the residual and a finite effort limit are known, its residual RMS is

@@ -90,7 +90,8 @@ def designed_excitation(
     the same trajectory."""
     cond = conditioning or RegressorConditioning.of(robot)
     lim = robot.operating_effort_limit()
-    best, best_key = None, (np.inf, np.inf)
+    best: Optional[FourierTrajectory] = None
+    best_key = (np.inf, np.inf)
     for k in range(max(1, candidates)):
         traj = random_fourier_trajectory(
             lower, upper, max_velocity, seed=seed * 1009 + k, velocity_fraction=velocity_fraction
@@ -101,7 +102,11 @@ def designed_excitation(
         q, qd, qdd = traj.sample(t)
         need = effort_share(robot.inverse, lim, q, qd, qdd)
         c = cond.condition_number(robot, q, qd, qdd)
+        # a share or condition number that is not finite (NaN torques of a broken URDF model)
+        # ranks last, but a candidate is always returned
+        need, c = (float(x) if np.isfinite(x) else np.inf for x in (need, c))
         key = (0.0, c) if need <= effort_fraction else (need, c)
-        if key < best_key:
+        if best is None or key < best_key:
             best, best_key = traj, key
+    assert best is not None  # the loop ran at least once
     return best

@@ -246,7 +246,7 @@ class Plant:
         effects), no clamping."""
         return self.truth.forward(q, qd, tau)
 
-    def clamp(self, tau: np.ndarray) -> np.ndarray:
+    def clamp(self, tau: ArrayLike) -> np.ndarray:
         tau = np.asarray(tau, dtype=np.float64)
         if tau.shape != (self.n,):
             raise ValueError(f'torque needs shape ({self.n},), got {tau.shape}')

@@ -128,8 +128,8 @@ def replay_tracking(
     approach = float(setup.reference.get('approach_time', 2.0))
     gains, limit = setup.gains(), setup.nominal.operating_effort_limit()
     types = setup.robot.joint_types
-    continuous = np.array([t == 'continuous' for t in types])
-    continuous = continuous if continuous.any() else None
+    is_continuous = np.array([t == 'continuous' for t in types])
+    continuous = is_continuous if is_continuous.any() else None
     sq, count = np.zeros(len(setup.home)), 0
     for k in range(int(round((approach + duration) * setup.rate))):
         t = k / setup.rate

@@ -90,12 +90,12 @@ import math
 import os
 import sys
 import time
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pinocchio as pin
 
-from delan_common.dynamics import COULOMB_SMOOTHING, friction_torque
+from delan_common.dynamics import COULOMB_SMOOTHING, Energy, friction_torque
 from delan_common.robot_model import RobotModel
 
 FORMAT = 'delan_sysid/1'
@@ -446,7 +446,7 @@ class IdentifiedModel:
             out[i] = np.linalg.solve(self._mass1(q[i]), rhs)
         return out[0] if single else out
 
-    def energy(self, q, qd) -> Tuple[np.ndarray, np.ndarray]:
+    def energy(self, q, qd) -> Tuple[Energy, Energy]:
         """``T = qd^T H qd / 2``; ``V`` from the potential-energy regressor (world origin = 0)."""
         (q, qd), single = self._prep(q, qd)
         B = q.shape[0]
@@ -823,7 +823,7 @@ def identify(
     s = np.sqrt(np.clip(ev[::-1], 0.0, None))
     theta_u = theta0 + rho * delta_u
     names = list(robot.joint_names)
-    info = {
+    info: Dict[str, Any] = {
         'estimator': 'consistent' if consistent else 'unconstrained',
         'reg': reg,
         'samples': int(N),
@@ -851,7 +851,7 @@ def identify(
             )
         else:
             costs = {'nominal': prob.cost(x_nom), 'projected unconstrained': prob.cost(x_unc)}
-            start = min(costs, key=costs.get)
+            start = min(costs, key=costs.__getitem__)
             x0 = x_nom if start == 'nominal' else x_unc
             if solver == 'log_cholesky':
                 res = prob.solve_log_cholesky(x0, MAX_FUNCTION_EVALUATIONS)

@@ -4,7 +4,7 @@ trajectories received as ``trajectory_msgs/JointTrajectory`` points. Pure numpy.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol, Tuple
+from typing import Callable, Optional, Protocol, Tuple, cast
 
 import numpy as np
 
@@ -335,7 +335,7 @@ def make_reference(
     period: float = 4.0,
     dt: float = 0.01,
     approach_time: float = 2.0,
-    excitation: Optional[Callable[[int, float], Trajectory]] = None,
+    excitation: Optional[Callable[[int, float], FourierTrajectory]] = None,
     fit: Optional[Callable[[FigureEight], FigureEight]] = None,
     start: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None,
 ):
@@ -427,9 +427,9 @@ def _moving_approach(start, goal, lower, upper, approach_time: float, dt: float)
     stop = np.clip(q0 + 0.5 * brake * v0, lo + inner, hi - inner)
     rest = (stop, np.zeros_like(stop), np.zeros_like(stop))
     for times, points in (
-        [np.array([0.0, approach_time]), (start, goal)],
-        [np.array([0.0, 2.0 * approach_time]), (start, goal)],
-        [np.array([0.0, brake, brake + approach_time]), (start, rest, goal)],
+        (np.array([0.0, approach_time]), (start, goal)),
+        (np.array([0.0, 2.0 * approach_time]), (start, goal)),
+        (np.array([0.0, brake, brake + approach_time]), (start, rest, goal)),
     ):
         span = float(times[-1])
         curve = PiecewiseQuintic(times, *(np.stack([p[i] for p in points]) for i in range(3)))
@@ -459,4 +459,5 @@ def splice(previous: Waypoints, following: Waypoints, overlap: float) -> Tuple[f
     offset = float(tp[k])
     head = [a[k:-1] for a in previous]
     t = np.concatenate([head[0] - offset, following[0] + (tp[-1] - offset)])
-    return offset, (t,) + tuple(np.concatenate([h, f]) for h, f in zip(head[1:], following[1:]))
+    rest = tuple(np.concatenate([h, f]) for h, f in zip(head[1:], following[1:]))
+    return offset, cast(Waypoints, (t,) + rest)

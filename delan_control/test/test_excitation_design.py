@@ -32,6 +32,18 @@ def test_designed_excitation_is_better_conditioned_seeded_and_inside_the_limits(
     assert np.all(np.abs(qd) <= 0.6 * s.velocity_limit + 1e-9)
 
 
+def test_an_excitation_is_designed_even_when_the_model_gives_nan_torques():
+    class NanTorques(RobotModel):
+        def inverse(self, q, qd, qdd):
+            return np.full(np.shape(q), np.nan)
+
+    robot = NanTorques('two_link_arm.urdf')
+    s = robot.spec
+    designed = designed_excitation(robot, s.lower, s.upper, s.velocity_limit, seed=1, candidates=4)
+    q, _, _ = designed.sample(np.linspace(0, designed.period, 100))
+    assert np.all(np.isfinite(q)) and np.all(q >= s.lower) and np.all(q <= s.upper)
+
+
 def test_a_continued_excitation_starts_where_the_last_one_ended():
     lo, hi, vmax = np.full(2, -2.0), np.full(2, 2.0), np.full(2, 3.0)
     t, q, qd, qdd = make_reference('excitation', lo, hi, vmax, np.zeros(2), seed=0, duration=5.0)

@@ -340,7 +340,8 @@ def test_from_params_reads_the_effects(models):
     np.testing.assert_array_equal(fx.asymmetry, [-0.1, -0.1])
     np.testing.assert_array_equal(fx.stiffness, [2.0, 0.0])
     np.testing.assert_array_equal(fx.offset, [0.3, 0.3])
-    assert Mismatch.from_params({}).is_identity()
+    assert Mismatch.from_params({}).is_identity() is True
+    assert Mismatch(mass_scale=[1.0, 1.2]).is_identity() is False  # a bool, not numpy's
     # the sim declares every parameter: its off defaults keep the preset's values
     defaults = {name: [getattr(Mismatch(), name)] for name in JOINT_EFFECT_FIELDS}
     preset = Mismatch.from_params(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, cast
 
 import numpy as np
 
@@ -62,7 +62,8 @@ def add_renamed_option(
         dest=dest,
         action=DeprecatedAlias,
         canonical=name,
-        type=kwargs.get('type'),
+        # None (no conversion) is argparse's own default, which typeshed's stub does not admit
+        type=cast(Any, kwargs.get('type')),
         metavar=kwargs.get('metavar'),
         help=argparse.SUPPRESS,
     )

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -72,7 +72,7 @@ def _as_matrix(name: str, x, n_rows: Optional[int] = None) -> np.ndarray:
 
 
 def validate_arrays(
-    arrays: Mapping[str, object], required: Sequence[str] = ('q',)
+    arrays: Mapping[str, Any], required: Sequence[str] = ('q',)
 ) -> Dict[str, np.ndarray]:
     """Checked copies of the known keys (float64 motion arrays, int64 ``traj``, str names/types).
 
@@ -244,7 +244,7 @@ def savgol_matched_torque(
 
 
 def complete_derivatives(
-    arrays: Mapping[str, object],
+    arrays: Mapping[str, Any],
     window_s: float = 0.05,
     polyorder: int = 3,
     match_torque: bool = True,
@@ -288,6 +288,7 @@ def complete_derivatives(
             src, deriv = (qd, 1) if qd is not None else (q, 2)
             new['qdd'][idx] = savgol_derivative(src[idx], tt, deriv, window_s, polyorder)
             if 'tau' in new:
+                assert tau is not None  # 'tau' is in new only when given
                 new['tau'][idx] = savgol_matched_torque(tau[idx], tt, deriv, window_s, polyorder)
     out.update(new)
     return out
@@ -395,7 +396,9 @@ def load_npz(path: str, require_tau: bool = True, **derivative_options) -> Datas
 def save_npz(path: str, data) -> None:
     """Write a :class:`Dataset` or array dict as ``.npz`` (names/types as unicode arrays)."""
     arrays = data.arrays() if isinstance(data, Dataset) else dict(data)
-    np.savez(path, **{k: np.asarray(v) for k, v in arrays.items() if v is not None})
+    # Any: numpy's stub would let a ``**`` key fill its ``allow_pickle: bool``; these are arrays
+    kept: Dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items() if v is not None}
+    np.savez(path, **kept)
 
 
 def split_by_trajectory(

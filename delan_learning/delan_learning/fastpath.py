@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import torch
@@ -321,21 +321,22 @@ class NumpyDelan:
             for k in range(K):
                 blk[k * W : (k + 1) * W, k * W : (k + 1) * W] = w[k]
             self.w_hidden.append(blk)
-        head = f64(model.head_weight * model.head_mask)  # (K, W, P)
+        head = f64(model.head_weight * cast(torch.Tensor, model.head_mask))  # (K, W, P)
         self.head = np.concatenate(list(head), axis=0)  # (K*W, P)
         self.head_b = f64(model.head_bias)
         self.w_in_t = np.ascontiguousarray(self.w_in.T)
         self.w_hidden_t = [np.ascontiguousarray(w.T) for w in self.w_hidden]
         self.head_t = np.ascontiguousarray(self.head.T)
         self.root = f64(model.entry_root())  # (P,): L entries by row, 1 on the V column
-        self.v_scale = float(model.v_scale)
+        self.v_scale = float(cast(torch.Tensor, model.v_scale))
         self.eps = model.eps
         self.diag_offset = model.diag_offset
-        self.R, self.C, self.S = f64(model.sel_r), f64(model.sel_c), f64(model.sel_s)
+        sel = (model.sel_r, model.sel_c, model.sel_s)
+        self.R, self.C, self.S = (f64(cast(torch.Tensor, t)) for t in sel)
         self.R_t, self.C_t = np.ascontiguousarray(self.R.T), np.ascontiguousarray(self.C.T)
-        self.diag = f64(model.diag_mask.to(torch.float64)).astype(bool)
+        self.diag = f64(cast(torch.Tensor, model.diag_mask).to(torch.float64)).astype(bool)
         self.not_diag = ~self.diag
-        self.v_col = f64(model.v_col)
+        self.v_col = f64(cast(torch.Tensor, model.v_col))
         self.use_friction = model.use_friction
         vis, cou = model.friction_coefficients()
         self.viscous, self.coulomb = f64(vis), f64(cou)
@@ -355,7 +356,7 @@ class NumpyDelan:
         self.v_out = self.v_col * self.v_scale
         #: 'c' when one-state inverse() runs the compiled kernel, else 'numpy'
         self.backend = 'numpy'
-        self._c = None
+        self._c: Optional[Tuple[Any, ...]] = None
         if use_c and c_kernel() is not None:
             self._c = self._c_setup(model, c_kernel())
             self.backend = 'c'
@@ -384,7 +385,7 @@ class NumpyDelan:
                 else np.zeros(1)
             ),
             'bias': np.ascontiguousarray(np.stack([f64(b).reshape(K, W) for b in model.biases])),
-            'head': f64(model.head_weight * model.head_mask),
+            'head': f64(model.head_weight * cast(torch.Tensor, model.head_mask)),
             'head_b': f64(model.head_bias),
             'viscous': np.ascontiguousarray(self.viscous),
             'coulomb': np.ascontiguousarray(self.coulomb),
@@ -412,6 +413,7 @@ class NumpyDelan:
         return fn, st, ctypes.byref(st), keep, bufs, ptrs
 
     def _c_inverse(self, q, qd, qdd) -> Optional[np.ndarray]:
+        assert self._c is not None  # called only when the kernel is set up
         fn, _, ref, _, (bq, bqd, bqdd, btau), (pq, pqd, pqdd, ptau) = self._c
         np.copyto(bq, q)
         np.copyto(bqd, qd)

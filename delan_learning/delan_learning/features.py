@@ -40,6 +40,11 @@ def check_joint_types(joint_types: Sequence[str]) -> list:
 class JointFeatures(nn.Module):
     """``q (B, n) -> z (B, m)`` with exact tangent and cotangent maps; no learnable parameters."""
 
+    #: registered buffers (torch's attribute typing of modules does not know them)
+    ang_idx: torch.Tensor
+    lin_idx: torch.Tensor
+    inv_order: torch.Tensor
+
     def __init__(self, joint_types: Sequence[str]):
         super().__init__()
         self.joint_types = check_joint_types(joint_types)

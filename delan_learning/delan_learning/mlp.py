@@ -8,7 +8,7 @@ friction or energy: those methods raise ``NotImplementedError``. Its forward mod
 
 from __future__ import annotations
 
-from typing import Any, Dict, Sequence
+from typing import Any, Dict, List, Sequence, cast
 
 import numpy as np
 import torch
@@ -29,6 +29,11 @@ class MlpInverseModel(DynamicsModule):
     """
 
     kind = 'mlp'
+    #: registered buffers (torch's attribute typing of modules does not know them)
+    qd_scale: torch.Tensor
+    qdd_scale: torch.Tensor
+    tau_mean: torch.Tensor
+    tau_scale: torch.Tensor
 
     def __init__(
         self,
@@ -48,7 +53,7 @@ class MlpInverseModel(DynamicsModule):
             nn.Linear(n_in if k == 0 else width, width) for k in range(depth)
         )
         self.head = nn.Linear(width, n)
-        for lin in list(self.layers) + [self.head]:
+        for lin in cast(List[nn.Linear], list(self.layers)) + [self.head]:
             nn.init.xavier_normal_(lin.weight)
             nn.init.zeros_(lin.bias)
         self.register_buffer('qd_scale', torch.ones(n))

@@ -8,7 +8,7 @@ the checkpoints, the protocol adapter and the CLIs treat them alike. Tensors are
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -29,6 +29,8 @@ class DynamicsModule(nn.Module):
     """
 
     kind: str = ''
+    #: registered buffer (torch's attribute typing of modules does not know it)
+    scales_initialised: torch.Tensor
 
     def __init__(self, joint_types: Sequence[str]):
         super().__init__()
@@ -72,7 +74,7 @@ class DynamicsModule(nn.Module):
         """Acceleration ``qdd (B, n)`` produced by ``tau``."""
         raise NotImplementedError
 
-    def _undefined(self, what: str):
+    def _undefined(self, what: str) -> NoReturn:
         raise NotImplementedError(
             f'{type(self).__name__} ({self.kind!r}) is a black-box torque model: it has no '
             f'{what}. Use a DeLaN model (kind "delan") for the structured terms.'

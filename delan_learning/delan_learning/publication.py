@@ -266,6 +266,7 @@ class PublicationPolicy:
         seen = self.shift_t is None or newest < self.shift_t  # (a clock restart: from now)
         if seen:
             self.shift_t = newest
+        assert self.shift_t is not None  # set just above unless already set
         settled = self.shift_t + self.params.publish_hold_s
         recent = window.validation_since(settled)
         notes = ()

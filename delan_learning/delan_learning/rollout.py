@@ -20,7 +20,7 @@ and judged by the same integration. No ROS, no acceleration estimate.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import torch
@@ -92,7 +92,7 @@ def rollout(
     """
     if integrator not in INTEGRATORS:
         raise ValueError(f'integrator must be one of {INTEGRATORS}, got {integrator!r}')
-    f = model.forward_dynamics
+    f = cast(Callable[..., torch.Tensor], model.forward_dynamics)
     q, qd = q0, qd0
     qs, qds = [], []
     for k in range(tau.shape[1]):
