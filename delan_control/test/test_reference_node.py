@@ -355,3 +355,86 @@ def test_a_repeat_too_late_to_splice_starts_from_rest_where_the_arm_is():
         finally:
             lis.close()
             node.destroy_node()
+
+
+def test_references_are_stamped_and_handed_over_in_the_time_of_the_joint_states():
+    """In-process, the node's timer driven by hand and its executor never spun: an arm whose
+    stamps are not the node's clock (a sim's time from 0, running faster than the clock) gets
+    its references stamped in its own time as it is when they are sent, where the controller
+    evaluates them, and the next excitation when *its* time comes. Stamped by a clock as old
+    as the last message the executor served (before ~1 s of excitation design), the first
+    excitation was entered past its approach and swung a UR5 into its torque limits."""
+    import threading
+
+    from rclpy.serialization import serialize_message
+
+    def message(t: float) -> JointState:
+        msg = JointState(name=NAMES, position=[0.1, -0.3], velocity=[0.0, 0.0])
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(round(t * 1e9)), 10**9)
+        return msg
+
+    def state(t: float) -> bytes:
+        return serialize_message(message(t))
+
+    def stamp(msg: JointTrajectory) -> float:
+        return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+
+    with ros_context() as ctx:
+        node = ReferenceNode(
+            context=ctx,
+            namespace='state_time',
+            parameter_overrides=[
+                Parameter('urdf_path', value=URDF),
+                Parameter('trajectory', value='excitation'),
+                Parameter('approach_time', value=0.5),
+                Parameter('duration', value=2.0),
+                Parameter('wait_for_joint_states', value=0.0),
+                Parameter('repeat', value=True),
+            ],
+        )
+        lis = Listener(ctx)  # the node is not spun: only the listener
+        try:
+            lis.subscribe('/state_time/reference_trajectory')
+            # an arm whose time runs from 1000 s at twice the clock's pace, 250 states/s
+            pub = lis.node.create_publisher(JointState, '/state_time/joint_states', 10)
+            sent, stop = [], threading.Event()
+
+            def stream():
+                t = 1000.0
+                while not stop.is_set():
+                    pub.publish(message(t))
+                    sent.append(t)
+                    t += 0.008
+                    time.sleep(0.004)
+
+            streamer = threading.Thread(target=stream)
+            streamer.start()
+            time.sleep(1.0)
+            node._tick()
+            newest = sent[-1]
+            stop.set()
+            streamer.join()
+            lis.wait_count(1)
+            first = lis.received[0][1]
+            # stamped 20 ms (the transport lead) after the arm's newest state, within the
+            # taker's period and a few states of this stream
+            assert newest - 0.1 <= stamp(first) - 0.02 <= newest
+            time.sleep(0.2)  # the taker has taken the last of the stream
+            end = stamp(first) + arrays(first)[0][-1]
+            node._tick()  # makes the next one ahead
+            node._last_state = state(end - 2.0)  # the arm's time moved, not yet to the handover
+            node._tick()
+            time.sleep(0.5)
+            assert len(lis.received) == 1
+            node._last_state = state(end - 0.9)  # within the last second: handed over, spliced
+            node._tick()
+            lis.wait_count(2)
+            second = lis.received[1][1]
+            assert stamp(second) == pytest.approx(end - 1.0, abs=0.011)
+            a, b = PiecewiseQuintic(*arrays(first)), PiecewiseQuintic(*arrays(second))
+            times = np.linspace(stamp(second), end - 1e-6, 10)
+            for x, y in zip(a.sample(times - stamp(first)), b.sample(times - stamp(second))):
+                assert np.allclose(x, y, atol=1e-9)
+        finally:
+            lis.close()
+            node.destroy_node()

@@ -6,11 +6,15 @@ approach; setting ``trajectory``, ``speed`` or ``seed`` at runtime publishes a n
 With ``repeat`` an excitation is followed by the next seed without stopping, so learning data
 keeps coming: the next one is made during the current one and sent ``HANDOVER_S`` before it ends,
 beginning with the current one's last stretch (``trajectories.splice``).
+
+References are stamped, and handed over, in the time of the joint states (their header
+stamps), the time the controller evaluates them at, not by this node's clock: a simulated
+arm's time may run from 0, or faster or slower than the clock.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 from builtin_interfaces.msg import Duration
@@ -21,15 +25,19 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from delan_common.joint_state import JointStateError, JointStateMapper
 from delan_common.ros.params import declare, validating_callback
-from delan_common.ros.qos import LATCHED, create_publisher, create_subscription, joint_states_qos
+from delan_common.ros.qos import LATCHED, create_publisher
 from delan_common.ros.rejections import RejectionCounter
 from delan_common.ros.robot_param import declare_robot
 from delan_common.ros.spin import run_node, steady_timer
+from delan_common.ros.state_taker import JointStateTaker, Taken
 from delan_control.trajectories import REFERENCE_KINDS, make_reference, splice
 
 #: A continued excitation is sent this long [s] before the current one ends (at most half
 #: of a trajectory): time enough for a node starved of CPU by the learner and the sim.
 HANDOVER_S = 1.0
+#: joint states are taken this often [s], up to STATE_DEPTH queued (only the newest is used)
+STATE_PERIOD_S = 0.02
+STATE_DEPTH = 10
 
 
 def to_msg(joint_names, t0_ns: int, t, q, qd, qdd) -> JointTrajectory:
@@ -162,7 +170,9 @@ class ReferenceNode(Node):
         self.mapper = JointStateMapper(self.robot.joint_names)
         self.rejected = RejectionCounter(self.get_logger(), 'joint state')
         self.q_now: Optional[np.ndarray] = None
-        self._last_state: Optional[bytes] = None
+        self._state_ns: Optional[int] = None  # stamp of the newest good joint state
+        self._last_state: Optional[bytes] = None  # the newest joint state, serialised
+        self._parsed: Optional[bytes] = None  # the one q_now and _state_ns were read from
         self.published = 0
         self._t0_ns: Optional[int] = None  # stamp of the reference in force
         self._end_ns: Optional[int] = None
@@ -170,26 +180,43 @@ class ReferenceNode(Node):
         self._next = None  # the continued excitation, made ahead
         self._design = None  # (RobotModel, RegressorConditioning), built once
         self.pub = create_publisher(self, JointTrajectory, 'reference_trajectory', LATCHED)
-        # raw: only the newest state is ever looked at (when a reference is made), so the
-        # 1 kHz stream is not deserialised -- that cost ~30 % of a core
-        create_subscription(
-            self, JointState, 'joint_states', self._on_joint_state, joint_states_qos(10), raw=True
+        # taken as bytes by a thread of its own, not by the executor: the newest state (and its
+        # stamp, the time a reference is stamped in) stays current while a callback designs an
+        # excitation, and only that one is ever deserialised
+        self._taker = JointStateTaker(
+            self, self._on_states, STATE_DEPTH, 'reference_states', period_s=STATE_PERIOD_S
         )
         self._start_ns = self.get_clock().now().nanoseconds
         steady_timer(self, 0.05, self._tick)
 
-    def _on_joint_state(self, raw: bytes) -> None:
-        self._last_state = raw
+    def _on_states(self, batch: List[Taken]) -> None:
+        self._last_state = batch[-1][0]
 
     def _current_position(self) -> Optional[np.ndarray]:
         """The newest joint state's positions; a bad one is counted and the last good kept."""
-        if self._last_state is not None:
-            raw, self._last_state = self._last_state, None
+        raw = self._last_state
+        if raw is not None and raw is not self._parsed:
+            self._parsed = raw
             try:
-                self.q_now = self.mapper.map(deserialize_message(raw, JointState)).position
+                msg = deserialize_message(raw, JointState)
+                self.q_now = self.mapper.map(msg).position
+                stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+                if stamp_ns > 0:
+                    self._state_ns = stamp_ns
             except JointStateError as err:
                 self.rejected.reject(err.reason, err.detail)
         return self.q_now
+
+    def _now_ns(self) -> int:
+        """The time references are stamped and handed over in: the newest joint state's stamp,
+        the time the controller evaluates them at, read when the reference is sent (after it was
+        made). The node's clock, even on ``/clock``, is as old as the last message the executor
+        served: designing an excitation takes the executor ~1 s, a sim's time runs on meanwhile
+        (several times faster while a lockstep sim catches up after a pause), and a reference
+        stamped that far in the past was entered past its approach, with a step that swung a
+        UR5 into its torque limits. The node's clock while no stamped state has come."""
+        self._current_position()
+        return self._state_ns if self._state_ns is not None else self.get_clock().now().nanoseconds
 
     def _on_params(self, params) -> None:
         changed = False
@@ -209,10 +236,17 @@ class ReferenceNode(Node):
         if changed:
             self.publish_reference()
 
+    def close(self) -> None:
+        """Stop taking joint states (run_node calls it; idempotent)."""
+        self._taker.close()
+
+    def destroy_node(self):
+        self.close()
+        return super().destroy_node()
+
     def _tick(self) -> None:
-        now = self.get_clock().now().nanoseconds
         if self.published == 0:
-            waited = (now - self._start_ns) * 1e-9
+            waited = (self.get_clock().now().nanoseconds - self._start_ns) * 1e-9
             if self._current_position() is not None or waited >= self.wait_for_state:
                 self.publish_reference()
         elif self.repeat and self.kind == 'excitation' and self._end_ns is not None:
@@ -220,6 +254,7 @@ class ReferenceNode(Node):
                 # made a tick after the current one went out: when it is due, only the splice
                 # is left to do
                 self._next = self._make(self.seed + 1, start=tuple(a[-1] for a in self._last[1:]))
+            now = self._now_ns()
             if now >= self._end_ns - int(self._handover() * 1e9):
                 # spliced on time; too late (the arm already holds the last point), from rest
                 # where it is
@@ -330,7 +365,7 @@ class ReferenceNode(Node):
             t0 = self._t0_ns + int(round(offset * 1e9))
         else:
             t, q, qd, qdd = self._make(self.seed)
-            t0 = self.get_clock().now().nanoseconds + 20_000_000  # 20 ms lead for transport
+            t0 = self._now_ns() + 20_000_000  # 20 ms lead for transport
         self._next = None
         self.pub.publish(to_msg(self.robot.joint_names, t0, t, q, qd, qdd))
         self._t0_ns, self._last = t0, (t, q, qd, qdd)
