@@ -27,9 +27,9 @@ sys.path.insert(0, os.path.join(ROOT, 'delan_learning'))
 from delan_common.dynamics import friction_torque  # noqa: E402
 from delan_common.excitation import random_fourier_trajectory  # noqa: E402
 from delan_learning.data import Dataset  # noqa: E402
-from delan_learning.fastpath import NumpyDelan  # noqa: E402
 from delan_learning.lagrangian import DelanModel  # noqa: E402
 from delan_learning.mlp import MlpInverseModel  # noqa: E402
+from delan_learning.numpy_delan import NumpyDelan  # noqa: E402
 from delan_learning.training import Batch, TorqueNormalizer, TrainConfig, Trainer, train_model  # noqa: E402
 
 REFERENCE_SAMPLES_PER_S = 17_500.0

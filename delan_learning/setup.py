@@ -6,12 +6,14 @@ setup(
     name=package_name,
     version='0.1.0',
     packages=find_packages(exclude=['test']),
+    # the C source of the compiled DeLaN kernel, built at first use (delan_learning.c_kernel)
+    package_data={package_name: ['delan_kernel.c']},
     data_files=[
         ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
         ('share/' + package_name, ['package.xml']),
     ],
     install_requires=['setuptools'],
-    zip_safe=True,
+    zip_safe=False,
     maintainer='delan_ros maintainers',
     maintainer_email='maintainers@delan-ros.invalid',
     description='Deep Lagrangian Networks: ROS-free core and ROS 2 nodes.',

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the kernel source of delan_learning/fastpath.py, extracted at build time (CMakeLists.txt):
+/* the kernel source delan_learning/delan_kernel.c, copied at build time (CMakeLists.txt):
  * defines delan_t and delan_inverse() */
 #include "delan_kernel.inc"
 

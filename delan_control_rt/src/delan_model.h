@@ -1,5 +1,5 @@
 /* A DeLaN exported by delan_learning.c_export (format documented there), evaluated by the C
- * kernel of delan_learning.fastpath (its _C_SOURCE, compiled into this library unchanged). */
+ * kernel of delan_learning (its delan_kernel.c, compiled into this library unchanged). */
 #ifndef DELAN_CONTROL_RT__DELAN_MODEL_H_
 #define DELAN_CONTROL_RT__DELAN_MODEL_H_
 

@@ -1,8 +1,8 @@
 """A trained DeLaN as a plain binary file for the compiled controller (``delan_control_rt``).
 
-The compiled node evaluates the same C kernel as :mod:`delan_learning.fastpath`
-(``_C_SOURCE``, whose ``delan_t`` it fills from this file), so the file holds exactly the arrays
-``NumpyDelan._c_setup`` hands that kernel, without torch or Python on the control path.
+The compiled node evaluates the same C kernel as :mod:`delan_learning.c_kernel`
+(``delan_kernel.c``, whose ``delan_t`` it fills from this file), so the file holds exactly the
+arrays ``NumpyDelan._c_setup`` hands that kernel, without torch or Python on the control path.
 
 Layout, version 1 (all little-endian, no padding)::
 
@@ -62,7 +62,7 @@ def export_bytes(
     model, joint_names: Optional[Sequence[str]] = None, model_version: int = 0
 ) -> bytes:
     """The file's bytes for a :class:`~delan_learning.lagrangian.DelanModel`."""
-    from delan_learning.fastpath import NumpyDelan
+    from delan_learning.numpy_delan import NumpyDelan
 
     fast = NumpyDelan(model, joint_names, use_c=False)
     _, st, _, arrays, _, _ = fast._c_setup(model, None)

@@ -96,6 +96,19 @@ class DynamicsModule(nn.Module):
         self._undefined('energy (T, V)')
 
 
+def joint_names_of(
+    model: DynamicsModule, joint_names: Optional[Sequence[str]] = None
+) -> List[str]:
+    """``joint_names`` (given) or the model's own, else ``joint0, joint1, ...``; one per joint."""
+    names = joint_names if joint_names is not None else model.joint_names
+    if names is None:
+        names = [f'joint{i}' for i in range(model.n_dof)]
+    names = [str(s) for s in names]
+    if len(names) != model.n_dof:
+        raise ValueError(f'{len(names)} joint names for a {model.n_dof}-DoF model')
+    return names
+
+
 def data_scales(
     q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, tau: np.ndarray
 ) -> Dict[str, np.ndarray]:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from delan_learning.data import Dataset
-from delan_learning.fastpath import NumpyDelan
+from delan_learning.numpy_delan import NumpyDelan
 from delan_learning.training import TrainConfig, train_model
 
 #: Training must fit in 60 s on 2 CPU cores: the schedule is cut by this budget when the

@@ -6,9 +6,12 @@ import pytest
 import torch
 
 from delan_common.dynamics import DynamicsModel
-from delan_learning.fastpath import NumpyDelan, TorchDynamics, c_kernel, dynamics_model
+from delan_learning.c_kernel import c_kernel
+from delan_learning.fastpath import dynamics_model
 from delan_learning.lagrangian import DelanModel
 from delan_learning.mlp import MlpInverseModel
+from delan_learning.numpy_delan import NumpyDelan
+from delan_learning.torch_dynamics import TorchDynamics
 
 CASES = [
     (['revolute'] * 2, False, 'softplus'),

@@ -87,11 +87,11 @@ def _preload_model_libraries() -> Optional[str]:
 
     try:
         import delan_learning.checkpoint  # noqa: F401  (torch)
-        import delan_learning.lagrangian  # noqa: F401
-        from delan_learning import fastpath
+        import delan_learning.fastpath  # noqa: F401
+        from delan_learning.c_kernel import c_kernel
     except ImportError as err:
         return str(err)
-    fastpath.c_kernel()
+    c_kernel()
     return None
 
 

@@ -53,8 +53,8 @@ from delan_common.ros.state_taker import JointStateTaker, Taken, decode_joint_st
 from delan_common.urdf_joints import END_STOP_TOLERANCE, at_position_limit
 from delan_learning.c_export import export_delan, weights_path
 from delan_learning.checkpoint import CheckpointError, load_model, save_model
-from delan_learning.fastpath import NumpyDelan
 from delan_learning.models import build_model
+from delan_learning.numpy_delan import NumpyDelan
 from delan_learning.online import (
     ACCELERATION_SOURCES,
     DelayedDifferentiator,
