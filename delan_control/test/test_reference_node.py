@@ -361,9 +361,8 @@ def test_references_are_stamped_and_handed_over_in_the_time_of_the_joint_states(
     """In-process, the node's timer driven by hand and its executor never spun: an arm whose
     stamps are not the node's clock (a sim's time from 0, running faster than the clock) gets
     its references stamped in its own time as it is when they are sent, where the controller
-    evaluates them, and the next excitation when *its* time comes. Stamped by a clock as old
-    as the last message the executor served (before ~1 s of excitation design), the first
-    excitation was entered past its approach and swung a UR5 into its torque limits."""
+    evaluates them, and the next excitation when *its* time comes (not by a clock as old as the
+    last message the executor served, which a controller would enter past the approach)."""
     import threading
 
     from rclpy.serialization import serialize_message

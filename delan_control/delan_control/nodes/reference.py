@@ -211,10 +211,10 @@ class ReferenceNode(Node):
         """The time references are stamped and handed over in: the newest joint state's stamp,
         the time the controller evaluates them at, read when the reference is sent (after it was
         made). The node's clock, even on ``/clock``, is as old as the last message the executor
-        served: designing an excitation takes the executor ~1 s, a sim's time runs on meanwhile
-        (several times faster while a lockstep sim catches up after a pause), and a reference
-        stamped that far in the past was entered past its approach, with a step that swung a
-        UR5 into its torque limits. The node's clock while no stamped state has come."""
+        served, and designing an excitation holds the executor while the arm's time runs on
+        (faster than the clock while a lockstep sim catches up after a pause): a reference
+        stamped by it would be entered late, past its approach. The node's clock while no
+        stamped state has come."""
         self._current_position()
         return self._state_ns if self._state_ns is not None else self.get_clock().now().nanoseconds
 
