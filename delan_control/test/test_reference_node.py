@@ -21,6 +21,7 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
 from delan_common.ros.qos import LATCHED
+from delan_common.ros.stamps import seconds
 from delan_common.urdf_joints import RobotDescription
 from delan_control.nodes.reference import ReferenceNode
 from delan_control.trajectories import PiecewiseQuintic
@@ -273,22 +274,28 @@ def test_starts_from_the_current_joint_state():
             node.destroy_node()
 
 
+def repeating_excitation_node(ctx, namespace: str) -> ReferenceNode:
+    """An in-process reference node in ``namespace``: short excitations (0.5 s approach, 2 s),
+    each followed by the next seed, starting without waiting for joint states."""
+    return ReferenceNode(
+        context=ctx,
+        namespace=namespace,
+        parameter_overrides=[
+            Parameter('urdf_path', value=URDF),
+            Parameter('trajectory', value='excitation'),
+            Parameter('approach_time', value=0.5),
+            Parameter('duration', value=2.0),
+            Parameter('wait_for_joint_states', value=0.0),
+            Parameter('repeat', value=True),
+        ],
+    )
+
+
 def test_a_repeated_excitation_is_handed_over_before_the_last_one_ends():
     """In-process: the next seed's excitation comes while the current one still runs, stamped so
     that both command the same motion until the current one ends (no stop, no velocity step)."""
     with ros_context() as ctx:
-        node = ReferenceNode(
-            context=ctx,
-            namespace='handover',
-            parameter_overrides=[
-                Parameter('urdf_path', value=URDF),
-                Parameter('trajectory', value='excitation'),
-                Parameter('approach_time', value=0.5),
-                Parameter('duration', value=2.0),
-                Parameter('wait_for_joint_states', value=0.0),
-                Parameter('repeat', value=True),
-            ],
-        )
+        node = repeating_excitation_node(ctx, 'handover')
         lis = Listener(ctx)
         try:
             lis.ex.add_node(node)
@@ -322,18 +329,7 @@ def test_a_repeat_too_late_to_splice_starts_from_rest_where_the_arm_is():
 
     q_now = [0.1, -0.3]
     with ros_context() as ctx:
-        node = ReferenceNode(
-            context=ctx,
-            namespace='late',
-            parameter_overrides=[
-                Parameter('urdf_path', value=URDF),
-                Parameter('trajectory', value='excitation'),
-                Parameter('approach_time', value=0.5),
-                Parameter('duration', value=2.0),
-                Parameter('wait_for_joint_states', value=0.0),
-                Parameter('repeat', value=True),
-            ],
-        )
+        node = repeating_excitation_node(ctx, 'late')
         lis = Listener(ctx)  # the node is not spun: only the listener
         try:
             lis.subscribe('/late/reference_trajectory')
@@ -375,22 +371,8 @@ def test_references_are_stamped_and_handed_over_in_the_time_of_the_joint_states(
     def state(t: float) -> bytes:
         return serialize_message(message(t))
 
-    def stamp(msg: JointTrajectory) -> float:
-        return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-
     with ros_context() as ctx:
-        node = ReferenceNode(
-            context=ctx,
-            namespace='state_time',
-            parameter_overrides=[
-                Parameter('urdf_path', value=URDF),
-                Parameter('trajectory', value='excitation'),
-                Parameter('approach_time', value=0.5),
-                Parameter('duration', value=2.0),
-                Parameter('wait_for_joint_states', value=0.0),
-                Parameter('repeat', value=True),
-            ],
-        )
+        node = repeating_excitation_node(ctx, 'state_time')
         lis = Listener(ctx)  # the node is not spun: only the listener
         try:
             lis.subscribe('/state_time/reference_trajectory')
@@ -417,9 +399,9 @@ def test_references_are_stamped_and_handed_over_in_the_time_of_the_joint_states(
             first = lis.received[0][1]
             # stamped 20 ms (the transport lead) after the arm's newest state, within the
             # taker's period and a few states of this stream
-            assert newest - 0.1 <= stamp(first) - 0.02 <= newest
+            assert newest - 0.1 <= seconds(first.header.stamp) - 0.02 <= newest
             time.sleep(0.2)  # the taker has taken the last of the stream
-            end = stamp(first) + arrays(first)[0][-1]
+            end = seconds(first.header.stamp) + arrays(first)[0][-1]
             node._tick()  # makes the next one ahead
             node._last_state = state(end - 2.0)  # the arm's time moved, not yet to the handover
             node._tick()
@@ -429,10 +411,13 @@ def test_references_are_stamped_and_handed_over_in_the_time_of_the_joint_states(
             node._tick()
             lis.wait_count(2)
             second = lis.received[1][1]
-            assert stamp(second) == pytest.approx(end - 1.0, abs=0.011)
+            assert seconds(second.header.stamp) == pytest.approx(end - 1.0, abs=0.011)
             a, b = PiecewiseQuintic(*arrays(first)), PiecewiseQuintic(*arrays(second))
-            times = np.linspace(stamp(second), end - 1e-6, 10)
-            for x, y in zip(a.sample(times - stamp(first)), b.sample(times - stamp(second))):
+            times = np.linspace(seconds(second.header.stamp), end - 1e-6, 10)
+            for x, y in zip(
+                a.sample(times - seconds(first.header.stamp)),
+                b.sample(times - seconds(second.header.stamp)),
+            ):
                 assert np.allclose(x, y, atol=1e-9)
         finally:
             lis.close()
