@@ -961,9 +961,11 @@ def test_learner_recovers_from_garbage_and_absurd_data(rig_factory):
     # the absurd data did reach the learner's validation data (else this test proves nothing)
     assert worst > 10.0 * nmse_before, (worst, nmse_before)
     assert rounds <= 40, (rounds, after.validation_nmse, nmse_before)
-    # no version fitted to the absurd data went out; the new ones are as good as before
+    # no version fitted to the absurd data went out; the new ones are as good as before: within
+    # 3x of the last version before the burst, or 0.02 where that one was near the noise floor
+    # (a model fitted to a share f of efforts x -2.5 scores ~12 f^2: 0.02 is f = 4 %)
     for v, x in offline.items():
-        assert x < 3.0 * reference, (v, x, reference)
+        assert x < max(3.0 * reference, 0.02), (v, x, reference)
     # every rollback is reported in ModelStatus too (state DIVERGED, with the reason; the
     # state lasts one training round, the status comes every 50 ms here)
     assert diverged or not logged, logged

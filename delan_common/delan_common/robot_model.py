@@ -753,11 +753,17 @@ class RobotModel:
     def _check_mass_matrix(self, root) -> None:
         rng = np.random.default_rng(0)
         lo, hi = self.sample_bounds()
-        worst = np.inf
+        worst, direction = np.inf, np.zeros(self.n)
         for q in [0.5 * (lo + hi)] + [rng.uniform(lo, hi) for _ in range(3)]:
-            H = self.mass_matrix(q)
-            worst = min(worst, float(np.linalg.eigvalsh(H)[0]))
+            w, v = np.linalg.eigh(self.mass_matrix(q))
+            if not w[0] >= worst:
+                worst, direction = float(w[0]), v[:, 0]
         if not worst > 1e-10:
+            moving = [
+                nm
+                for nm, c in zip(self.joint_names, np.abs(direction))
+                if c > 0.2 * np.abs(direction).max()
+            ]
             no_inertial = [
                 ln.get('name')
                 for ln in root.findall('link')
@@ -765,7 +771,8 @@ class RobotModel:
             ]
             raise self._fail(
                 f'singular mass matrix (smallest eigenvalue {worst:.3g}): a moving link chain '
-                f'has no mass/inertia; links without <inertial>: {no_inertial or "none"}'
+                f'has no mass/inertia; links without <inertial>: {no_inertial or "none"}; the '
+                f'massless motion moves joints {moving}: leave them out of `joints` (locked)'
             )
 
     # ------------------------------------------------------------------ defaults

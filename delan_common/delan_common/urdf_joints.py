@@ -318,13 +318,12 @@ def select_joints(
     movable = [_read_joint(j) for j in order if j.get('type') in ACTUATED_TYPES]
     if not movable:
         raise UrdfError('URDF has no actuated (revolute/continuous/prismatic) joints')
+    names = [j.name for j in movable]
+    dangling = [j for j in movable if j.mimic is not None and j.mimic.joint not in names]
+    movable = [replace(j, mimic=None) if j in dangling else j for j in movable]
     by_name = {j.name: j for j in movable}
-    for j in movable:
-        if j.mimic is not None and j.mimic.joint not in by_name:
-            raise UrdfError(f'joint {j.name!r} mimics {j.mimic.joint!r}, not a movable joint')
     masters = {j.mimic.joint for j in movable if j.mimic is not None}
     tied = {j.name for j in movable if j.mimic is not None} | masters
-    names = [j.name for j in movable]
     gripper: List[str] = []
     if joints:
         chosen = _check_selection(list(joints), names, by_name, masters)
@@ -342,6 +341,12 @@ def select_joints(
     selected = _with_limits(selected, velocity_limits, 'velocity')
     positions = _locked_positions(movable, chosen, dict(locked or {}), names)
     warnings = _lock_warnings(positions, by_name) + _limit_warnings(selected)
+    if dangling:
+        warnings.append(
+            'mimic tags naming no movable joint ignored (the joints move on their own, as '
+            'Pinocchio reads them): '
+            + ', '.join(f'{j.name} -> {j.mimic.joint!r}' for j in dangling if j.mimic)
+        )
     if gripper and not chosen & set(gripper):
         warnings.append(
             f'gripper joints at the end of the arm chain left out: {gripper} '

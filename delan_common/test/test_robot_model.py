@@ -190,8 +190,9 @@ def test_broken_urdfs_give_clear_errors(tmp_path):
         '<axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>'
         '</robot>'
     )
-    with pytest.raises(RobotDescriptionError, match='arm'):
+    with pytest.raises(RobotDescriptionError, match='arm') as err:
         RobotModel(str(no_inertia))
+    assert "moves joints ['j']" in str(err.value)
     floating = (
         '<robot name="x"><link name="a"/><link name="b"><inertial><mass value="1"/>'
         '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>'

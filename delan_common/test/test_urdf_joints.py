@@ -135,6 +135,19 @@ def test_mimic_follows_its_locked_master_and_the_drive_is_not_selected():
     assert [j.name for j in select_joints(ET.fromstring(chain)).joints] == ['j1']
 
 
+def test_a_mimic_naming_no_movable_joint_moves_on_its_own_with_a_warning():
+    # alex_psyonic_hands.urdf (example-robot-data): 'Left_index_q2' mimics 'index_q1', a name
+    # the file does not have; Pinocchio loads it as an independent joint, so does the selection
+    xml = _tree(
+        ('j1', 'revolute', 'base', 'l1', LIM),
+        ('j2', 'revolute', 'l1', 'l2', LIM + '<mimic joint="ghost" multiplier="2"/>'),
+    )
+    sel = select_joints(ET.fromstring(xml))
+    assert [j.name for j in sel.joints] == ['j1', 'j2']
+    assert all(j.mimic is None for j in sel.joints)
+    assert any("j2 -> 'ghost'" in w and 'ignored' in w for w in sel.warnings)
+
+
 def test_a_gripper_joint_at_the_end_of_the_chain_is_left_out():
     """A single jaw on the chain (SO-100, Z1, a Talos hand): locked by default, learnable on
     request; a gripper-named joint inside the chain and a description of a gripper alone keep

@@ -23,7 +23,7 @@ from trajectory_msgs.msg import JointTrajectory
 from delan_common.ros.qos import LATCHED
 from delan_common.ros.stamps import seconds
 from delan_common.urdf_joints import RobotDescription
-from delan_control.nodes.reference import ReferenceNode
+from delan_control.nodes.reference import STATE_STALE_S, ReferenceNode
 from delan_control.trajectories import PiecewiseQuintic
 from delan_testing.ros import node_process, ros_context, spin_in_thread
 
@@ -321,6 +321,29 @@ def test_a_repeated_excitation_is_handed_over_before_the_last_one_ends():
             node.destroy_node()
 
 
+def test_a_reference_set_while_the_joint_states_are_stale_is_stamped_by_the_clock():
+    """In-process: the arm's last state is stamped 1000 s and then the states stop (a driver
+    down). A reference set a second later is stamped by the node's clock (the time a restarted
+    driver's states will carry), not at the stale state's time, which the controller would meet
+    long past; while the states are fresh their stamp is used."""
+    from rclpy.serialization import serialize_message
+
+    msg = JointState(name=NAMES, position=[0.1, -0.3], velocity=[0.0, 0.0])
+    msg.header.stamp.sec = 1000
+    with ros_context() as ctx:
+        node = repeating_excitation_node(ctx, 'stale')
+        try:
+            node._on_states([(serialize_message(msg), {})])
+            assert node._now_ns() == 1000 * 10**9
+            time.sleep(STATE_STALE_S + 0.1)
+            now = node.get_clock().now().nanoseconds
+            assert abs(node._now_ns() - now) < 0.1e9
+            node._on_states([(serialize_message(msg), {})])  # the driver is back
+            assert node._now_ns() == 1000 * 10**9
+        finally:
+            node.destroy_node()
+
+
 def test_a_repeat_too_late_to_splice_starts_from_rest_where_the_arm_is():
     """In-process, the node's timer driven by hand: when the node comes to the next excitation
     only after the last one ended (the arm already holds its last point), the next one starts
@@ -338,7 +361,7 @@ def test_a_repeat_too_late_to_splice_starts_from_rest_where_the_arm_is():
             lis.wait_count(1)
             node._tick()  # makes the next one ahead
             state = JointState(name=NAMES, position=q_now, velocity=[0.0, 0.0])
-            node._last_state = serialize_message(state)
+            node._on_states([(serialize_message(state), {})])
             node._end_ns = node.get_clock().now().nanoseconds - 500_000_000
             node._tick()
             lis.wait_count(2)
@@ -403,11 +426,11 @@ def test_references_are_stamped_and_handed_over_in_the_time_of_the_joint_states(
             time.sleep(0.2)  # the taker has taken the last of the stream
             end = seconds(first.header.stamp) + arrays(first)[0][-1]
             node._tick()  # makes the next one ahead
-            node._last_state = state(end - 2.0)  # the arm's time moved, not yet to the handover
+            node._on_states([(state(end - 2.0), {})])  # the arm's time moved, not to the handover
             node._tick()
             time.sleep(0.5)
             assert len(lis.received) == 1
-            node._last_state = state(end - 0.9)  # within the last second: handed over, spliced
+            node._on_states([(state(end - 0.9), {})])  # within the last second: handed over
             node._tick()
             lis.wait_count(2)
             second = lis.received[1][1]

@@ -14,6 +14,8 @@ arm's time may run from 0, or faster or slower than the clock.
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -38,6 +40,8 @@ HANDOVER_S = 1.0
 #: joint states are taken this often [s], up to STATE_DEPTH queued (only the newest is used)
 STATE_PERIOD_S = 0.02
 STATE_DEPTH = 10
+#: a newest joint state older than this [s of wall time] no longer tells the arm's time
+STATE_STALE_S = 0.5
 
 
 def to_msg(joint_names, t0_ns: int, t, q, qd, qdd) -> JointTrajectory:
@@ -172,6 +176,7 @@ class ReferenceNode(Node):
         self.q_now: Optional[np.ndarray] = None
         self._state_ns: Optional[int] = None  # stamp of the newest good joint state
         self._last_state: Optional[bytes] = None  # the newest joint state, serialised
+        self._last_arrival = -math.inf  # time.monotonic() when it was taken
         self._parsed: Optional[bytes] = None  # the one q_now and _state_ns were read from
         self.published = 0
         self._t0_ns: Optional[int] = None  # stamp of the reference in force
@@ -190,7 +195,7 @@ class ReferenceNode(Node):
         steady_timer(self, 0.05, self._tick)
 
     def _on_states(self, batch: List[Taken]) -> None:
-        self._last_state = batch[-1][0]
+        self._last_state, self._last_arrival = batch[-1][0], time.monotonic()
 
     def _current_position(self) -> Optional[np.ndarray]:
         """The newest joint state's positions; a bad one is counted and the last good kept."""
@@ -214,9 +219,14 @@ class ReferenceNode(Node):
         served, and designing an excitation holds the executor while the arm's time runs on
         (faster than the clock while a lockstep sim catches up after a pause): a reference
         stamped by it would be entered late, past its approach. The node's clock while no
-        stamped state has come."""
+        stamped state has come, and the later of the two while the states are stale (a driver
+        down: its time, the clock's, runs on; a paused sim: the clock waits with it)."""
         self._current_position()
-        return self._state_ns if self._state_ns is not None else self.get_clock().now().nanoseconds
+        if self._state_ns is None:
+            return self.get_clock().now().nanoseconds
+        if time.monotonic() - self._last_arrival > STATE_STALE_S:
+            return max(self._state_ns, self.get_clock().now().nanoseconds)
+        return self._state_ns
 
     def _on_params(self, params) -> None:
         changed = False
