@@ -17,7 +17,7 @@ from pathlib import Path
 import node_set  # noqa: F401  (puts the test-only delan_testing on sys.path)
 import numpy as np
 
-from delan_learning.bag_io import (
+from delan_learning.bags import (
     JOINT_STATE_TYPE,
     SplitBagWriter,
     TopicSpec,

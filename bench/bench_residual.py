@@ -28,7 +28,7 @@ from node_set import log, provenance
 from delan_common.residual_dynamics import NominalPlusResidual
 from delan_common.robot_model import RobotModel, find_urdf
 from delan_control.replay import EvaluationSetup, replay_tracking
-from delan_learning.bag_io import read_bag_arrays
+from delan_learning.bags import read_bag_arrays
 from delan_learning.fastpath import dynamics_model
 from delan_learning.models import build_model
 from delan_learning.online import evaluate_total, fit_targets, held_out

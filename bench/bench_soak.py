@@ -92,7 +92,7 @@ def verify_bag(bag_root: str, rate: float) -> Dict:
     message."""
     from rosbags.rosbag2 import Reader
 
-    from delan_learning.bag_io import ros2_typestore
+    from delan_learning.bags import ros2_typestore
 
     store = ros2_typestore()
     counts: Dict[str, int] = {}

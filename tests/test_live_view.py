@@ -26,7 +26,7 @@ from rosidl_runtime_py.utilities import get_message
 from sensor_msgs.msg import JointState
 
 from delan_common.urdf_joints import RobotDescription
-from delan_learning.bag_io import iter_bag_messages
+from delan_learning.bags import iter_bag_messages
 from delan_msgs.msg import ControllerState, DynamicsEstimate
 from delan_testing.ros import make_executor, ros_context, spin_in_thread
 

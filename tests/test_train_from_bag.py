@@ -21,7 +21,7 @@ from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from delan_learning.bag_io import (
+from delan_learning.bags import (
     COMMAND_TYPE,
     JOINT_STATE_TYPE,
     SplitBagWriter,

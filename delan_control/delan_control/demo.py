@@ -655,7 +655,7 @@ class Demo:
 
     def phase_identification(self) -> None:
         from delan_control.sysid import identify_dataset
-        from delan_learning.bag_io import read_bag_arrays
+        from delan_learning.bags import read_bag_arrays
 
         log('phase 2/3: stopping the logger and identifying from its bag')
         code = self.stop('data_logger')

@@ -14,7 +14,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from delan_learning.bag_io import JOINT_STATE_TYPE, SplitBagWriter, TopicSpec, ros2_typestore
+from delan_learning.bags import JOINT_STATE_TYPE, SplitBagWriter, TopicSpec, ros2_typestore
 
 URDF = 'two_link_arm.urdf'
 RATE = 200.0

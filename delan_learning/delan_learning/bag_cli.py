@@ -18,7 +18,7 @@ from typing import List, Optional
 import numpy as np
 
 from delan_common.command_order import add_command_order_args, command_joints_of, csv_list
-from delan_learning.bag_io import BagError, BagWarning, read_bag_arrays, recover_bag
+from delan_learning.bags import BagError, BagWarning, read_bag_arrays, recover_bag
 
 NPZ_KEYS = ('q', 'qd', 'qdd', 'tau', 'traj', 't', 'joint_names', 'joint_types')
 

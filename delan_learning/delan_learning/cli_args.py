@@ -113,13 +113,13 @@ def read_bag(
     joints: Optional[Sequence[str]] = None,
     command_joints: Optional[Sequence[str]] = None,
 ) -> Dict[str, np.ndarray]:
-    """The data arrays of a bag (:func:`delan_learning.bag_io.read_bag_arrays` with its
+    """The data arrays of a bag (:func:`delan_learning.bags.read_bag_arrays` with its
     defaults); ValueError with a one-line reason when it cannot be read."""
     try:
-        from delan_learning.bag_io import read_bag_arrays
+        from delan_learning.bags import read_bag_arrays
     except ImportError as err:
         raise ValueError(
-            f'--bag needs the rosbag reader delan_learning.bag_io, which cannot be '
+            f'--bag needs the rosbag reader delan_learning.bags, which cannot be '
             f'imported here ({err}); convert the bag to .npz and use --data'
         ) from None
     try:

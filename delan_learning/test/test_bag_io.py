@@ -1,13 +1,16 @@
-"""bag_io and delan-bag2npz on real bag files written with ``rosbags``: the ``ros2 bag record``
-layout (mcap and sqlite3), this logger's split layout, and bags damaged the way crashes damage
-them (truncated mcap, missing metadata.yaml, uncommitted sqlite3 transaction)."""
+"""delan_learning.bags and delan-bag2npz on real bag files written with ``rosbags``: the
+``ros2 bag record`` layout (mcap and sqlite3), this logger's split layout, and bags damaged the
+way crashes damage them (truncated mcap, damaged chunks, missing metadata.yaml, uncommitted
+sqlite3 transaction)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +18,7 @@ import pytest
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 
 from delan_common.command_order import command_joints_from_controllers_yaml
-from delan_learning.bag_io import (
+from delan_learning.bags import (
     COMMAND_TYPE,
     JOINT_STATE_TYPE,
     BagError,
@@ -486,6 +489,42 @@ def test_truncated_mcap_reads_complete_chunks(tmp_path):
     f2.write_bytes(data[:12])
     with pytest.raises(BagError, match='header'):
         read_bag_arrays(f2)
+
+
+def _with_chunk_crcs(data):
+    """``data`` (an mcap file of uncompressed chunks) with every chunk's CRC set, as the C++
+    writer sets it, and the (CRC field, records start, records end) offsets of each chunk."""
+    buf, chunks, pos = bytearray(data), [], 8
+    while pos + 9 <= len(buf) and buf[pos] != 0x0F:  # up to the data-end record
+        (length,) = struct.unpack_from('<Q', buf, pos + 1)
+        if buf[pos] == 0x06:
+            crc_at = pos + 9 + 24
+            (n_comp,) = struct.unpack_from('<I', buf, crc_at + 4)
+            (n_recs,) = struct.unpack_from('<Q', buf, crc_at + 8 + n_comp)
+            start = crc_at + 16 + n_comp
+            struct.pack_into('<I', buf, crc_at, zlib.crc32(buf[start : start + n_recs]))
+            chunks.append((crc_at, start, start + n_recs))
+        pos += 9 + length
+    return buf, chunks
+
+
+def test_damaged_chunk_skipped_and_later_chunks_read(tmp_path):
+    w = _logger_bag(tmp_path, 'mcap', n=300, flush_every=50)  # 6 chunks of 50 states
+    bag = w.paths[0]
+    f = bag / f'{bag.name}.mcap'
+    buf, chunks = _with_chunk_crcs(f.read_bytes())
+    assert len(chunks) == 6
+    _, start, end = chunks[2]
+    buf[end - 3] ^= 0xFF  # a byte of the last state in the third chunk
+    f.write_bytes(bytes(buf[: len(buf) - 100]))  # and the summary cut: salvaged record by record
+    with pytest.warns(BagWarning) as caught:
+        res = read_bag_arrays(bag)
+    assert any('skipped a damaged chunk' in str(w.message) for w in caught)
+    assert len(res['t']) == 250 and res['info']['trajectories'] == 2
+    assert res['t'][-1] == pytest.approx(2.99)  # the chunks after the damaged one are read
+    recover_bag(bag)
+    with Reader(bag) as r:
+        assert r.message_count == 250
 
 
 @pytest.mark.parametrize('storage', ['mcap', 'sqlite3'])

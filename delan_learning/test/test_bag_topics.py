@@ -5,7 +5,7 @@ import pytest
 from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import JointState
 
-from delan_learning.bag_io import (
+from delan_learning.bags import (
     BagError,
     SplitBagWriter,
     TopicSpec,
@@ -46,7 +46,7 @@ def test_suite_types_get_their_definition_and_the_hash_ros_computes():
     # what rosidl generated for the installed package (type_description_interfaces)
     import json
 
-    from delan_learning.bag_io import installed_interface_file
+    from delan_learning.bags import installed_interface_file
 
     described = installed_interface_file('delan_msgs/ControllerState').with_suffix('.json')
     hashes = json.loads(described.read_text())['type_hashes']

@@ -19,7 +19,7 @@ from rosbags.rosbag2 import Reader
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from delan_learning.bag_io import (
+from delan_learning.bags import (
     BagWarning,
     iter_bag_messages,
     read_bag_arrays,

@@ -76,7 +76,7 @@ from delan_common.ros.params import declare, validating_callback
 from delan_common.ros.qos import joint_states_qos, subscription_events
 from delan_common.ros.robot_param import declare_array
 from delan_common.ros.spin import run_node, steady_timer
-from delan_learning.bag_io import (
+from delan_learning.bags import (
     COMMAND_TYPE,
     JOINT_STATE_TYPE,
     STORAGES,
