@@ -27,6 +27,7 @@ ROSDEP_KEYS = {
     'matplotlib': 'python3-matplotlib',
     'pinocchio': 'pinocchio',
     'rosbags': 'python3-rosbags-pip',
+    'mcap': 'python3-mcap-pip',
     'psutil': 'python3-psutil',
     'pytest': 'python3-pytest',
     'catkin_pkg': 'python3-catkin-pkg',
