@@ -34,12 +34,12 @@ RSS of every process is read from /proc at the start of the first and the end of
 ``--controller rt`` adds the compiled controller (``delan_control_rt``'s
 ``torque_controller_rt``) to the same run, in the same table: after the Python node's windows,
 the Python node is stopped and the compiled one started in its place -- same sim, reference,
-learner and probe -- once per model it has (pd, delan; it reads its parameters once, so each
-model is a fresh start). Its gains and limits are the Python node's (``rt_params``: the
-parameter file's control rate and the demo's PD gains); ``delan`` is the learner's latest
-version at that moment, exported from its checkpoint (``c_export``). It holds its first position
-(no reference trajectory in C), the Python node tracks the excitation: the same law and model
-per cycle, a different motion.
+learner and probe -- once per model, each a fresh start. Its gains and limits are the Python
+node's (``rt_params``: the parameter file's control rate and the demo's PD gains);
+``pinocchio`` and ``identified`` are the rigid-body models the Python node holds, exported
+(``rt_params.model_files``: the URDF's, the identified parameters above); ``delan`` is the
+learner's latest version at that moment, exported from its checkpoint (``c_export``). It
+tracks the same excitation reference as the Python node.
 
 Usage: ``python bench/bench_control_loop.py [--duration 60] [--models pd,delan] [--rate 1000]
 [--urdf seven_dof_arm.urdf] [--controller rt]`` (``--duration 20`` for a quick run). Prints a
@@ -72,8 +72,6 @@ from node_set import (
 )
 
 MODELS = ('pd', 'pinocchio', 'identified', 'delan')
-#: the models the compiled controller evaluates
-RT_MODELS = ('pd', 'delan')
 
 
 def _param_text(v) -> str:
@@ -89,15 +87,16 @@ def _param_text(v) -> str:
 
 
 def rt_controller_params(
-    urdf: str, rate: float, model: str, checkpoint: str, tmp: str, priority: int
+    urdf: str, rate: float, model: str, checkpoint: str, tmp: str, priority: int, ident: str
 ) -> Dict[str, str]:
     """The compiled node's parameters for the set-up the Python node runs in: the parameter
     file's law / watchdog / control rate (its section is keyed ``torque_controller``, which the
     node named ``torque_controller_rt`` does not match), the demo's PD gains, the sim's joint
-    order; for ``delan`` the weights exported from ``checkpoint``."""
+    order; for ``pinocchio`` / ``identified`` the exported rigid-body model (of ``ident``), for
+    ``delan`` the weights exported from ``checkpoint``."""
     from node_set import PARAMS_FILE, node_params
 
-    from delan_control.rt_params import controller_node
+    from delan_control.rt_params import RIGID_BODY_MODELS, controller_node, model_files
 
     ctl = node_params('torque_controller')
     _, _, params = controller_node('rt', urdf, PARAMS_FILE)
@@ -115,6 +114,12 @@ def rt_controller_params(
             'realtime_priority': priority,
         }
     )
+    if model in RIGID_BODY_MODELS:
+        params.update(
+            model_files(
+                model, urdf, identified_params=ident if model == 'identified' else '', folder=tmp
+            )
+        )
     if model == 'delan':
         from delan_learning.c_export import export_delan
         from delan_learning.checkpoint import load_model
@@ -245,7 +250,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         default='python',
         choices=['python', 'rt'],
         help='rt: also the compiled torque_controller_rt (delan_control_rt), after '
-        'the Python node, in the same run and table (models pd, delan)',
+        'the Python node, in the same run and table (same models)',
     )
     ap.add_argument('--keep', action='store_true', help='keep the temporary folder (logs)')
     args = ap.parse_args(argv)
@@ -256,7 +261,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     urdf = os.path.abspath(args.urdf)
     if not os.path.isfile(urdf):
         ap.error(f'no such URDF: {args.urdf}')
-    rt_models = [m for m in models if m in RT_MODELS] if args.controller == 'rt' else []
+    rt_models = models if args.controller == 'rt' else []
     if args.controller == 'rt':
         prefix = os.environ.get('COLCON_PREFIX_PATH', '').split(os.pathsep)[0] or 'install'
         exe = os.path.join(
@@ -356,7 +361,13 @@ def main(argv: Optional[List[str]] = None) -> int:
                     'delan_control_rt',
                     controller,
                     rt_controller_params(
-                        urdf, args.rate, model, probe.last_checkpoint, tmp, args.realtime_priority
+                        urdf,
+                        args.rate,
+                        model,
+                        probe.last_checkpoint,
+                        tmp,
+                        args.realtime_priority,
+                        ident,
                     ),
                 )
                 wait(

@@ -92,10 +92,9 @@ def declare_node_arguments() -> List[DeclareLaunchArgument]:
             'controller_impl',
             default_value='python',
             choices=['python', 'rt'],
-            description='The torque controller: python (delan_control torque_controller, all '
-            'models, runtime parameter changes) or rt (delan_control_rt '
-            'torque_controller_rt, compiled: models pd and delan, parameters read '
-            'once, holds its first position)',
+            description='The torque controller: python (delan_control torque_controller, '
+            'every law) or rt (delan_control_rt torque_controller_rt, compiled: every model, '
+            'the laws computed_torque and feedforward_pd)',
         ),
     ]
 
@@ -174,14 +173,25 @@ def resolved(context: LaunchContext) -> SuiteArguments:
 def rt_controller_parameters(context: LaunchContext, args: SuiteArguments, params) -> Dict:
     """What the launch files give the compiled controller (``controller_impl:=rt``) beyond the
     parameter file: it reads no URDF, so the gains and limits derived here as the Python node
-    derives them; ``<checkpoint>.cw`` exported first for ``model:=delan`` with a checkpoint. A
-    model it does not have stops the launch."""
-    from delan_control.rt_params import RT_MODELS, controller_node, ensure_weights
+    derives them, and the model files (``delan_control.rt_params.model_files``): the URDF's
+    rigid-body model and, with ``identified_params:=``, the identified one, exported (for the
+    model it starts with and any it is switched to), ``<checkpoint>.cw`` for a learned model
+    with a checkpoint. A model it cannot load stops the launch with the reason."""
+    from delan_control.rt_params import RT_MODELS, controller_node
 
     if args.model not in RT_MODELS:
         raise RuntimeError(
             f'controller_impl:=rt has models {list(RT_MODELS)}, not model:={args.model}'
         )
-    if args.model == 'delan' and args.delan_checkpoint:
-        ensure_weights(args.delan_checkpoint)
-    return controller_node('rt', args.urdf, params.perform(context))[2]
+    identified = context.launch_configurations.get('identified_params', '')
+    try:
+        return controller_node(
+            'rt',
+            args.urdf,
+            params.perform(context),
+            model=args.model,
+            checkpoint=args.delan_checkpoint,
+            identified_params=identified,
+        )[2]
+    except (ValueError, RuntimeError, OSError) as err:
+        raise RuntimeError(f'controller_impl:=rt model:={args.model}: {err}') from None

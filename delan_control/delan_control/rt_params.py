@@ -1,19 +1,28 @@
 """Parameters of the compiled torque controller (delan_control_rt's ``torque_controller_rt``)
 that the Python node derives from the URDF at start-up: the C node reads no URDF, so whoever
 starts it (the launch files, the benchmark, the tests) passes them, computed here by the same
-functions as the Python node (``control_laws.arm_gains``, the URDF's effort limits)."""
+functions as the Python node (``control_laws.arm_gains``, the URDF's effort limits), and the
+files it reads its models from: the rigid-body model the Python node holds for ``pinocchio``,
+``identified`` and ``delan_residual`` (:mod:`delan_common.rigid_body_export`, written to
+:func:`model_folder`) and a checkpoint's DeLaN weights (``<checkpoint>.cw``)."""
 
 from __future__ import annotations
 
 import math
+import os
 from typing import Dict, Mapping, Optional
 
 import numpy as np
 
+from delan_common.model_kinds import CONTROLLER_KINDS, LEARNED_KINDS
+
 #: the Python node's gain parameters; [nan] (or absent) means "derive from the URDF"
 GAIN_NAMES = ('ct_kp', 'ct_kd', 'kp', 'kd')
-#: the models the compiled node evaluates (it reads parameters once and no URDF)
-RT_MODELS = ('pd', 'delan')
+#: the models the compiled node evaluates (from exported files: it reads no URDF): all
+RT_MODELS = CONTROLLER_KINDS
+#: the models with a rigid-body part, which the compiled node reads from ``rigid_body_file``
+#: (the URDF's) or ``identified_rigid_body_file``
+RIGID_BODY_MODELS = ('pinocchio', 'identified', 'delan_residual')
 #: the executables the launch argument ``controller_impl`` chooses between
 IMPLEMENTATIONS = {
     'python': ('delan_control', 'torque_controller'),
@@ -71,11 +80,90 @@ def rt_parameters(
     return out
 
 
-def controller_node(impl: str, urdf: str, params_file: str = ''):
+def model_folder() -> str:
+    """Where exported rigid-body models go: ``$DELAN_RT_MODEL_DIR``, else
+    ``$ROS_HOME/delan_control_rt`` (``~/.ros/delan_control_rt``)."""
+    folder = os.environ.get('DELAN_RT_MODEL_DIR', '')
+    if folder:
+        return folder
+    ros_home = os.environ.get('ROS_HOME', '') or os.path.join(os.path.expanduser('~'), '.ros')
+    return os.path.join(ros_home, 'delan_control_rt')
+
+
+def rigid_body_file(
+    model: str, urdf: str, identified_params: str = '', folder: Optional[str] = None
+) -> str:
+    """The compiled node's rigid-body model file for ``model`` (pinocchio, identified,
+    delan_residual): the rigid-body model the Python node holds for it
+    (``model_loader.load_dynamics_model``; for delan_residual the URDF's), exported into
+    ``folder`` (default :func:`model_folder`) under a name of its content's checksum, so that a
+    file once written never changes. Raises ``ModelLoadError`` (a ``ValueError``) as the Python
+    node refuses the model."""
+    from delan_common.rigid_body_export import SUFFIX, export_bytes
+    from delan_common.urdf_joints import RobotDescription
+    from delan_control.model_loader import load_dynamics_model
+
+    if model not in RIGID_BODY_MODELS:
+        raise ValueError(f'model={model} has no rigid-body part (one of {RIGID_BODY_MODELS})')
+    kind = 'pinocchio' if model == 'delan_residual' else model
+    robot = RobotDescription.load(urdf)
+    data = export_bytes(load_dynamics_model(kind, robot, identified_params=identified_params))
+    folder = folder or model_folder()
+    os.makedirs(folder, exist_ok=True)
+    # the file's own checksum (its last 8 bytes) names it
+    path = os.path.join(folder, f'{robot.name or "robot"}_{kind}_{data[-8:].hex()}{SUFFIX}')
+    if not os.path.exists(path):
+        from delan_common.binary_file import write_atomic
+
+        write_atomic(path, data)
+    return path
+
+
+def model_files(
+    model: str,
+    urdf: str,
+    checkpoint: str = '',
+    identified_params: str = '',
+    folder: Optional[str] = None,
+) -> Dict[str, str]:
+    """What the compiled node needs on disk for ``model``, exported now
+    (:func:`rigid_body_file`): ``rigid_body_file``, the URDF's model, which ``pinocchio`` and
+    ``delan_residual`` evaluate and any other model takes for a switch to them while the node
+    runs (``ros2 param set``; left out for those when the URDF has no rigid-body model), and
+    with ``identified_params`` (required for ``identified``) ``identified_rigid_body_file``; for
+    the learned models with a ``checkpoint``, its weights file (:func:`ensure_weights`, which
+    refuses a checkpoint of another kind: the C node cannot read one). Raises ``ValueError``
+    for a model the compiled node does not have or cannot load."""
+    if model not in RT_MODELS:
+        raise ValueError(f'model={model} is not one of {list(RT_MODELS)}')
+    out: Dict[str, str] = {}
+    try:
+        out['rigid_body_file'] = rigid_body_file('pinocchio', urdf, folder=folder)
+    except ValueError:
+        if model in ('pinocchio', 'delan_residual'):
+            raise
+    if identified_params or model == 'identified':
+        out['identified_rigid_body_file'] = rigid_body_file(
+            'identified', urdf, identified_params, folder
+        )
+    if model in LEARNED_KINDS and checkpoint:
+        ensure_weights(checkpoint, model)
+    return out
+
+
+def controller_node(
+    impl: str,
+    urdf: str,
+    params_file: str = '',
+    model: str = '',
+    checkpoint: str = '',
+    identified_params: str = '',
+):
     """``(package, executable, extra parameters)`` of the torque controller ``impl`` chooses
     (``controller_impl:=python|rt``); for ``rt`` the parameters above, for the control rate
     and gains of ``params_file``'s torque_controller (its ``/**/torque_controller``,
-    ``/torque_controller`` or ``torque_controller`` section)."""
+    ``/torque_controller`` or ``torque_controller`` section), and with ``model`` the files it
+    needs for it (:func:`model_files`)."""
     if impl not in IMPLEMENTATIONS:
         raise ValueError(f'controller_impl:={impl} is not one of {list(IMPLEMENTATIONS)}')
     package, exe = IMPLEMENTATIONS[impl]
@@ -90,22 +178,32 @@ def controller_node(impl: str, urdf: str, params_file: str = ''):
         for key in ('/**/torque_controller', '/torque_controller', 'torque_controller'):
             section.update((data.get(key) or {}).get('ros__parameters', {}))
     given = {k: section[k] for k in GAIN_NAMES if k in section}
-    return package, exe, rt_parameters(urdf, float(section.get('control_rate', 250.0)), given)
+    params = rt_parameters(urdf, float(section.get('control_rate', 250.0)), given)
+    if model:
+        params.update(model_files(model, urdf, checkpoint, identified_params))
+    return package, exe, params
 
 
-def ensure_weights(checkpoint: str) -> str:
+def ensure_weights(checkpoint: str, kind: str = '') -> str:
     """The compiled node's weights file of ``checkpoint`` (``<checkpoint>.cw``), exported now
     (``delan_learning.c_export``, the model as the checkpoint holds it) when it is missing or
-    older than the checkpoint; ``''`` for no checkpoint."""
+    older than the checkpoint; ``''`` for no checkpoint. With ``kind`` (delan or
+    delan_residual), a checkpoint holding another kind raises ``ValueError``, as the Python node
+    refuses it: a residual used as a whole model commands a fraction of the torque, a whole
+    model used as a residual twice it."""
     if not checkpoint:
         return ''
-    import os
-
     from delan_learning.c_export import export_delan, weights_path
     from delan_learning.checkpoint import load_model
 
     path = weights_path(checkpoint)
-    if not os.path.exists(path) or os.path.getmtime(path) < os.path.getmtime(checkpoint):
+    stale = not os.path.exists(path) or os.path.getmtime(path) < os.path.getmtime(checkpoint)
+    if stale or kind:
         model, meta = load_model(checkpoint)
-        export_delan(model, path, meta.get('joint_names'))
+        if kind and meta.get('model_kind') != kind:
+            raise ValueError(
+                f'{checkpoint} holds a {meta.get("model_kind")!r} model, not {kind!r}'
+            )
+        if stale:
+            export_delan(model, path, meta.get('joint_names'))
     return path

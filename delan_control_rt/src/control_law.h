@@ -1,14 +1,34 @@
-/* The torque laws of delan_control.control_laws that need no URDF model, on plain arrays. */
+/* The torque laws of delan_control.control_laws that need no URDF mass matrix, on plain arrays,
+ * with the feed-forward model of the torque controller's model kinds. */
 #ifndef DELAN_CONTROL_RT__CONTROL_LAW_H_
 #define DELAN_CONTROL_RT__CONTROL_LAW_H_
 
 #include "delan_model.h"
+#include "rigid_body.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef enum {LAW_COMPUTED_TORQUE = 0, LAW_FEEDFORWARD_PD = 1} control_law_t;
+
+/* The feed-forward model: the rigid-body model (pinocchio, identified), the DeLaN (delan) or
+ * their sum (delan_residual: delan_common.residual_dynamics.NominalPlusResidual); neither is PD
+ * alone. */
+typedef struct
+{
+  rigid_body * rb;
+  delan_model * delan;
+} model_t;
+
+/* 1 when m holds a model (else the laws are PD) */
+int model_present(const model_t * m);
+
+/* tau (n,) = the model's inverse dynamics at (q, qd, qdd); work holds n doubles. 0 when tau is
+ * finite, else 1. */
+int model_inverse(
+  const model_t * m, const double * q, const double * qd, const double * qdd, double * tau,
+  double * work);
 
 typedef struct
 {
@@ -17,10 +37,10 @@ typedef struct
   const unsigned char * continuous;           /* (n,) 1: position error wrapped to (-pi, pi] */
 } law_gains_t;
 
-/* Unclamped torque (n,) of law with model (NULL = PD); work holds 3 n doubles. Returns 1 when
- * the model's torque was not finite and PD stands in (as control_terms' caller does). */
+/* Unclamped torque (n,) of law with model (NULL or none = PD); work holds 4 n doubles. Returns 1
+ * when the model's torque was not finite and PD stands in (as control_terms' caller does). */
 int control_torque(
-  const delan_model * model, control_law_t law, const law_gains_t * g,
+  const model_t * model, control_law_t law, const law_gains_t * g,
   const double * q, const double * qd, const double * q_ref, const double * qd_ref,
   const double * qdd_ref, double * tau, double * work);
 

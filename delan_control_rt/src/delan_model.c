@@ -1,6 +1,8 @@
 /* Reader of the exported DeLaN weights (layout: delan_learning/c_export.py) and the kernel. */
 #include "delan_model.h"
 
+#include "binary_file.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,63 +22,12 @@ struct delan_model
   double * arrays;       /* its arrays, aligned copies the kernel points into */
 };
 
-static uint64_t fnv1a64(const unsigned char * p, size_t n)
-{
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; i++) {h = (h ^ p[i]) * 0x100000001b3ULL;}
-  return h;
-}
-
-static uint32_t u32(const unsigned char * p)
-{
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* bounded cursor over the file: every read is checked against its end */
-typedef struct
-{
-  unsigned char * p;
-  size_t left;
-} cursor_t;
-
-static void * take(cursor_t * c, size_t bytes)
-{
-  if (bytes > c->left) {return NULL;}
-  void * out = c->p;
-  c->p += bytes;
-  c->left -= bytes;
-  return out;
-}
-
-static unsigned char * read_file(const char * path, size_t * size, char * err, size_t err_len)
-{
-  FILE * f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, err_len, "cannot open %s", path);
-    return NULL;
-  }
-  unsigned char * buf = NULL;
-  long n = -1;
-  if (fseek(f, 0, SEEK_END) == 0) {n = ftell(f);}
-  if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-    buf = malloc(n > 0 ? (size_t)n : 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-      free(buf);
-      buf = NULL;
-    }
-  }
-  fclose(f);
-  if (!buf) {snprintf(err, err_len, "cannot read %s", path);}
-  *size = (size_t)n;
-  return buf;
-}
-
 #define FAIL(...) do {snprintf(err, err_len, __VA_ARGS__); goto fail;} while (0)
 
 delan_model * delan_model_load(const char * path, char * err, size_t err_len)
 {
   size_t size = 0;
-  unsigned char * blob = read_file(path, &size, err, err_len);
+  unsigned char * blob = bin_read_file(path, &size, err, err_len);
   if (!blob) {return NULL;}
   delan_model * M = calloc(1, sizeof(*M));
   if (!M) {
@@ -85,17 +36,11 @@ delan_model * delan_model_load(const char * path, char * err, size_t err_len)
     return NULL;
   }
   M->blob = blob;
-  if (size < HEADER_BYTES + 8) {FAIL("%s: %zu bytes, too short for a weights file", path, size);}
-  if (memcmp(blob, "DELANCW\0", 8) != 0) {FAIL("%s is not a DeLaN weights file", path);}
-  uint32_t version = u32(blob + 8);
-  if (version > DELAN_RT_FORMAT_VERSION || version == 0) {
-    FAIL("%s has format version %u; this reader knows up to %d", path, version,
-      DELAN_RT_FORMAT_VERSION);
+  if (!bin_check_frame(blob, size, HEADER_BYTES, "DELANCW\0", DELAN_RT_FORMAT_VERSION,
+    "DeLaN weights file", path, err, err_len))
+  {
+    goto fail;
   }
-  if (u32(blob + 12) != 0x01020304u) {FAIL("%s: byte order mark wrong", path);}
-  uint64_t stored;
-  memcpy(&stored, blob + size - 8, 8);
-  if (fnv1a64(blob, size - 8) != stored) {FAIL("%s: checksum mismatch (truncated or corrupt)", path);}
 
   int32_t d[10];
   memcpy(d, blob + 16, sizeof(d));
@@ -115,13 +60,11 @@ delan_model * delan_model_load(const char * path, char * err, size_t err_len)
     FAIL("%s: inconsistent dimensions (n %d, m %d, K %d, W %d, depth %d, P %d)",
       path, n, m, K, W, D, P);
   }
-  cursor_t c = {blob + HEADER_BYTES, size - 8 - HEADER_BYTES};
+  bin_cursor_t c = {blob + HEADER_BYTES, size - 8 - HEADER_BYTES};
   M->names = calloc((size_t)n, sizeof(char *));
   if (!M->names) {FAIL("out of memory");}
   for (int i = 0; i < n; i++) {
-    unsigned char * len = take(&c, 4);
-    const char * s = len ? take(&c, u32(len)) : NULL;
-    if (!s || !(M->names[i] = strndup(s, u32(len)))) {FAIL("%s: truncated joint names", path);}
+    if (!(M->names[i] = bin_take_string(&c))) {FAIL("%s: truncated joint names", path);}
   }
   /* the arrays follow the names, so they sit at any byte offset: copied, each on a double */
   const int ** ints[4] = {&k->feat, &k->is_ang, &k->rows, &k->cols};
@@ -143,12 +86,12 @@ delan_model * delan_model_load(const char * path, char * err, size_t err_len)
   if (!(M->arrays = malloc(total * 8))) {FAIL("out of memory");}
   double * dst = M->arrays;
   for (int i = 0; i < 4; i++) {
-    memcpy(dst, take(&c, int_sizes[i] * 4), int_sizes[i] * 4);
+    memcpy(dst, bin_take(&c, int_sizes[i] * 4), int_sizes[i] * 4);
     *ints[i] = (const int *)dst;
     dst += (int_sizes[i] + 1) / 2;
   }
   for (int i = 0; i < 8; i++) {
-    void * src = take(&c, dbl_sizes[i] * 8);
+    const unsigned char * src = bin_take(&c, dbl_sizes[i] * 8);
     if (!src) {FAIL("%s: truncated", path);}
     memcpy(dst, src, dbl_sizes[i] * 8);
     *dbl[i] = dst;

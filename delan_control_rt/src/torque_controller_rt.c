@@ -2,18 +2,22 @@
  *
  * One command per newest joint state: map by name, gate the stamp, the reference at the state's
  * stamp (reference_trajectory; the first position held without one), the law with the model
- * (pd | delan), the PD fall-back when the model's torque is not finite, the effort limits, the
- * command in the receiver's joint order (command_joints, or the joints parameter of
- * effort_controller_name, asked for once; no commands until known). When joint states
- * (re)start, or the arm jumps between two states (a sim reset), a reference left behind is
- * rejoined smoothly, or dropped when it is farther than resume_tolerance. A watchdog sends
- * zero torque once when joint states stop for watchdog_timeout. The loop times
- * itself as delan_control.loop_stats does (DDS source stamps) and reports on /diagnostics.
+ * (pd | pinocchio | identified | delan | delan_residual: the rigid-body model of an exported
+ * file, the DeLaN of a learner's weights file, or their sum), the PD fall-back when the
+ * model's torque is not finite, the effort limits, the command in the receiver's joint order
+ * (command_joints, or the joints parameter of effort_controller_name, asked for once; no
+ * commands until known). When joint states (re)start, or the arm jumps between two states (a
+ * sim reset), a reference left behind is rejoined smoothly, or dropped when it is farther than
+ * resume_tolerance. A watchdog sends zero torque once when joint states stop for
+ * watchdog_timeout. The loop times itself as delan_control.loop_stats does (DDS source stamps)
+ * and reports on /diagnostics.
  *
  * rclc sets up support, node and entities; the loop is a plain rcl wait set, so that it takes
- * every queued state with its message info and answers only the newest. Parameters are read
- * once from the command line and parameter files (--ros-args -p / --params-file), matched to
- * this node's name as rclpy matches them (wildcard keys). See the package README section. */
+ * every queued state with its message info and answers only the newest. Parameters come from
+ * the command line and parameter files (--ros-args -p / --params-file), matched to this node's
+ * name as rclpy matches them (wildcard keys); the node serves them (param_server.h), and the
+ * model, law, gains and timings can be set while it runs, between two cycles, as on the Python
+ * node. See docs/realtime.md. */
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
@@ -39,11 +43,14 @@
 #include <diagnostic_msgs/msg/key_value.h>
 #include <delan_msgs/msg/model_update.h>
 #include <rcl_interfaces/msg/parameter_type.h>
+#include <rcl_interfaces/msg/parameter_value.h>
 #include <rcl_interfaces/srv/get_parameters.h>
 
 #include "control_law.h"
 #include "delan_model.h"
+#include "param_server.h"
 #include "reference.h"
+#include "rigid_body.h"
 
 #define MAX_JOINTS 64
 #define BIN_US 10
@@ -107,14 +114,31 @@ static int glob_match(const char * p, const char * s)
   return *p == *s && glob_match(p + 1, s + 1);
 }
 
+/* Parameters: a table of the node's (param_server.h), served to `ros2 param` and parameter
+ * clients. A parameter is declared when configure() first reads it, with its value from the
+ * command line and parameter files (or the default), as rclpy declares one; those of
+ * RUNTIME_PARAMETERS can be set while the node runs (apply_parameters), the others are
+ * read-only. */
+typedef rcl_interfaces__msg__ParameterValue value_t;
+
+static const char * const RUNTIME_PARAMETERS[] = {"law", "kp", "kd", "ct_kp", "ct_kd",
+  "effort_limit_scale", "watchdog_timeout", "switch_blend_time", "resume_tolerance",
+  "resume_time", "model", "delan_checkpoint", "delan_weights", "rigid_body_file",
+  "identified_rigid_body_file"};
+
 typedef struct
 {
-  rcl_params_t * all;
+  rcl_params_t * all;  /* the command line's and parameter files' values */
   const char * fqn;
+  param_server * table;
+  /* a set being validated: read before the table */
+  const rcl_interfaces__msg__Parameter * changes;
+  size_t n_changes;
 } params_t;
 
-/* the value of name for this node: the last matching entry wins, as in rclpy */
-static rcl_variant_t * param(const params_t * P, const char * name)
+/* the command line's or a parameter file's value of name for this node: the last matching
+ * entry wins, as in rclpy */
+static rcl_variant_t * override_of(const params_t * P, const char * name)
 {
   rcl_variant_t * found = NULL;
   if (!P->all) {return NULL;}
@@ -131,42 +155,116 @@ static rcl_variant_t * param(const params_t * P, const char * name)
   return found;
 }
 
+/* the value of name: a change being validated, else the table's; NULL when not declared */
+static const value_t * lookup(const params_t * P, const char * name)
+{
+  for (size_t i = 0; i < P->n_changes; i++) {
+    if (strcmp(P->changes[i].name.data, name) == 0) {return &P->changes[i].value;}
+  }
+  return param_get(P->table, name);
+}
+
+/* declares name with v (then finalised); its table value, NULL when out of memory */
+static const value_t * declare(const params_t * P, const char * name, value_t * v)
+{
+  int writable = 0;
+  for (size_t i = 0; i < sizeof(RUNTIME_PARAMETERS) / sizeof(RUNTIME_PARAMETERS[0]); i++) {
+    writable |= strcmp(RUNTIME_PARAMETERS[i], name) == 0;
+  }
+  param_declare(P->table, name, v, !writable);
+  rcl_interfaces__msg__ParameterValue__fini(v);
+  return param_get(P->table, name);
+}
+
+/* a value of type, zero or empty */
+static value_t empty_value(uint8_t type)
+{
+  value_t v;
+  rcl_interfaces__msg__ParameterValue__init(&v);
+  v.type = type;
+  return v;
+}
+
 static double param_double(const params_t * P, const char * name, double dflt)
 {
-  rcl_variant_t * v = param(P, name);
-  if (v && v->double_value) {return *v->double_value;}
-  if (v && v->integer_value) {return (double)*v->integer_value;}
-  return dflt;
+  const value_t * v = lookup(P, name);
+  if (!v) {
+    rcl_variant_t * o = override_of(P, name);
+    value_t d = empty_value(rcl_interfaces__msg__ParameterType__PARAMETER_DOUBLE);
+    d.double_value = o && o->double_value ? *o->double_value :
+      o && o->integer_value ? (double)*o->integer_value : dflt;
+    v = declare(P, name, &d);
+  }
+  return v && v->type == rcl_interfaces__msg__ParameterType__PARAMETER_DOUBLE ?
+         v->double_value : dflt;
 }
 
 static const char * param_string(const params_t * P, const char * name, const char * dflt)
 {
-  rcl_variant_t * v = param(P, name);
-  return v && v->string_value ? v->string_value : dflt;
+  const value_t * v = lookup(P, name);
+  if (!v) {
+    rcl_variant_t * o = override_of(P, name);
+    value_t d = empty_value(rcl_interfaces__msg__ParameterType__PARAMETER_STRING);
+    rosidl_runtime_c__String__assign(&d.string_value, o && o->string_value ? o->string_value :
+      dflt);
+    v = declare(P, name, &d);
+  }
+  return v && v->type == rcl_interfaces__msg__ParameterType__PARAMETER_STRING ?
+         v->string_value.data : dflt;
 }
 
-/* string array; 0 entries when absent */
-static size_t param_strings(const params_t * P, const char * name, char *** out)
+/* a string array into out (at most max of them); how many it has, 0 when absent */
+static size_t param_strings(const params_t * P, const char * name, const char ** out,
+  size_t max)
 {
-  rcl_variant_t * v = param(P, name);
-  if (!v || !v->string_array_value) {return 0;}
-  *out = v->string_array_value->data;
-  return v->string_array_value->size;
+  const value_t * v = lookup(P, name);
+  if (!v) {
+    rcl_variant_t * o = override_of(P, name);
+    value_t d = empty_value(rcl_interfaces__msg__ParameterType__PARAMETER_STRING_ARRAY);
+    size_t n = o && o->string_array_value ? o->string_array_value->size : 0;
+    if (rosidl_runtime_c__String__Sequence__init(&d.string_array_value, n)) {
+      for (size_t i = 0; i < n; i++) {
+        rosidl_runtime_c__String__assign(&d.string_array_value.data[i],
+          o->string_array_value->data[i]);
+      }
+    }
+    v = declare(P, name, &d);
+  }
+  if (!v || v->type != rcl_interfaces__msg__ParameterType__PARAMETER_STRING_ARRAY) {return 0;}
+  const rosidl_runtime_c__String__Sequence * a = &v->string_array_value;
+  for (size_t i = 0; i < a->size && i < max; i++) {out[i] = a->data[i].data;}
+  return a->size;
 }
 
-/* double array of 1 (broadcast) or n values into out; -1 when absent, 1 on a bad length */
+/* an override's numbers (a double, doubles, integers) as a double array */
+static value_t double_array_of(const rcl_variant_t * o)
+{
+  value_t d = empty_value(rcl_interfaces__msg__ParameterType__PARAMETER_DOUBLE_ARRAY);
+  size_t n = !o ? 0 : o->double_value ? 1 : o->double_array_value ? o->double_array_value->size :
+    o->integer_array_value ? o->integer_array_value->size : 0;
+  if (!rosidl_runtime_c__double__Sequence__init(&d.double_array_value, n)) {return d;}
+  for (size_t i = 0; i < n; i++) {
+    d.double_array_value.data[i] = o->double_value ? *o->double_value :
+      o->double_array_value ? o->double_array_value->values[i] :
+      (double)o->integer_array_value->values[i];
+  }
+  return d;
+}
+
+/* double array of 1 (broadcast) or n values into out; -1 when absent or empty, 1 on a bad
+ * length */
 static int param_per_joint(const params_t * P, const char * name, int n, double * out)
 {
-  rcl_variant_t * v = param(P, name);
-  if (!v) {return -1;}
-  if (v->double_value) {
-    for (int i = 0; i < n; i++) {out[i] = *v->double_value;}
-    return 0;
+  const value_t * v = lookup(P, name);
+  if (!v) {
+    value_t d = double_array_of(override_of(P, name));
+    v = declare(P, name, &d);
   }
-  if (!v->double_array_value) {return 1;}
-  size_t size = v->double_array_value->size;
+  if (!v || v->type != rcl_interfaces__msg__ParameterType__PARAMETER_DOUBLE_ARRAY) {return 1;}
+  const size_t size = v->double_array_value.size;
+  if (size == 0) {return -1;}
   if (size != 1 && size != (size_t)n) {return 1;}
-  for (int i = 0; i < n; i++) {out[i] = v->double_array_value->values[size == 1 ? 0 : i];}
+  for (int i = 0; i < n; i++) {out[i] = v->double_array_value.data[size == 1 ? 0 : i];}
   return 0;
 }
 
@@ -214,25 +312,38 @@ static double percentile_us(const int64_t * h, double q)
 }
 
 /* ------------------------------------------------------------------ controller */
+/* what a parameter set may change while the node runs (apply_parameters) */
+typedef struct
+{
+  control_law_t law;
+  double kp[MAX_JOINTS], kd[MAX_JOINTS], ct_kp[MAX_JOINTS], ct_kd[MAX_JOINTS];
+  double effort_scale, watchdog_timeout, blend_time, resume_tolerance, resume_time;
+} runtime_t;
+
 typedef struct
 {
   int n;
-  char * joints[MAX_JOINTS];
+  const char * joints[MAX_JOINTS];
   int cmd_index[MAX_JOINTS];        /* command slot i takes model joint cmd_index[i] */
   int order_state;                  /* ORDER_*: commands go out only when known */
   int order_warn;                   /* known, but the model order as a fall-back */
   double order_deadline, order_sent, order_timeout;
-  char receiver[256], order_message[512];
-  double limits[MAX_JOINTS], kp[MAX_JOINTS], kd[MAX_JOINTS], ct_kp[MAX_JOINTS],
-    ct_kd[MAX_JOINTS];
+  char receiver[256], order_message[1024];
+  const params_t * params;
+  runtime_t rt;
+  double effort_limits[MAX_JOINTS], limits[MAX_JOINTS];  /* limits: effort_limits x scale */
   unsigned char continuous[MAX_JOINTS];
-  law_gains_t gains;
-  control_law_t law;
-  const char * model_kind;
-  int follow_learner;               /* delan without a file of its own: learner/model_update */
-  delan_model * model, * old_model; /* old: faded out over blend_time after a switch */
-  double blend_start, blend_time, watchdog_timeout;
-  double velocity_limits[MAX_JOINTS], resume_tolerance, resume_time;
+  law_gains_t gains;                /* of rt */
+  char model_kind[32];
+  int follow_learner;               /* learned, without a file of its own: learner/model_update */
+  char latest_update[4096];         /* the learner's latest checkpoint ('' none yet) */
+  int residual;                     /* delan_residual: each DeLaN is added to rb */
+  rigid_body * rb;                  /* pinocchio, identified, delan_residual */
+  model_t model, old_model;         /* old: faded out over blend_time after a switch; their
+                                     * DeLaNs are owned here, rb and old_rb too */
+  rigid_body * old_rb;              /* the rigid-body model before a switch, until faded out */
+  double blend_start;
+  double velocity_limits[MAX_JOINTS];
   /* reference: the trajectory, the offset that rejoins it after a stall, and the deviation
    * "arm minus reference" of the last command on it (none: have_deviation 0) */
   reference_t * ref, * rejoin;
@@ -242,7 +353,7 @@ typedef struct
   double off_q[MAX_JOINTS], off_qd[MAX_JOINTS], off_qdd[MAX_JOINTS];
   /* state */
   double hold[MAX_JOINTS], q[MAX_JOINTS], qd[MAX_JOINTS];
-  double tau[MAX_JOINTS], tau_old[MAX_JOINTS], work[3 * MAX_JOINTS];
+  double tau[MAX_JOINTS], tau_old[MAX_JOINTS], work[4 * MAX_JOINTS];
   int msg_index[MAX_JOINTS];
   int stale, have_stamp, have_candidate;
   double last_stamp, candidate, last_state_time;
@@ -355,8 +466,8 @@ static void reference_on_resume(controller_t * c, double t, const char * cause)
   if (negligible) {return;}
   reference_free(c->rejoin);
   c->rejoin = NULL;
-  if (error <= c->resume_tolerance) {
-    c->rejoin = reference_rejoin(n, t, grown, grown + n, c->velocity_limits, c->resume_time,
+  if (error <= c->rt.resume_tolerance) {
+    c->rejoin = reference_rejoin(n, t, grown, grown + n, c->velocity_limits, c->rt.resume_time,
         0.25);
     if (c->rejoin) {
       c->references_rejoined++;
@@ -370,7 +481,7 @@ static void reference_on_resume(controller_t * c, double t, const char * cause)
   c->references_dropped++;
   fprintf(stderr, "[torque_controller_rt] reference dropped: %.3f farther from the arm after "
     "%s (resume_tolerance %g); holding the current position until a new reference "
-    "arrives\n", error, cause, c->resume_tolerance);
+    "arrives\n", error, cause, c->rt.resume_tolerance);
 }
 
 /* q_ref, qd_ref, qdd_ref of this cycle: the reference (and the rejoin offset) at t, or the
@@ -424,6 +535,16 @@ static double jump_check(controller_t * c, double t)
   return largest < 0.0 ? -1.0 : step_max;
 }
 
+/* the model faded out after a switch, once the blend is over */
+static void drop_old_model(controller_t * c)
+{
+  delan_model_free(c->old_model.delan);
+  rigid_body_free(c->old_rb);
+  c->old_model = (model_t){NULL, NULL};
+  c->old_rb = NULL;
+  c->blend_start = 0;
+}
+
 /* One cycle (torque_controller._control): 1 when tau holds a command. */
 static int control(controller_t * c, const sensor_msgs__msg__JointState * m, double now)
 {
@@ -450,57 +571,74 @@ static int control(controller_t * c, const sensor_msgs__msg__JointState * m, dou
     }
   }
   reference_now(c, t);
-  if (control_torque(c->model, c->law, &c->gains, c->q, c->qd, c->q_ref, c->qd_ref,
+  if (control_torque(&c->model, c->rt.law, &c->gains, c->q, c->qd, c->q_ref, c->qd_ref,
     c->qdd_ref, c->tau, c->work))
   {
     c->fallbacks++;
   }
   if (c->blend_start > 0) {
-    double w = c->blend_time > 0 ? (now - c->blend_start) / c->blend_time : 1.0;
+    double w = c->rt.blend_time > 0 ? (now - c->blend_start) / c->rt.blend_time : 1.0;
     if (w >= 0.0 && w < 1.0) {
-      c->fallbacks += control_torque(c->old_model, c->law, &c->gains, c->q, c->qd, c->q_ref,
+      c->fallbacks += control_torque(&c->old_model, c->rt.law, &c->gains, c->q, c->qd, c->q_ref,
         c->qd_ref, c->qdd_ref, c->tau_old, c->work);
       for (int i = 0; i < c->n; i++) {c->tau[i] = w * c->tau[i] + (1.0 - w) * c->tau_old[i];}
     } else {
-      delan_model_free(c->old_model);
-      c->old_model = NULL;
-      c->blend_start = 0;
+      drop_old_model(c);
     }
   }
   clamp_torque(c->n, c->tau, c->limits);
   return 1;
 }
 
-/* a learner version (or a file at start-up): switched to bumplessly; 0 when refused */
-static int adopt_model(controller_t * c, const char * path, double now)
+/* 0 with the reason when a model's joints (count and names(i)) are not the controller's */
+static int same_joints(const controller_t * c, const char * path, int n,
+  const char * (*name)(const void *, int), const void * model, char * err, size_t err_len)
 {
-  char err[512];
-  delan_model * m = delan_model_load(path, err, sizeof(err));
-  if (m && delan_model_dof(m) != c->n) {
-    snprintf(err, sizeof(err), "%s has %d joints, the controller %d", path, delan_model_dof(m),
-      c->n);
+  if (n != c->n) {
+    snprintf(err, err_len, "%s has %d joints, the controller %d", path, n, c->n);
+    return 0;
+  }
+  for (int i = 0; i < n; i++) {
+    if (strcmp(name(model, i), c->joints[i]) != 0) {
+      snprintf(err, err_len, "%s: joint %d is %s, not %s", path, i, name(model, i),
+        c->joints[i]);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static const char * delan_name(const void * m, int i) {return delan_model_joint_name(m, i);}
+static const char * rb_name(const void * m, int i) {return rigid_body_joint_name(m, i);}
+
+/* the DeLaN weights at path, on the controller's joints; NULL with the reason */
+static delan_model * load_delan(const controller_t * c, const char * path, char * err,
+  size_t err_len)
+{
+  delan_model * m = delan_model_load(path, err, err_len);
+  if (m && !same_joints(c, path, delan_model_dof(m), delan_name, m, err, err_len)) {
     delan_model_free(m);
     m = NULL;
   }
-  for (int i = 0; m && i < c->n; i++) {
-    if (strcmp(delan_model_joint_name(m, i), c->joints[i]) != 0) {
-      snprintf(err, sizeof(err), "%s: joint %d is %s, not %s", path, i,
-        delan_model_joint_name(m, i), c->joints[i]);
-      delan_model_free(m);
-      m = NULL;
-    }
-  }
+  return m;
+}
+
+/* a learner version: switched to bumplessly; 0 when refused */
+static int adopt_model(controller_t * c, const char * path, double now)
+{
+  char err[4600];
+  delan_model * m = load_delan(c, path, err, sizeof(err));
   if (!m) {
     fprintf(stderr, "[torque_controller_rt] model refused: %s\n", err);
     return 0;
   }
-  delan_model_free(c->old_model);
+  drop_old_model(c);
   c->old_model = c->model;
-  c->model = m;
+  c->model = (model_t){c->residual ? c->rb : NULL, m};
   c->blend_start = now;
   c->model_loads++;
-  fprintf(stderr, "[torque_controller_rt] DeLaN v%lld from %s\n",
-    (long long)delan_model_version(m), path);
+  fprintf(stderr, "[torque_controller_rt] DeLaN%s v%lld from %s\n", c->residual ? " residual" :
+    "", (long long)delan_model_version(m), path);
   return 1;
 }
 
@@ -613,7 +751,7 @@ static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const c
   arr.header.stamp.sec = (int32_t)(now / 1000000000LL);
   arr.header.stamp.nanosec = (uint32_t)(now % 1000000000LL);
   /* the command order first (ERROR refused, WARN waiting or fallen back), then staleness */
-  char message[600] = "ok";
+  char message[1100] = "ok";
   st->level = diagnostic_msgs__msg__DiagnosticStatus__OK;
   if (c->order_state == ORDER_REFUSED) {
     st->level = diagnostic_msgs__msg__DiagnosticStatus__ERROR;
@@ -648,8 +786,8 @@ static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const c
   size_t k = 0;
   kv(&st->values, &k, "model", "%s", c->model_kind);
   kv(&st->values, &k, "model_version", "%lld",
-    (long long)(c->model ? delan_model_version(c->model) : 0));
-  kv(&st->values, &k, "law", "%s", c->law == LAW_COMPUTED_TORQUE ? "computed_torque" :
+    (long long)(c->model.delan ? delan_model_version(c->model.delan) : 0));
+  kv(&st->values, &k, "law", "%s", c->rt.law == LAW_COMPUTED_TORQUE ? "computed_torque" :
     "feedforward_pd");
   kv(&st->values, &k, "commands_sent", "%lld", (long long)c->commands_sent);
   kv(&st->values, &k, "fallbacks", "%lld", (long long)c->fallbacks);
@@ -698,8 +836,8 @@ static int die(const char * msg)
 
 /* cmd_index from a joint order (CommandOrder): 0 with the reason when the names are not the
  * model's joints, each once. */
-static int order_from_names(controller_t * c, char * const * order, size_t n_order, char * err,
-  size_t err_len)
+static int order_from_names(controller_t * c, const char * const * order, size_t n_order,
+  char * err, size_t err_len)
 {
   if (n_order != (size_t)c->n) {
     snprintf(err, err_len, "%zu joints, the model has %d", n_order, c->n);
@@ -736,17 +874,17 @@ static void order_decided(controller_t * c, int state, int warn, const char * me
 static void order_fallback(controller_t * c, const char * why)
 {
   for (int i = 0; i < c->n; i++) {c->cmd_index[i] = i;}
-  char msg[512];
-  snprintf(msg, sizeof(msg), "%s: commanding in the model joint order, which drives the wrong "
-    "motors if the receiving controller orders its joints otherwise; set command_joints or "
-    "effort_controller_name", why);
+  char msg[1024];
+  snprintf(msg, sizeof(msg), "%.600s: commanding in the model joint order, which drives the "
+    "wrong motors if the receiving controller orders its joints otherwise; set command_joints "
+    "or effort_controller_name", why);
   order_decided(c, ORDER_KNOWN, 1, msg);
 }
 
 /* The receiver's answer to GetParameters(['joints']). */
 static void order_answer(controller_t * c, const rcl_interfaces__srv__GetParameters_Response * r)
 {
-  char msg[512], err[256];
+  char msg[1024], err[256];
   const rcl_interfaces__msg__ParameterValue * v = r->values.size ? &r->values.data[0] : NULL;
   if (!v || v->type != rcl_interfaces__msg__ParameterType__PARAMETER_STRING_ARRAY) {
     snprintf(msg, sizeof(msg), "%s has no joints parameter naming joints", c->receiver);
@@ -762,7 +900,7 @@ static void order_answer(controller_t * c, const rcl_interfaces__srv__GetParamet
     order_decided(c, ORDER_KNOWN, 0, msg);
     return;
   }
-  char * names[MAX_JOINTS];
+  const char * names[MAX_JOINTS];
   if (n > MAX_JOINTS) {
     snprintf(err, sizeof(err), "%zu joints, the model has %d", n, c->n);
   } else {
@@ -788,82 +926,291 @@ static void order_answer(controller_t * c, const rcl_interfaces__srv__GetParamet
   order_decided(c, ORDER_KNOWN, 0, msg);
 }
 
+/* ------------------------------------------------------------------ configuration */
+/* name's 1 or n finite values >= 0 into out; 0 with the reason */
+static int param_nonnegative(const params_t * P, const char * name, int n, double * out,
+  char * err, size_t err_len)
+{
+  if (param_per_joint(P, name, n, out) != 0) {
+    snprintf(err, err_len, "%s needs 1 or %d values (no URDF here to derive it from: the "
+      "launch files fill it in)", name, n);
+    return 0;
+  }
+  for (int i = 0; i < n; i++) {
+    if (!isfinite(out[i]) || out[i] < 0) {
+      snprintf(err, err_len, "%s values must be finite and >= 0", name);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* The settings a parameter set may change (RUNTIME_PARAMETERS but the model's) into rt, in
+ * the Python node's ranges; 0 with the reason. */
+static int read_runtime(runtime_t * rt, int n, const params_t * P, char * err, size_t err_len)
+{
+  const char * per_joint[4] = {"kp", "kd", "ct_kp", "ct_kd"};
+  double * dst[4] = {rt->kp, rt->kd, rt->ct_kp, rt->ct_kd};
+  for (int k = 0; k < 4; k++) {
+    if (!param_nonnegative(P, per_joint[k], n, dst[k], err, err_len)) {return 0;}
+  }
+  const char * law = param_string(P, "law", "computed_torque");
+  if (strcmp(law, "computed_torque") == 0) {
+    rt->law = LAW_COMPUTED_TORQUE;
+  } else if (strcmp(law, "feedforward_pd") == 0) {
+    rt->law = LAW_FEEDFORWARD_PD;
+  } else {
+    snprintf(err, err_len, "law=%.100s is not available compiled (computed_torque, "
+      "feedforward_pd; the URDF-feedback laws need the URDF's mass matrix)", law);
+    return 0;
+  }
+  rt->effort_scale = param_double(P, "effort_limit_scale", 1.0);
+  rt->watchdog_timeout = param_double(P, "watchdog_timeout", 0.1);
+  rt->blend_time = param_double(P, "switch_blend_time", 0.2);
+  rt->resume_tolerance = param_double(P, "resume_tolerance", 1.0);
+  rt->resume_time = param_double(P, "resume_time", 1.0);
+  const struct {const char * name; double value, lo, hi;} ranges[5] = {
+    {"effort_limit_scale", rt->effort_scale, 0.01, 1.0},
+    {"watchdog_timeout", rt->watchdog_timeout, 0.001, 10.0},
+    {"switch_blend_time", rt->blend_time, 0.0, 5.0},
+    {"resume_tolerance", rt->resume_tolerance, 0.0, 1e3},
+    {"resume_time", rt->resume_time, 0.0, 60.0}};
+  for (int k = 0; k < 5; k++) {
+    if (!(ranges[k].value >= ranges[k].lo && ranges[k].value <= ranges[k].hi)) {
+      snprintf(err, err_len, "%s must be in [%g, %g]", ranges[k].name, ranges[k].lo,
+        ranges[k].hi);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* rt in force: the effort limits scaled (the gains point into rt) */
+static void apply_runtime(controller_t * c, const runtime_t * rt)
+{
+  c->rt = *rt;
+  for (int i = 0; i < c->n; i++) {c->limits[i] = c->effort_limits[i] * rt->effort_scale;}
+}
+
+/* the parameter naming the rigid-body model file of kind: the URDF's (pinocchio,
+ * delan_residual) and the identified one are apart, so that a switch between them is one set */
+static const char * rigid_body_parameter(const char * kind)
+{
+  return strcmp(kind, "identified") == 0 ? "identified_rigid_body_file" : "rigid_body_file";
+}
+
+/* The rigid-body model at path for model kind: the controller's joints, made from the URDF
+ * (pinocchio, delan_residual) or from identified parameters (identified), its continuous
+ * joints those of continuous_joints; NULL with the reason. */
+static rigid_body * load_rigid_body(const controller_t * c, const char * kind, const char * path,
+  char * err, size_t err_len)
+{
+  if (!*path) {
+    snprintf(err, err_len, "model=%s needs %s (no URDF here: the launch files export it, "
+      "delan_control.rt_params)", kind, rigid_body_parameter(kind));
+    return NULL;
+  }
+  char why[4600];
+  rigid_body * rb = rigid_body_load(path, why, sizeof(why));
+  if (rb && !same_joints(c, path, rigid_body_dof(rb), rb_name, rb, why, sizeof(why))) {
+    rigid_body_free(rb);
+    rb = NULL;
+  }
+  if (!rb) {
+    snprintf(err, err_len, "model=%s: %.440s", kind, why);
+    return NULL;
+  }
+  const int identified = !strcmp(kind, "identified");
+  if (rigid_body_source(rb) != (identified ? RIGID_BODY_IDENTIFIED : RIGID_BODY_URDF)) {
+    snprintf(err, err_len, "model=%s: %.300s holds %s parameters", kind, path,
+      identified ? "the URDF's, not identified" : "identified, not the URDF's");
+    rigid_body_free(rb);
+    return NULL;
+  }
+  for (int i = 0; i < c->n; i++) {
+    if (rigid_body_continuous(rb, i) != c->continuous[i]) {
+      snprintf(err, err_len, "model=%s: joint %s is %scontinuous in %.300s, %sin "
+        "continuous_joints", kind, c->joints[i], c->continuous[i] ? "not " : "", path,
+        c->continuous[i] ? "" : "not ");
+      rigid_body_free(rb);
+      return NULL;
+    }
+  }
+  return rb;
+}
+
+static int learned_kind(const char * kind)
+{
+  return !strcmp(kind, "delan") || !strcmp(kind, "delan_residual");
+}
+
+static int rigid_kind(const char * kind)
+{
+  return !strcmp(kind, "pinocchio") || !strcmp(kind, "identified") ||
+         !strcmp(kind, "delan_residual");
+}
+
+/* The model P names (model; rigid_body_file, identified_rigid_body_file for identified;
+ * delan_weights, else delan_checkpoint's .cw, else the learner's latest version) into *m, and
+ * its rigid-body part into *rb (NULL when the kind has none; a residual's versions are added to
+ * it). A learned model without any of those files is PD until the learner publishes at
+ * start-up (initial), and refused at a switch, as by the Python node. 0 with the reason. */
+static int load_models(const controller_t * c, const params_t * P, int initial, model_t * m,
+  rigid_body ** rb, char * err, size_t err_len)
+{
+  const char * kind = param_string(P, "model", "pd");
+  const char * weights = param_string(P, "delan_weights", "");
+  const char * ckpt = param_string(P, "delan_checkpoint", "");
+  const char * urdf_file = param_string(P, "rigid_body_file", "");
+  const char * identified_file = param_string(P, "identified_rigid_body_file", "");
+  const char * rb_path = strcmp(kind, "identified") == 0 ? identified_file : urdf_file;
+  *m = (model_t){NULL, NULL};
+  *rb = NULL;
+  if (!learned_kind(kind) && !rigid_kind(kind) && strcmp(kind, "pd") != 0) {
+    snprintf(err, err_len, "model=%.100s is not one of pd, pinocchio, identified, delan, "
+      "delan_residual", kind);
+    return 0;
+  }
+  if (rigid_kind(kind) && !(*rb = load_rigid_body(c, kind, rb_path, err, err_len))) {return 0;}
+  if (!learned_kind(kind)) {
+    *m = (model_t){*rb, NULL};
+    return 1;
+  }
+  char path[4200] = "";
+  const char * file = *weights ? weights : *ckpt ? ckpt : c->latest_update;
+  if (*file) {snprintf(path, sizeof(path), "%s%s", file, *weights ? "" : ".cw");}
+  delan_model * d = NULL;
+  if (*path) {
+    char why[4600];
+    if (!(d = load_delan(c, path, why, sizeof(why)))) {
+      snprintf(err, err_len, "model=%s: %.440s", kind, why);
+    }
+  } else if (!initial) {
+    snprintf(err, err_len, "model=%s needs a checkpoint (delan_checkpoint, delan_weights or a "
+      "model update from the learner)", kind);
+  }
+  if (!d && (*path || !initial)) {
+    rigid_body_free(*rb);
+    *rb = NULL;
+    return 0;
+  }
+  *m = (model_t){d ? *rb : NULL, d};
+  return 1;
+}
+
+/* Makes the model P names, loaded as m with rigid-body part rb, the active one; the one before
+ * fades out over the blend time from now (at once without blend). */
+static void switch_models(controller_t * c, const params_t * P, model_t m, rigid_body * rb,
+  double now, int blend)
+{
+  const char * kind = param_string(P, "model", "pd");
+  drop_old_model(c);
+  c->old_model = c->model;
+  c->old_rb = c->rb;
+  c->model = m;
+  c->rb = rb;
+  snprintf(c->model_kind, sizeof(c->model_kind), "%s", kind);
+  c->residual = !strcmp(kind, "delan_residual");
+  c->follow_learner = learned_kind(kind) && !*param_string(P, "delan_weights", "") &&
+    !*param_string(P, "delan_checkpoint", "");
+  c->blend_start = now;
+  if (!blend) {drop_old_model(c);}
+  if (c->model.delan) {
+    c->model_loads++;
+    fprintf(stderr, "[torque_controller_rt] DeLaN%s v%lld\n", c->residual ? " residual" : "",
+      (long long)delan_model_version(c->model.delan));
+  } else if (c->follow_learner) {
+    fprintf(stderr, "[torque_controller_rt] model=%s: PD until the learner publishes a "
+      "version (its checkpoint's .cw file)\n", kind);
+  }
+}
+
+/* whether changes call for the model to be loaded again: the model itself, or a file of the
+ * (new) kind, as the Python node reloads */
+static int model_touched(const params_t * P, const rcl_interfaces__msg__Parameter * changes,
+  size_t n)
+{
+  const char * kind = param_string(P, "model", "pd");
+  for (size_t i = 0; i < n; i++) {
+    const char * name = changes[i].name.data;
+    if (!strcmp(name, "model") ||
+      (learned_kind(kind) && (!strcmp(name, "delan_checkpoint") ||
+      !strcmp(name, "delan_weights"))) ||
+      (rigid_kind(kind) && !strcmp(name, rigid_body_parameter(kind))))
+    {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* A parameter set (param_server's on_set, between two cycles): checked on a copy of the
+ * settings and, when it touches the model, by loading the new one; applied only when all of it
+ * holds, so a refused set changes nothing. */
+static int apply_parameters(void * owner, const rcl_interfaces__msg__Parameter * changes,
+  size_t n, char * reason, size_t len)
+{
+  controller_t * c = owner;
+  params_t P = *c->params;
+  P.changes = changes;
+  P.n_changes = n;
+  runtime_t rt;
+  if (!read_runtime(&rt, c->n, &P, reason, len)) {return 0;}
+  const int reload = model_touched(&P, changes, n);
+  model_t m;
+  rigid_body * rb;
+  if (reload && !load_models(c, &P, 0, &m, &rb, reason, len)) {return 0;}
+  apply_runtime(c, &rt);
+  if (reload) {
+    char previous[32];
+    snprintf(previous, sizeof(previous), "%s", c->model_kind);
+    switch_models(c, &P, m, rb, mono_s(), 1);
+    fprintf(stderr, "[torque_controller_rt] switched model %s -> %s (bumpless, %.2f s "
+      "blend)\n", previous, c->model_kind, c->rt.blend_time);
+  }
+  for (size_t i = 0; i < n; i++) {
+    fprintf(stderr, "[torque_controller_rt] parameter %s set\n", changes[i].name.data);
+  }
+  return 1;
+}
+
 static int configure(controller_t * c, const params_t * P, char * err, size_t err_len)
 {
-  char ** names = NULL;
-  size_t n = param_strings(P, "joint_names", &names);
+  size_t n = param_strings(P, "joint_names", c->joints, MAX_JOINTS);
   if (n == 0 || n > MAX_JOINTS) {
     snprintf(err, err_len, "joint_names (the model's joints in order) must name 1 to %d joints",
       MAX_JOINTS);
     return 0;
   }
   c->n = (int)n;
-  for (size_t i = 0; i < n; i++) {c->joints[i] = names[i];}
-  const char * per_joint[5] = {"effort_limits", "kp", "kd", "ct_kp", "ct_kd"};
-  double * dst[5] = {c->limits, c->kp, c->kd, c->ct_kp, c->ct_kd};
-  for (int k = 0; k < 5; k++) {
-    if (param_per_joint(P, per_joint[k], c->n, dst[k]) != 0) {
-      snprintf(err, err_len, "%s needs 1 or %d values (no URDF here to derive it from: the "
-        "launch files fill it in)", per_joint[k], c->n);
-      return 0;
-    }
-    for (int i = 0; i < c->n; i++) {
-      if (!isfinite(dst[k][i]) || dst[k][i] < 0) {
-        snprintf(err, err_len, "%s values must be finite and >= 0", per_joint[k]);
-        return 0;
-      }
-    }
-  }
-  double scale = param_double(P, "effort_limit_scale", 1.0);
-  if (!(scale >= 0.01 && scale <= 1.0)) {
-    snprintf(err, err_len, "effort_limit_scale must be in [0.01, 1]");
-    return 0;
-  }
-  for (int i = 0; i < c->n; i++) {c->limits[i] *= scale;}
-  char ** cont = NULL;
-  size_t n_cont = param_strings(P, "continuous_joints", &cont);
+  c->params = P;
+  if (!param_nonnegative(P, "effort_limits", c->n, c->effort_limits, err, err_len)) {return 0;}
+  const char * cont[MAX_JOINTS];
+  size_t n_cont = param_strings(P, "continuous_joints", cont, MAX_JOINTS);
   for (int i = 0; i < c->n; i++) {
-    for (size_t j = 0; j < n_cont; j++) {c->continuous[i] |= strcmp(cont[j], c->joints[i]) == 0;}
+    for (size_t j = 0; j < n_cont && j < MAX_JOINTS; j++) {
+      c->continuous[i] |= strcmp(cont[j], c->joints[i]) == 0;
+    }
   }
-  c->gains = (law_gains_t){c->n, c->ct_kp, c->ct_kd, c->kp, c->kd, c->continuous};
-  const char * law = param_string(P, "law", "computed_torque");
-  if (strcmp(law, "computed_torque") == 0) {
-    c->law = LAW_COMPUTED_TORQUE;
-  } else if (strcmp(law, "feedforward_pd") == 0) {
-    c->law = LAW_FEEDFORWARD_PD;
-  } else {
-    snprintf(err, err_len, "law=%s is not available compiled (computed_torque, feedforward_pd; "
-      "the URDF-feedback laws need the URDF's mass matrix)", law);
-    return 0;
-  }
-  c->watchdog_timeout = param_double(P, "watchdog_timeout", 0.1);
-  c->resume_tolerance = param_double(P, "resume_tolerance", 1.0);
-  c->resume_time = param_double(P, "resume_time", 1.0);
-  if (!(c->resume_tolerance >= 0.0 && c->resume_tolerance <= 1e3) ||
-    !(c->resume_time >= 0.0 && c->resume_time <= 60.0))
-  {
-    snprintf(err, err_len, "resume_tolerance must be in [0, 1000] and resume_time in [0, 60]");
-    return 0;
-  }
+  runtime_t rt;
+  if (!read_runtime(&rt, c->n, P, err, err_len)) {return 0;}
+  apply_runtime(c, &rt);
+  c->gains = (law_gains_t){c->n, c->rt.ct_kp, c->rt.ct_kd, c->rt.kp, c->rt.kd, c->continuous};
   /* absent: 1 rad/s (m/s) per joint for the rejoin's pace, as for a URDF without limits */
   for (int i = 0; i < c->n; i++) {c->velocity_limits[i] = 1.0;}
   if (param_per_joint(P, "velocity_limits", c->n, c->velocity_limits) > 0) {
     snprintf(err, err_len, "velocity_limits needs 1 or %d values", c->n);
     return 0;
   }
-  c->blend_time = param_double(P, "switch_blend_time", 0.2);
-  if (!(c->watchdog_timeout >= 0.001 && c->watchdog_timeout <= 10.0)) {
-    snprintf(err, err_len, "watchdog_timeout must be in [0.001, 10]");
-    return 0;
-  }
-  char ** order = NULL;
-  size_t n_order = param_strings(P, "command_joints", &order);
+  const char * order[MAX_JOINTS];
+  size_t n_order = param_strings(P, "command_joints", order, MAX_JOINTS);
   for (int i = 0; i < c->n; i++) {c->cmd_index[i] = i;}
   const char * receiver = param_string(P, "effort_controller_name", "effort_controller");
+  c->order_timeout = param_double(P, "effort_controller_timeout", 5.0);
   if (n_order) {
     char why[256];
-    if (!order_from_names(c, order, n_order, why, sizeof(why))) {
-      snprintf(err, err_len, "command_joints: %s", why);
+    if (n_order > MAX_JOINTS || !order_from_names(c, order, n_order, why, sizeof(why))) {
+      snprintf(err, err_len, "command_joints: %s", n_order > MAX_JOINTS ? "too many" : why);
       return 0;
     }
     c->order_state = ORDER_KNOWN;
@@ -874,7 +1221,6 @@ static int configure(controller_t * c, const params_t * P, char * err, size_t er
   } else {
     /* asked of the receiver in the loop (ReceiverOrderQuery); no commands until known */
     snprintf(c->receiver, sizeof(c->receiver), "%s", receiver);
-    c->order_timeout = param_double(P, "effort_controller_timeout", 5.0);
     if (!(c->order_timeout >= 0.1 && c->order_timeout <= 600.0)) {
       snprintf(err, err_len, "effort_controller_timeout must be in [0.1, 600]");
       return 0;
@@ -882,28 +1228,10 @@ static int configure(controller_t * c, const params_t * P, char * err, size_t er
     c->order_state = ORDER_PENDING;
     c->order_deadline = mono_s() + c->order_timeout;
   }
-  c->model_kind = param_string(P, "model", "pd");
-  if (strcmp(c->model_kind, "delan") == 0) {
-    const char * weights = param_string(P, "delan_weights", "");
-    const char * ckpt = param_string(P, "delan_checkpoint", "");
-    char path[4096];
-    snprintf(path, sizeof(path), "%s%s", *weights ? weights : ckpt, *weights ? "" : ".cw");
-    c->follow_learner = !*weights && !*ckpt;
-    if (!c->follow_learner && !adopt_model(c, path, mono_s())) {
-      snprintf(err, err_len, "model=delan: %s cannot be used", path);
-      return 0;
-    }
-    c->blend_start = 0;
-    delan_model_free(c->old_model);
-    c->old_model = NULL;
-    if (c->follow_learner) {
-      fprintf(stderr, "[torque_controller_rt] model=delan: PD until the learner publishes a "
-        "version (its checkpoint's .cw file)\n");
-    }
-  } else if (strcmp(c->model_kind, "pd") != 0) {
-    snprintf(err, err_len, "model=%s is not available compiled (pd, delan)", c->model_kind);
-    return 0;
-  }
+  model_t m;
+  rigid_body * rb;
+  if (!load_models(c, P, 1, &m, &rb, err, err_len)) {return 0;}
+  switch_models(c, P, m, rb, mono_s(), 0);
   return 1;
 }
 
@@ -929,7 +1257,9 @@ int main(int argc, char ** argv)
   CHECK(rcl_parse_arguments(argc, (const char * const *)argv, alloc, &args));
   rcl_params_t * early = NULL;
   CHECK(rcl_arguments_get_param_overrides(&args, &early));
-  params_t P = {early, "/torque_controller_rt"};
+  param_server * table = param_server_create();
+  if (!table) {return die("out of memory");}
+  params_t P = {early, "/torque_controller_rt", table, NULL, 0};
   /* the node's name is known once it exists; the priority is looked up for any name */
   int prio = 0;
   for (size_t i = 0; early && i < early->num_nodes; i++) {
@@ -952,6 +1282,14 @@ int main(int argc, char ** argv)
   char err[512];
   if (!configure(&c, &P, err, sizeof(err))) {return die(err);}
   const char * hw = param_string(&P, "hardware_id", P.fqn);
+  value_t priority = empty_value(rcl_interfaces__msg__ParameterType__PARAMETER_INTEGER);
+  priority.integer_value = prio;
+  declare(&P, "realtime_priority", &priority);
+  if (!param_server_start(table, &node, apply_parameters, &c)) {
+    char why[1100];
+    snprintf(why, sizeof(why), "parameter services: %s", rcl_get_error_string().str);
+    return die(why);
+  }
 
   rcl_subscription_t sub_js = rcl_get_zero_initialized_subscription();
   rmw_qos_profile_t js_qos = rmw_qos_profile_sensor_data;
@@ -996,7 +1334,7 @@ int main(int argc, char ** argv)
       ROSIDL_GET_SRV_TYPE_SUPPORT(rcl_interfaces, srv, GetParameters), service, &copt) !=
       RCL_RET_OK)
     {
-      char why[400];
+      char why[1400];
       snprintf(why, sizeof(why), "effort_controller_name=%s is not a node name (%s)",
         c.receiver, rcl_get_error_string().str);
       rcl_reset_error();
@@ -1009,15 +1347,16 @@ int main(int argc, char ** argv)
     rosidl_runtime_c__String__assign(&order_req.names.data[0], "joints");
   }
   rcl_wait_set_t ws = rcl_get_zero_initialized_wait_set();
-  CHECK(rcl_wait_set_init(&ws, 3, 0, 0, 1, 0, 0, &support.context, alloc));
+  CHECK(rcl_wait_set_init(&ws, 3, 0, 0, 1, PARAM_SERVER_SERVICES, 0, &support.context,
+    alloc));
   fprintf(stderr, "[torque_controller_rt] controlling %d joints with model=%s law=%s\n", c.n,
-    c.model_kind, c.law == LAW_COMPUTED_TORQUE ? "computed_torque" : "feedforward_pd");
+    c.model_kind, c.rt.law == LAW_COMPUTED_TORQUE ? "computed_torque" : "feedforward_pd");
 
   double next_diag = mono_s() + 1.0;
   while (!g_stop && rcl_context_is_valid(&support.context)) {
     double now = mono_s();
     double wait = next_diag - now;
-    if (!c.stale && c.watchdog_timeout / 2.0 < wait) {wait = c.watchdog_timeout / 2.0;}
+    if (!c.stale && c.rt.watchdog_timeout / 2.0 < wait) {wait = c.rt.watchdog_timeout / 2.0;}
     const int asking = c.order_state == ORDER_PENDING;
     if (asking) {
       /* ReceiverOrderQuery: a request once its services are there (again after
@@ -1047,6 +1386,7 @@ int main(int argc, char ** argv)
     SOFT(rcl_wait_set_add_subscription(&ws, &sub_js, NULL));
     SOFT(rcl_wait_set_add_subscription(&ws, &sub_up, NULL));
     SOFT(rcl_wait_set_add_subscription(&ws, &sub_ref, NULL));
+    param_server_wait_on(table, &ws);
     if (c.order_state == ORDER_PENDING) {SOFT(rcl_wait_set_add_client(&ws, &order_client, NULL));}
     rcl_ret_t rc = rcl_wait(&ws, wait > 0 ? RCL_S_TO_NS(wait) : 0);
     if (rc != RCL_RET_OK && rc != RCL_RET_TIMEOUT) {rcl_reset_error();}
@@ -1082,9 +1422,10 @@ int main(int argc, char ** argv)
     if (ws.subscriptions[1]) {
       rmw_message_info_t info;
       while (rcl_take(&sub_up, up, &info, NULL) == RCL_RET_OK) {
+        snprintf(c.latest_update, sizeof(c.latest_update), "%s", up->checkpoint_path.data);
         if (!c.follow_learner) {continue;}
-        char path[4096];
-        snprintf(path, sizeof(path), "%s.cw", up->checkpoint_path.data);
+        char path[4200];
+        snprintf(path, sizeof(path), "%s.cw", c.latest_update);
         adopt_model(&c, path, mono_s());
       }
       rcl_reset_error();
@@ -1094,14 +1435,15 @@ int main(int argc, char ** argv)
       while (rcl_take(&sub_ref, traj, &info, NULL) == RCL_RET_OK) {on_reference(&c, traj);}
       rcl_reset_error();
     }
+    param_server_answer(table, &ws);
     now = mono_s();
     /* the watchdog: states older than watchdog_timeout stop the commands, with one zero */
-    if (!c.stale && c.last_state_time > 0 && now - c.last_state_time > c.watchdog_timeout) {
+    if (!c.stale && c.last_state_time > 0 && now - c.last_state_time > c.rt.watchdog_timeout) {
       c.stale = 1;
       c.watchdog_trips++;
       if (c.order_state == ORDER_KNOWN) {publish_command(&pub_cmd, &cmd, &c, NULL);}
       fprintf(stderr, "[torque_controller_rt] joint states stale for > %.3f s: zero torque "
-        "sent, commanding stopped\n", c.watchdog_timeout);
+        "sent, commanding stopped\n", c.rt.watchdog_timeout);
     }
     if (now >= next_diag) {
       publish_diagnostics(&pub_diag, &c, P.fqn, hw);
@@ -1123,9 +1465,12 @@ int main(int argc, char ** argv)
   SOFT(rcl_subscription_fini(&sub_js, &node));
   SOFT(rcl_subscription_fini(&sub_up, &node));
   SOFT(rcl_subscription_fini(&sub_ref, &node));
+  param_server_free(table, &node);
   SOFT(rcl_node_fini(&node));
-  delan_model_free(c.model);
-  delan_model_free(c.old_model);
+  delan_model_free(c.model.delan);
+  delan_model_free(c.old_model.delan);
+  rigid_body_free(c.rb);
+  rigid_body_free(c.old_rb);
   reference_free(c.ref);
   reference_free(c.rejoin);
   rcl_yaml_node_struct_fini(early);

@@ -20,7 +20,7 @@ def require(path: str) -> str:
 
 
 def library():
-    """The model library (loader + kernel) with its C signatures."""
+    """The model library (loaders, DeLaN kernel, RNEA) with its C signatures."""
     lib = ctypes.CDLL(require(LIBRARY))
     lib.delan_model_load.restype = ctypes.c_void_p
     lib.delan_model_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
@@ -31,4 +31,13 @@ def library():
     lib.delan_model_joint_name.restype = ctypes.c_char_p
     lib.delan_model_joint_name.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.delan_model_inverse.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 4
+    lib.rigid_body_load.restype = ctypes.c_void_p
+    lib.rigid_body_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.rigid_body_free.argtypes = [ctypes.c_void_p]
+    for f in ('rigid_body_dof', 'rigid_body_source'):
+        getattr(lib, f).argtypes = [ctypes.c_void_p]
+    lib.rigid_body_continuous.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.rigid_body_joint_name.restype = ctypes.c_char_p
+    lib.rigid_body_joint_name.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.rigid_body_inverse.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 4
     return lib

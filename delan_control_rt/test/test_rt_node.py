@@ -1,5 +1,7 @@
 """The compiled torque controller over real DDS, beside the Python one: the same commands on the
-same joint states (pd, delan), counted rejection of bad input, the watchdog's single zero."""
+same joint states (every model: pd, delan, pinocchio, identified, delan_residual) and after the
+same parameter changes while they run, counted rejection of bad input, the watchdog's single
+zero."""
 
 import os
 import subprocess
@@ -17,10 +19,13 @@ from rt_build import NODE, ROOT, require
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from delan_control.rt_params import rt_parameters
+from delan_common.robot_model import RobotModel
+from delan_control.rt_params import ensure_weights, model_files, rt_parameters
+from delan_control.sysid import IdentifiedModel, nominal_parameters
 from delan_learning.c_export import export_delan, weights_path
 from delan_learning.checkpoint import load_model, save_model
 from delan_learning.lagrangian import DelanModel
+from delan_learning.residual_model import ResidualDelanModel
 from delan_testing.processes import node_process
 
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
@@ -128,6 +133,30 @@ def checkpoint(tmp, names):
     return path
 
 
+def residual_checkpoint(tmp, names):
+    """A delan_residual checkpoint (its weights exported as the launch files export them)."""
+    torch.manual_seed(4)
+    m = ResidualDelanModel(['revolute', 'revolute'], width=16, depth=2).double()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.normal_(0.0, 0.3)
+        m.head_weight.mul_(m.head_mask)
+    path = os.path.join(tmp, 'residual.pt')
+    save_model(m.eval(), path, {'joint_names': names})
+    ensure_weights(path, 'delan_residual')
+    return path
+
+
+def identified_file(tmp):
+    """Identified parameters (delan-sysid's format) that differ from the URDF's."""
+    kinematics = RobotModel(URDF)
+    theta = nominal_parameters(kinematics) * np.linspace(0.8, 1.3, 24)
+    theta[20:] = [0.3, 0.1, 0.5, 0.2]  # viscous, Coulomb
+    path = os.path.join(tmp, 'identified.json')
+    IdentifiedModel(kinematics, theta).save(path)
+    return path
+
+
 def answer(bench, topics, names, q, qd, timeout=30.0):
     """Publish one state until every controller answered it; the answers."""
     for t in topics:
@@ -179,6 +208,208 @@ def test_same_commands_as_the_python_node(bench, tmp_path):
     a_py, a_rt_delan = answer(bench, [py, rt_delan], names, q, qd)
     assert np.abs(a_py - a_rt).max() > 1e-3  # the model changed the command
     np.testing.assert_allclose(a_rt_delan, a_py, rtol=0, atol=1e-9)
+
+
+def test_same_commands_as_the_python_node_with_rigid_body_models(bench, tmp_path):
+    """pinocchio, identified and delan_residual: the C node's RNEA on the files rt_params
+    exports (as the launch files do) against the Python node switched to each model; a
+    delan_residual without a checkpoint takes the learner's version from learner/model_update
+    and adds it to the URDF's model."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    from delan_msgs.msg import ModelUpdate
+
+    tmp = str(tmp_path)
+    params = rt_params()
+    names = params['joint_names']
+    residual = residual_checkpoint(tmp, names)
+    identified = identified_file(tmp)
+    files = {
+        'pinocchio': model_files('pinocchio', URDF, folder=tmp),
+        'identified': model_files('identified', URDF, identified_params=identified, folder=tmp),
+        'delan_residual': model_files('delan_residual', URDF, residual, folder=tmp),
+    }
+    assert files['pinocchio'] == files['delan_residual']  # the URDF's model, once
+    files['delan_residual']['delan_checkpoint'] = residual
+    order = list(reversed(names))
+    common = {**GAINS, 'command_joints': order, 'watchdog_timeout': 2.0, 'switch_blend_time': 0.0}
+    py = bench.start(
+        'delan_control',
+        'torque_controller',
+        'py_rb',
+        {**common, 'urdf_path': URDF, 'model': 'pinocchio'},
+    )
+    rt = {
+        kind: bench.start(
+            'delan_control_rt',
+            'torque_controller_rt',
+            f'rt_{kind}',
+            {
+                **params,
+                **files[kind],
+                'command_joints': order,
+                'model': kind,
+            },
+        )
+        for kind in files
+    }
+    follow = {**files['delan_residual'], 'model': 'delan_residual'}
+    del follow['delan_checkpoint']
+    rt['follow'] = bench.start(
+        'delan_control_rt',
+        'torque_controller_rt',
+        'rt_follow',
+        {**params, **follow, 'command_joints': order, 'switch_blend_time': 0.0},
+    )
+    hold, qd0 = [0.3, -0.5], [0.0, 0.0]
+    answer(bench, [py, *rt.values()], names, hold, qd0, timeout=40.0)
+    q, qd = [0.305, -0.497], [0.2, -0.1]
+    client = AsyncParameterClient(bench.node, 'py_rb')
+    assert client.wait_for_services(10.0)
+    answers = {}
+    for kind, switch in (
+        ('pinocchio', []),
+        ('identified', [Parameter('identified_params', value=identified)]),
+        ('delan_residual', [Parameter('delan_checkpoint', value=residual)]),
+    ):
+        if switch:
+            fut = client.set_parameters(switch + [Parameter('model', value=kind)])
+            bench.until(fut.done, 20.0, f'the switch to {kind}')
+            assert all(r.successful for r in fut.result().results), fut.result()
+        a_py, a_rt = answer(bench, [py, rt[kind]], names, q, qd)
+        np.testing.assert_allclose(a_rt, a_py, rtol=0, atol=1e-9, err_msg=kind)
+        answers[kind] = a_py
+    # the follower: PD until a learner version, then the URDF's model + that residual
+    (a_pd,) = answer(bench, [rt['follow']], names, q, qd)
+    assert np.abs(a_pd - answers['delan_residual']).max() > 1e-3
+    latched = QoSProfile(
+        depth=1,
+        reliability=ReliabilityPolicy.RELIABLE,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL,
+    )
+    update = ModelUpdate(model_id='test', model_version=3, checkpoint_path=residual)
+    update.joint_names = names
+    bench.node.create_publisher(ModelUpdate, 'learner/model_update', latched).publish(update)
+    bench.until(
+        lambda: bench.diag.get('/rt_follow', {}).get('model_loads') == '1',
+        20.0,
+        'the follower taking the version',
+    )
+    (a_follow,) = answer(bench, [rt['follow']], names, q, qd)
+    np.testing.assert_allclose(a_follow, answers['delan_residual'], rtol=0, atol=1e-9)
+    # three different models: three different commands
+    assert np.abs(answers['identified'] - answers['pinocchio']).max() > 1e-3
+    assert np.abs(answers['delan_residual'] - answers['pinocchio']).max() > 1e-3
+
+
+def set_parameters(bench, node, params):
+    """Set ``params`` on ``node`` (each on its own, in order, as ``ros2 param set``); the
+    results."""
+    client = AsyncParameterClient(bench.node, node)
+    assert client.wait_for_services(10.0), node
+    fut = client.set_parameters(params)
+    bench.until(fut.done, 20.0, f'parameters of {node}')
+    return fut.result().results
+
+
+def test_runtime_parameter_changes_as_by_the_python_node(bench, tmp_path):
+    """The compiled node serves the parameter services: model switches (to the URDF's model, to
+    identified parameters, to a residual checkpoint), a law and gains set while it runs command
+    what the Python node commands after the same sets; a read-only parameter, an unknown one, a
+    wrong type and a model its files cannot give are refused and change nothing."""
+    tmp = str(tmp_path)
+    params = rt_params()
+    names = params['joint_names']
+    residual = residual_checkpoint(tmp, names)
+    identified = identified_file(tmp)
+    # the URDF's model and the identified one, for switches
+    files = model_files('pd', URDF, identified_params=identified, folder=tmp)
+    order = list(reversed(names))
+    common = {**GAINS, 'command_joints': order, 'watchdog_timeout': 2.0, 'switch_blend_time': 0.0}
+    py = bench.start('delan_control', 'torque_controller', 'py_sw', {**common, 'urdf_path': URDF})
+    rt = bench.start(
+        'delan_control_rt',
+        'torque_controller_rt',
+        'rt_sw',
+        {**params, **files, 'command_joints': order, 'switch_blend_time': 0.0},
+    )
+    answer(bench, [py, rt], names, [0.3, -0.5], [0.0, 0.0], timeout=40.0)
+    q, qd = [0.305, -0.497], [0.2, -0.1]
+    a_py, a_rt = answer(bench, [py, rt], names, q, qd)
+    np.testing.assert_allclose(a_rt, a_py, rtol=0, atol=1e-9)
+    before = a_py
+    for change, python_only in (
+        ([Parameter('model', value='pinocchio')], []),
+        (
+            [Parameter('model', value='identified')],
+            [Parameter('identified_params', value=identified)],
+        ),
+        ([Parameter('law', value='feedforward_pd'), Parameter('kp', value=[20.0, 5.0])], []),
+        (
+            [
+                Parameter('delan_checkpoint', value=residual),
+                Parameter('model', value='delan_residual'),
+            ],
+            [],
+        ),
+    ):
+        for node, extra in (('py_sw', python_only), ('rt_sw', [])):
+            results = set_parameters(bench, node, extra + change)
+            assert all(r.successful for r in results), (node, results)
+        a_py, a_rt = answer(bench, [py, rt], names, q, qd)
+        assert np.abs(a_py - before).max() > 1e-3, change  # the change changed the command
+        np.testing.assert_allclose(a_rt, a_py, rtol=0, atol=1e-9, err_msg=str(change))
+        before = a_py
+    refused = {
+        'joint_names': (Parameter('joint_names', value=['a', 'b']), 'read-only'),
+        'unknown': (Parameter('no_such_parameter', value=1.0), 'not declared'),
+        'type': (Parameter('watchdog_timeout', value=1), 'of type double'),
+        'file': (
+            Parameter('rigid_body_file', value=files['identified_rigid_body_file']),
+            "identified, not the URDF's",
+        ),
+        'law': (Parameter('law', value='computed_torque_urdf_feedback'), 'not available'),
+    }
+    for what, (param, reason) in refused.items():
+        (result,) = set_parameters(bench, 'rt_sw', [param])
+        assert not result.successful and reason in result.reason, (what, result)
+    (a_rt,) = answer(bench, [rt], names, q, qd)
+    np.testing.assert_allclose(a_rt, before, rtol=0, atol=1e-9)
+    client = AsyncParameterClient(bench.node, 'rt_sw')
+    fut = client.get_parameters(['model', 'law', 'kp'])
+    bench.until(fut.done, 20.0, 'parameter values')
+    model, law, kp = fut.result().values
+    assert (model.string_value, law.string_value) == ('delan_residual', 'feedforward_pd')
+    assert list(kp.double_array_value) == [20.0, 5.0]
+
+
+def test_rigid_body_models_refuse_missing_and_wrong_files(bench, tmp_path):
+    """The node exits with the reason: no rigid_body_file, a truncated one, the URDF's model as
+    identified parameters, a whole DeLaN as a residual is caught before (ensure_weights)."""
+    tmp = str(tmp_path)
+    params = rt_params()
+    urdf_file = model_files('pinocchio', URDF, folder=tmp)['rigid_body_file']
+    truncated = os.path.join(tmp, 'truncated.rbd')
+    with open(urdf_file, 'rb') as f, open(truncated, 'wb') as g:
+        g.write(f.read()[:-40])
+    cases = {
+        'none': ({'model': 'pinocchio'}, 'needs rigid_body_file'),
+        'truncated': ({'model': 'pinocchio', 'rigid_body_file': truncated}, 'checksum'),
+        'source': (
+            {'model': 'identified', 'identified_rigid_body_file': urdf_file},
+            'not identified',
+        ),
+    }
+    for name, (extra, reason) in cases.items():
+        bench.start('delan_control_rt', 'torque_controller_rt', f'rt_{name}', {**params, **extra})
+    for proc in bench.procs:
+        assert proc.wait(timeout=30) != 0
+    for name, (_, reason) in cases.items():
+        with open(os.path.join(bench.tmp, f'rt_{name}.log')) as f:
+            assert reason in f.read(), name
+    whole = checkpoint(tmp, params['joint_names'])
+    with pytest.raises(ValueError, match="holds a 'delan' model, not 'delan_residual'"):
+        model_files('delan_residual', URDF, whole, folder=tmp)
 
 
 def test_bad_input_is_counted_and_the_watchdog_zeroes_once(bench):

@@ -4,7 +4,8 @@ The compiled node evaluates the same C kernel as :mod:`delan_learning.c_kernel`
 (``delan_kernel.c``, whose ``delan_t`` it fills from this file), so the file holds exactly the
 arrays ``NumpyDelan._c_setup`` hands that kernel, without torch or Python on the control path.
 
-Layout, version 1 (all little-endian, no padding)::
+Layout, version 1 (all little-endian, no padding; the frame -- magic, version, byte order,
+checksum -- is :mod:`delan_common.binary_file`'s)::
 
     offset  size  field
     0       8     magic b'DELANCW\\0'
@@ -27,12 +28,14 @@ sees half of it.
 
 from __future__ import annotations
 
-import os
 import struct
-import tempfile
 from typing import Optional, Sequence
 
 import numpy as np
+
+from delan_common.binary_file import fnv1a64, framed, write_atomic
+
+__all__ = ['FORMAT_VERSION', 'MAGIC', 'SUFFIX', 'export_bytes', 'export_delan', 'fnv1a64']
 
 MAGIC = b'DELANCW\0'
 FORMAT_VERSION = 1
@@ -43,14 +46,6 @@ _INTS = ('n', 'm', 'n_ang', 'K', 'W', 'depth', 'P', 'n_l', 'act', 'use_friction'
 _DOUBLES = ('v_scale', 'eps', 'diag_offset', 'inv_smooth')
 _INT_ARRAYS = ('feat', 'is_ang', 'rows', 'cols')
 _DOUBLE_ARRAYS = ('w_in', 'w_hid', 'bias', 'head', 'head_b', 'viscous', 'coulomb', 'root')
-
-
-def fnv1a64(data: bytes) -> int:
-    """64-bit FNV-1a: a checksum the C reader computes in four lines."""
-    h = 0xCBF29CE484222325
-    for b in data:
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
 
 
 def weights_path(checkpoint: str) -> str:
@@ -69,8 +64,6 @@ def export_bytes(
     n = st.n
     names = [s.encode('utf-8') for s in fast.joint_names]
     parts = [
-        MAGIC,
-        struct.pack('<II', FORMAT_VERSION, 0x01020304),
         struct.pack('<10i', *(getattr(st, k) for k in _INTS)),
         struct.pack('<4d', *(getattr(st, k) for k in _DOUBLES)),
         struct.pack('<q', int(model_version)),
@@ -85,27 +78,11 @@ def export_bytes(
             a = np.zeros(sizes[k])
         parts.append(a.tobytes())
     assert len(names) == n
-    body = b''.join(parts)
-    return body + struct.pack('<Q', fnv1a64(body))
+    return framed(MAGIC, FORMAT_VERSION, b''.join(parts))
 
 
 def export_delan(
     model, path: str, joint_names: Optional[Sequence[str]] = None, model_version: int = 0
 ) -> str:
     """Write ``model`` (a DelanModel) to ``path`` atomically; returns ``path``."""
-    data = export_bytes(model, joint_names, model_version)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(
-        dir=folder, prefix='.' + os.path.basename(path) + '.', suffix='.tmp'
-    )
-    try:
-        with os.fdopen(fd, 'wb') as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_atomic(path, export_bytes(model, joint_names, model_version))
