@@ -57,9 +57,9 @@ ROS_PACKAGES = {
 }
 
 # runtime imports a package makes only where used, declared as test dependencies: delan_control
-# needs delan_learning (torch) only for the learned models and the demo
-# (delan_control/test/test_torch_free_controller.py runs a controller without it)
-OPTIONAL_RUNTIME = {'delan_control': {'delan_learning'}}
+# needs delan_learning (torch) only for the learned models, the demo and the offline swing-up's
+# training (delan_control/test/test_torch_free_controller.py runs a controller without it)
+OPTIONAL_RUNTIME = {'delan_control': {'delan_learning', 'python3-torch'}}
 
 
 def imported_modules(package_dir):

@@ -27,16 +27,22 @@ each stage's position, explicit as gravity is (stable while ``dt sqrt(k / H)`` s
 below 1). With no effect on, the step runs the plain friction law inline, as fast as without
 them.
 
-Torque is clamped to the URDF effort limits; an optional Gaussian torque disturbance
-(``torque_noise``, N m per physics step) is added after clamping (not part of the reported
-torque); ``measure()`` adds position/velocity measurement noise. Position limits act as
-inelastic end stops (position clamped, velocity into the stop zeroed) unless disabled.
+Torque is clamped to the URDF effort limits, then zeroed on the joints that have no motor
+(``actuated``: a mask or joint names; default every joint actuated, and then the clamp is
+exactly what it was without the option): an under-actuated robot (a Furuta pendulum's passive
+pendulum) gets no torque there whatever it is commanded, and the reported torque
+(:attr:`Plant.last_torque`, the return value of :meth:`Plant.step`) is that zero. An optional
+Gaussian torque disturbance (``torque_noise``, N m per physics step) is added after clamping
+(not part of the reported torque; a disturbance, not a motor's torque, so it acts on passive
+joints too unless their ``torque_noise`` is 0); ``measure()`` adds position/velocity
+measurement noise. Position limits act as inelastic end stops (position clamped, velocity into
+the stop zeroed) unless disabled.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Optional, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pinocchio as pin
@@ -72,7 +78,9 @@ class Plant:
 
     ``robot`` is a :class:`RobotModel` (its nominal URDF is used) or anything
     :class:`RobotModel` accepts (path, file name, XML). ``self.truth`` is the mismatched model
-    the plant integrates; ``self.nominal`` the URDF as written.
+    the plant integrates; ``self.nominal`` the URDF as written. ``actuated``: which joints have
+    a motor, ``n`` bools in model order or a list of joint names (None: all); the others get
+    zero torque (:meth:`clamp`). The mask is :attr:`actuated` ``(n,)`` bool.
     """
 
     def __init__(
@@ -90,6 +98,7 @@ class Plant:
         qd0: Optional[ArrayLike] = None,
         clamp_torque: bool = True,
         position_limits: bool = True,
+        actuated: Optional[Union[Sequence[bool], Sequence[str], np.ndarray]] = None,
     ):
         nominal = robot if isinstance(robot, RobotModel) else RobotModel(robot)
         if not nominal.mismatch.is_identity():
@@ -114,6 +123,9 @@ class Plant:
         self.position_limits = position_limits
         spec = self.truth.spec
         self._lim = spec.effort_limit.copy()
+        self.actuated = self._actuated_mask(actuated)
+        self._passive = ~self.actuated
+        self._under = bool(self._passive.any())  # False: clamp exactly as without the option
         self._lower = spec.lower.copy()
         self._upper = spec.upper.copy()
         self._has_limits = bool(np.any(np.isfinite(self._lower) | np.isfinite(self._upper)))
@@ -156,6 +168,25 @@ class Plant:
         self.last_torque = np.zeros(n)  # clamped torque of the last step (what the motors gave)
         self.blowups = 0  # integrations that went non-finite (see advance)
         self.reset(q0, qd0)
+
+    def _actuated_mask(
+        self, actuated: Optional[Union[Sequence[bool], Sequence[str], np.ndarray]]
+    ) -> np.ndarray:
+        """``(n,)`` bool from the ``actuated`` option: None (all), bools or joint names."""
+        if actuated is None:
+            return np.ones(self.n, dtype=bool)
+        items = list(actuated)
+        if items and all(isinstance(x, str) for x in items):
+            unknown = [x for x in items if x not in self.joint_names]
+            if unknown:
+                raise ValueError(f'actuated: unknown joints {unknown} (have {self.joint_names})')
+            return np.array([name in items for name in self.joint_names], dtype=bool)
+        mask = np.asarray(items)
+        if mask.shape != (self.n,) or mask.dtype != bool:
+            raise ValueError(
+                f'actuated needs {self.n} bools or joint names, got {np.asarray(actuated)!r}'
+            )
+        return mask.copy()
 
     def _armature_for_stiff_friction(self, model: RobotModel) -> np.ndarray:
         """Armature ``A (n,)`` that keeps RK4 with explicit friction stable: the friction's
@@ -247,14 +278,21 @@ class Plant:
         return self.truth.forward(q, qd, tau)
 
     def clamp(self, tau: ArrayLike) -> np.ndarray:
+        """The torque ``(n,)`` the motors give for the command ``tau (n,)``: clamped to the
+        effort limits (when ``clamp_torque``), zero on joints without a motor (``actuated``).
+        ``ValueError`` on a wrong shape or a non-finite value."""
         tau = np.asarray(tau, dtype=np.float64)
         if tau.shape != (self.n,):
             raise ValueError(f'torque needs shape ({self.n},), got {tau.shape}')
         if not np.all(np.isfinite(tau)):
             raise ValueError('torque has NaN/Inf')
         if self.clamp_torque:
-            return np.minimum(np.maximum(tau, -self._lim), self._lim)
-        return tau.copy()
+            out = np.minimum(np.maximum(tau, -self._lim), self._lim)
+        else:
+            out = tau.copy()
+        if self._under:
+            out[self._passive] = 0.0
+        return out
 
     # ------------------------------------------------------------------ integration
     def step(self, tau: ArrayLike, n_steps: int = 1) -> np.ndarray:

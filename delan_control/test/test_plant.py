@@ -232,3 +232,37 @@ def test_a_state_gone_non_finite_is_never_kept():
     assert plant.blowups == 1
     plant.step([0.0, 0.0], 5)  # and goes on from there
     assert plant.blowups == 1 and np.all(np.isfinite(plant.q))
+
+
+def test_unactuated_joints_get_no_torque():
+    """``actuated``: the passive joint gets zero torque whatever is commanded (reported so);
+    the actuated ones are clamped as always; names or a mask select the same joints."""
+    kw = dict(q0=[0.2, 0.4], qd0=[0.5, -0.3])
+    under = Plant('two_link_arm.urdf', actuated=[True, False], **kw)
+    np.testing.assert_array_equal(under.actuated, [True, False])
+    np.testing.assert_array_equal(under.step([1e3, 15.0]), [40.0, 0.0])
+    np.testing.assert_array_equal(under.last_torque, [40.0, 0.0])
+    np.testing.assert_array_equal(under.clamp([-3.0, -7.0]), [-3.0, 0.0])
+    # the elbow's command changes nothing: the same motion as commanding it zero
+    a = Plant('two_link_arm.urdf', actuated=['shoulder'], **kw)
+    b = Plant('two_link_arm.urdf', **kw)
+    a.run([2.0, 9.0], 0.3)
+    b.run([2.0, 0.0], 0.3)
+    np.testing.assert_array_equal(a.q, b.q)
+    np.testing.assert_array_equal(a.qd, b.qd)
+    unclamped = Plant('two_link_arm.urdf', actuated=[False, True], clamp_torque=False)
+    np.testing.assert_array_equal(unclamped.clamp([100.0, 50.0]), [0.0, 50.0])
+    for bad in (['wrist'], [True], [1.0, 0.0]):
+        with pytest.raises(ValueError):
+            Plant('two_link_arm.urdf', actuated=bad)
+
+
+def test_all_actuated_is_bitwise_the_plant_without_the_option():
+    kw = dict(q0=[0.7, -0.4], qd0=[0.1, 0.2], torque_noise=0.3, seed=5)
+    a = Plant('two_link_arm.urdf', **kw)
+    b = Plant('two_link_arm.urdf', actuated=[True, True], **kw)
+    for tau in ([5.0, -2.0], [50.0, 30.0], [-1.0, 0.5]):
+        np.testing.assert_array_equal(a.step(tau, 7), b.step(tau, 7))
+    np.testing.assert_array_equal(a.q, b.q)
+    np.testing.assert_array_equal(a.qd, b.qd)
+    assert not b._under
