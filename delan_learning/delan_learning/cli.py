@@ -15,10 +15,13 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from delan_common.model_kinds import VARIANT_KINDS
 from delan_learning.cli_args import add_data_arguments, add_renamed_option, arrays_from_args
 from delan_learning.train_config import INTEGRATORS, LOSSES, TORQUE_TIMINGS
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
+#: what ``delan-train --model`` fits (``delan_residual`` needs a nominal model: the learner's)
+TRAIN_MODELS = ('delan', 'mlp') + VARIANT_KINDS
 
 
 class UsageError(Exception):
@@ -58,7 +61,7 @@ def train_parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(
         prog='delan-train',
-        description='Fit a DeLaN (or MLP baseline) inverse-dynamics model '
+        description='Fit a DeLaN (or a baseline or variant) inverse-dynamics model '
         'to recorded joint data and save a checkpoint.',
     )
     add_data_arguments(
@@ -69,9 +72,11 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument('--out', required=True, metavar='model.pt', help='checkpoint to write')
     p.add_argument(
         '--model',
-        choices=('delan', 'mlp'),
+        choices=TRAIN_MODELS,
         default='delan',
-        help='kind of model to fit (default %(default)s)',
+        help='kind of model to fit (default %(default)s): structured DeLaN, the black-box '
+        'MLP, or the variants DeLaN is compared with: one MLP for the Lagrangian '
+        "(blackbox_lagrangian), DeLaN's networks in Hamiltonian form (hamiltonian)",
     )
     p.add_argument(
         '--loss',
@@ -109,7 +114,11 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument('--width', type=int, default=64, help='hidden units per layer')
     p.add_argument('--depth', type=int, default=2, help='hidden layers')
     p.add_argument('--seed', type=int, default=0)
-    p.add_argument('--no-friction', action='store_true', help='DeLaN without friction terms')
+    p.add_argument(
+        '--no-friction',
+        action='store_true',
+        help='no friction terms (DeLaN and its variants; the mlp has none anyway)',
+    )
     p.add_argument(
         '--val-fraction',
         type=float,
@@ -220,7 +229,7 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
         torque_timing=args.torque_timing,
     )
     model_config: Dict = {'width': args.width, 'depth': args.depth}
-    if args.model == 'delan':
+    if args.model != 'mlp':
         model_config['friction'] = not args.no_friction
     try:
         result = train_model(data, args.model, config, model_config)

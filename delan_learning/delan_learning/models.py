@@ -1,8 +1,10 @@
 """What every learned torch dynamics model shares, and how to build one from checkpoint metadata.
 
-Both :class:`~delan_learning.lagrangian.DelanModel` and the black-box
-:class:`~delan_learning.mlp.MlpInverseModel` derive from :class:`DynamicsModule`, so the trainer,
-the checkpoints, the protocol adapter and the CLIs treat them alike. Tensors are batched:
+:class:`~delan_learning.lagrangian.DelanModel`, the black-box
+:class:`~delan_learning.mlp.MlpInverseModel` and the variants of Lutter & Peters (2021),
+:class:`~delan_learning.blackbox_lagrangian.BlackboxLagrangianModel` and
+:class:`~delan_learning.hamiltonian.HamiltonianModel`, derive from :class:`DynamicsModule`, so the
+trainer, the checkpoints, the protocol adapter and the CLIs treat them alike. Tensors are batched:
 ``q, qd, qdd, tau`` are ``(B, n)``; any float dtype and device (the model's own).
 """
 
@@ -96,6 +98,23 @@ class DynamicsModule(nn.Module):
         self._undefined('energy (T, V)')
 
 
+# -- autograd helpers of the models that differentiate their networks by autograd ------------
+def graph_input(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as a node autograd can differentiate with respect to.
+
+    A tensor already in a graph (a rollout's state depends on the weights) is cloned, so its
+    outer gradients still flow; any other is detached into a fresh leaf."""
+    return x.clone() if x.requires_grad else x.detach().requires_grad_(True)
+
+
+def grad(out: torch.Tensor, wrt: torch.Tensor, create_graph: bool = True) -> torch.Tensor:
+    """``d out.sum() / d wrt`` (shaped as ``wrt``); zeros where ``out`` does not depend on it."""
+    (g,) = torch.autograd.grad(
+        out.sum(), wrt, create_graph=create_graph, retain_graph=True, allow_unused=True
+    )
+    return torch.zeros_like(wrt) if g is None else g
+
+
 def joint_names_of(
     model: DynamicsModule, joint_names: Optional[Sequence[str]] = None
 ) -> List[str]:
@@ -185,4 +204,12 @@ def build_model(kind: str, joint_types: Sequence[str], **config: Any) -> Dynamic
         from delan_learning.mlp import MlpInverseModel
 
         return MlpInverseModel(joint_types, **config)
+    if kind == 'blackbox_lagrangian':
+        from delan_learning.blackbox_lagrangian import BlackboxLagrangianModel
+
+        return BlackboxLagrangianModel(joint_types, **config)
+    if kind == 'hamiltonian':
+        from delan_learning.hamiltonian import HamiltonianModel
+
+        return HamiltonianModel(joint_types, **config)
     raise ValueError(f'unknown model kind {kind!r}; expected one of {MODEL_KINDS}')
