@@ -1,9 +1,10 @@
-"""Parameter declarations with descriptors and validation, shared by every node of the suite."""
+"""Parameter declarations with descriptors and validation, shared by every node of the suite:
+a node declares its table (:mod:`delan_common.param_table`) with :func:`declare_table`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from rcl_interfaces.msg import (
     FloatingPointRange,
@@ -13,6 +14,8 @@ from rcl_interfaces.msg import (
 )
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+
+from delan_common.param_table import Check, Param, ParamContext, Values
 
 Validator = Callable[[Any], Optional[str]]  # returns an error message, or None when valid
 
@@ -29,7 +32,7 @@ class ParamSpec:
 
 
 def declared_parameters(node: Node) -> List[ParamSpec]:
-    """The parameters ``node`` declared through :func:`declare` / :func:`record`, in order."""
+    """The parameters ``node`` declared (:func:`declare_table`, :func:`declare`), in order."""
     return list(getattr(node, '_delan_param_specs', []))
 
 
@@ -38,6 +41,26 @@ def record(node: Node, spec: ParamSpec) -> None:
     if not hasattr(node, '_delan_param_specs'):
         node._delan_param_specs = []
     node._delan_param_specs.append(spec)
+
+
+def declare_table(
+    node: Node,
+    table: Iterable[Param],
+    registry: Optional[Dict[str, Validator]] = None,
+    ctx: Optional[ParamContext] = None,
+) -> Values:
+    """Declare every parameter of ``table``, in order, with its descriptor; a start-up value
+    the table refuses is a ``ValueError('invalid parameter: ...')``. Each parameter's validator
+    goes into ``registry`` for :func:`validating_callback`.
+
+    ``ctx`` gives the number of joints (for ``{n}`` in descriptions and per-joint checks); the
+    checks see the node's parameter values as they are when they run.
+    """
+    live = ParamContext(ctx.n_joints if ctx is not None else 0, _NodeValues(node))
+    values = Values()
+    for param in table:
+        values[param.name] = _declare(node, param, registry, live)
+    return values
 
 
 def declare(
@@ -53,72 +76,95 @@ def declare(
     validator: Optional[Validator] = None,
     registry: Optional[Dict[str, Validator]] = None,
 ) -> Any:
-    """Declare ``name`` with a descriptor; register its validator in ``registry``.
+    """Declare one parameter outside a table (one whose existence is decided at runtime);
+    the arguments are those of :class:`~delan_common.param_table.Param`."""
+    check: Optional[Check] = None
+    if validator is not None:
+        bound = validator
 
-    Ranges go into the descriptor (visible in ``ros2 param describe``) *and* are checked by the
-    validator, so an out-of-range override at start-up fails loudly instead of being clipped.
-    """
-    desc = ParameterDescriptor(description=description, read_only=read_only)
-    if choices:
-        desc.additional_constraints = 'one of: ' + ', '.join(choices)
-    if isinstance(default, bool):
-        pass
-    elif isinstance(default, int) and (min_value is not None or max_value is not None):
-        desc.integer_range = [
-            IntegerRange(
-                from_value=int(min_value if min_value is not None else -(2**31)),
-                to_value=int(max_value if max_value is not None else 2**31 - 1),
-                step=0,
-            )
-        ]
-    elif isinstance(default, float) and (min_value is not None or max_value is not None):
-        desc.floating_point_range = [
-            FloatingPointRange(
-                from_value=float(min_value if min_value is not None else -1e300),
-                to_value=float(max_value if max_value is not None else 1e300),
-                step=0.0,
-            )
-        ]
+        def check(value: Any, _ctx: ParamContext) -> Optional[str]:
+            return bound(value)
 
-    def check(value: Any) -> Optional[str]:
-        if choices is not None and value not in choices:
-            return f'{name}={value!r} is not one of {list(choices)}'
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if min_value is not None and value < min_value:
-                return f'{name}={value} is below its minimum {min_value}'
-            if max_value is not None and value > max_value:
-                return f'{name}={value} is above its maximum {max_value}'
-        if validator is not None:
-            return validator(value)
-        return None
+    param = Param(
+        name, default, description, min_value, max_value, tuple(choices or ()), read_only, check
+    )
+    return _declare(node, param, registry, ParamContext(0, _NodeValues(node)))
 
-    value = node.declare_parameter(name, default, desc).value
+
+def _declare(
+    node: Node, param: Param, registry: Optional[Dict[str, Validator]], ctx: ParamContext
+) -> Any:
+    """Ranges go into the descriptor (visible in ``ros2 param describe``) *and* are checked by
+    the validator, so an out-of-range override at start-up fails loudly instead of being
+    clipped."""
+    description = param.describe(ctx)
+    declared = node.declare_parameter(param.name, param.default, _descriptor(param, description))
+    value = declared.value
     record(
         node,
-        ParamSpec(
-            name, default, description, _constraints(min_value, max_value, choices), read_only
-        ),
+        ParamSpec(param.name, param.default, description, param.constraints(), param.read_only),
     )
+    if param.items is not None and (value is None or isinstance(value, (bytes, bytearray))):
+        value = []  # how rclpy gives back an empty, dynamically typed array
+
+    def check(v: Any) -> Optional[str]:
+        return param.validate(v, ctx)
+
     error = check(value)
     if error:
         raise ValueError(f'invalid parameter: {error}')
     if registry is not None:
-        registry[name] = check
+        registry[param.name] = check
+    if param.items is not None:
+        value = [param.items(v) for v in value]
     return value
 
 
-def _constraints(
-    min_value: Optional[float], max_value: Optional[float], choices: Optional[Sequence[str]]
-) -> str:
-    if choices:
-        return 'one of: ' + ', '.join(choices)
-    if min_value is None and max_value is None:
-        return ''
+def _descriptor(param: Param, description: str) -> ParameterDescriptor:
+    desc = ParameterDescriptor(description=description, read_only=param.read_only)
+    lo, hi, default = param.min, param.max, param.default
+    if param.items is not None:
+        desc.dynamic_typing = True
+        desc.additional_constraints = param.constraints()
+    elif param.choices:
+        desc.additional_constraints = param.constraints()
+    if isinstance(default, bool) or (lo is None and hi is None):
+        pass
+    elif isinstance(default, int):
+        desc.integer_range = [
+            IntegerRange(
+                from_value=int(lo if lo is not None else -(2**31)),
+                to_value=int(hi if hi is not None else 2**31 - 1),
+                step=0,
+            )
+        ]
+    elif isinstance(default, float):
+        desc.floating_point_range = [
+            FloatingPointRange(
+                from_value=float(lo if lo is not None else -1e300),
+                to_value=float(hi if hi is not None else 1e300),
+                step=0.0,
+            )
+        ]
+    return desc
 
-    def num(v: Optional[float]) -> str:
-        return '' if v is None else str(v) if isinstance(v, int) else f'{v:g}'
 
-    return f'[{num(min_value)}, {num(max_value)}]'
+class _NodeValues(Mapping[str, Any]):
+    """A node's parameter values, read when asked (a check's view across parameters)."""
+
+    def __init__(self, node: Node):
+        self._node = node
+
+    def __getitem__(self, name: str) -> Any:
+        if not self._node.has_parameter(name):
+            raise KeyError(name)
+        return self._node.get_parameter(name).value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._node.get_parameters_by_prefix(''))
+
+    def __len__(self) -> int:
+        return len(self._node.get_parameters_by_prefix(''))
 
 
 def validating_callback(

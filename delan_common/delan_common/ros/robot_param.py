@@ -12,17 +12,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional
 
 import rclpy
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from std_msgs.msg import String
 
-from delan_common.ros.params import ParamSpec, declare, record
+from delan_common.param_table import (
+    ROBOT_DESCRIPTION_HELP,
+    URDF_PATH_HELP,
+    Param,
+    robot_table,
+)
+from delan_common.ros.params import declare_table
 from delan_common.ros.qos import LATCHED
 from delan_common.urdf_joints import RobotDescription, UrdfError
 
-URDF_PATH_HELP = 'URDF file of the robot (ignored when robot_description is set)'
-ROBOT_DESCRIPTION_HELP = 'URDF XML of the robot'
 DESCRIPTION_TOPIC = 'robot_description'
 
 
@@ -54,24 +57,8 @@ class RobotParams:
 
 
 def declare_array(node: Node, name: str, kind: type, description: str) -> List:
-    """A read-only array parameter, default []: typed by its elements (rclpy cannot type an
-    empty default statically, so the type is checked here)."""
-    desc = ParameterDescriptor(
-        description=description,
-        read_only=True,
-        dynamic_typing=True,
-        additional_constraints=f'array of {kind.__name__}; [] = none',
-    )
-    value = node.declare_parameter(name, [], desc).value
-    record(node, ParamSpec(name, [], description, desc.additional_constraints, True))
-    value = [] if value is None or isinstance(value, (bytes, bytearray)) else value
-    ok = isinstance(value, (list, tuple)) and all(
-        isinstance(v, kind) or (kind is float and isinstance(v, int) and not isinstance(v, bool))
-        for v in value
-    )
-    if not ok:
-        raise ValueError(f'invalid parameter: {name}={value!r} is not an array of {kind.__name__}')
-    return [kind(v) for v in value]
+    """A read-only array parameter, default [], of ``kind`` elements, declared on its own."""
+    return declare_table(node, (Param(name, [], description, read_only=True, items=kind),))[name]
 
 
 def parse_locked(entries: List[str]) -> Dict[str, float]:
@@ -142,48 +129,10 @@ def declare_robot_params(
     ``RobotModel(params.description, **params.selection_kwargs())``); the others use
     :func:`declare_robot`.
     """
-    ro = dict(read_only=True, registry=registry)
-    path = declare(node, 'urdf_path', default_path, path_help, **ro)
-    xml = declare(node, 'robot_description', '', description_help, **ro)
-    joints = declare_array(
-        node,
-        'joints',
-        str,
-        'Joints to learn and control (any order; model '
-        'order is depth first); [] = the main chain (urdf_joints)',
-    )
-    locked = parse_locked(
-        declare_array(
-            node,
-            'locked_joint_positions',
-            str,
-            'Positions of other movable joints as name=value '
-            '(rad or m); [] = 0 clamped into the limits, mimic joints following',
-        )
-    )
-    effort = declare_array(
-        node,
-        'effort_limits',
-        float,
-        'Effort limit per selected joint (model order; 0 = from the URDF); [] = from the URDF',
-    )
-    velocity = declare_array(
-        node,
-        'velocity_limits',
-        float,
-        'Velocity limit per selected joint (model order; 0 = from the URDF); [] = from the URDF',
-    )
-    timeout = declare(
-        node,
-        'robot_description_timeout',
-        10.0,
-        'Wait this long for the latched '
-        'robot_description topic when neither urdf_path nor robot_description is '
-        'set [s]',
-        min_value=0.0,
-        max_value=3600.0,
-        **ro,
-    )
+    v = declare_table(node, robot_table(default_path, path_help, description_help), registry)
+    path, xml, joints = v.urdf_path, v.robot_description, v.joints
+    locked = parse_locked(v.locked_joint_positions)
+    effort, velocity, timeout = v.effort_limits, v.velocity_limits, v.robot_description_timeout
     params = RobotParams(path, xml, joints, locked, effort, velocity)
     if not xml.strip() and not path:
         params = replace(params, xml=wait_for_description(node, timeout), from_topic=True)

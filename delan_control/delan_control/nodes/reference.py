@@ -26,13 +26,14 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from delan_common.joint_state import JointStateError, JointStateMapper
-from delan_common.ros.params import declare, validating_callback
+from delan_common.ros.params import declare_table, validating_callback
 from delan_common.ros.qos import LATCHED, create_publisher
 from delan_common.ros.rejections import RejectionCounter
 from delan_common.ros.robot_param import declare_robot
 from delan_common.ros.spin import run_node, steady_timer
 from delan_common.ros.state_taker import JointStateTaker, Taken
-from delan_control.trajectories import REFERENCE_KINDS, make_reference, splice
+from delan_control.params.reference import TABLE
+from delan_control.trajectories import make_reference, splice
 
 #: A continued excitation is sent this long [s] before the current one ends (at most half
 #: of a trajectory): time enough for a node starved of CPU by the learner and the sim.
@@ -69,106 +70,12 @@ class ReferenceNode(Node):
         super().__init__('reference', **kwargs)
         reg: Dict = {}
         self.robot = declare_robot(self, reg)
-        self.kind = declare(
-            self,
-            'trajectory',
-            'excitation',
-            'Reference to publish',
-            choices=REFERENCE_KINDS,
-            registry=reg,
-        )
-        self.speed = declare(
-            self,
-            'speed',
-            1.0,
-            'Time scaling (2.0 = same path twice as fast)',
-            min_value=0.05,
-            max_value=4.0,
-            registry=reg,
-        )
-        self.seed = declare(
-            self,
-            'seed',
-            0,
-            'Seed of the excitation',
-            min_value=0,
-            max_value=2**31 - 1,
-            registry=reg,
-        )
-        self.duration = declare(
-            self,
-            'duration',
-            20.0,
-            'Length of one trajectory [s]',
-            min_value=0.1,
-            max_value=3600.0,
-            registry=reg,
-        )
-        self.period = declare(
-            self,
-            'period',
-            4.0,
-            'Period of the figure eight at 1x [s]',
-            min_value=0.5,
-            max_value=60.0,
-            registry=reg,
-        )
-        self.point_rate = declare(
-            self,
-            'point_rate',
-            100.0,
-            'Waypoints per second',
-            min_value=1.0,
-            max_value=1000.0,
-            registry=reg,
-        )
-        self.approach_time = declare(
-            self,
-            'approach_time',
-            2.0,
-            'Smooth approach from the current position [s]',
-            min_value=0.0,
-            max_value=30.0,
-            registry=reg,
-        )
-        self.repeat = declare(
-            self, 'repeat', True, 'Follow a finished excitation with the next seed', registry=reg
-        )
-        self.candidates = declare(
-            self,
-            'excitation_candidates',
-            8,
-            'Random excitations '
-            'drawn per seed; the one whose identification regressor is '
-            'best conditioned is published (1 = the first, no Pinocchio '
-            'model needed)',
-            min_value=1,
-            max_value=256,
-            read_only=True,
-            registry=reg,
-        )
-        self.max_test_speed = declare(
-            self,
-            'max_test_speed',
-            2.0,
-            'The figure eight is sized '
-            'so that at this speed it needs at most 80 % of the '
-            'effort limits by the URDF model (one path for every '
-            'speed)',
-            min_value=0.05,
-            max_value=4.0,
-            read_only=True,
-            registry=reg,
-        )
-        self.wait_for_state = declare(
-            self,
-            'wait_for_joint_states',
-            5.0,
-            'Wait this long for a joint state to start from [s]; then start anyway',
-            min_value=0.0,
-            max_value=600.0,
-            registry=reg,
-        )
+        v = declare_table(self, TABLE, reg)
+        self.kind, self.speed, self.seed = v.trajectory, v.speed, v.seed
+        self.duration, self.period, self.point_rate = v.duration, v.period, v.point_rate
+        self.approach_time, self.repeat = v.approach_time, v.repeat
+        self.candidates, self.max_test_speed = v.excitation_candidates, v.max_test_speed
+        self.wait_for_state = v.wait_for_joint_states
         self.add_on_set_parameters_callback(validating_callback(reg))
         self.add_post_set_parameters_callback(self._on_params)
         self.mapper = JointStateMapper(self.robot.joint_names)

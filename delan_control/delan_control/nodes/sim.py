@@ -43,49 +43,10 @@ at most Python's switch interval (5 ms) while the physics thread computes.
 The command timeout (``command_timeout``, sim seconds; 0 = never) zeroes the torque when no
 valid command arrived for that long, like a motor driver's watchdog.
 
-Parameters (``ro`` = read-only, fixed at start-up; the others can be set at runtime; every value
-is validated -- a bad one fails the start-up with a message, or is refused at runtime with the
-old value kept):
-
-===================== ======================= ===============================================
-robot_description     '' (ro)                 URDF XML; used instead of urdf_path when set
-urdf_path             two_link_arm.urdf (ro)  path, or a file name of the workspace urdf/
-physics_rate          1000.0 (ro)             Hz, 1000..20000
-integrator            rk4 (ro)                rk4 | semi_implicit_euler (see plant.py)
-publish_rate          500.0                   joint_states rate, Hz of sim time, <= physics
-real_time_factor      1.0                     sim s per wall s; 0 = as fast as possible
-publish_clock         False (ro)              publish /clock (sim time from 0)
-clock_rate            100.0                   /clock rate, Hz of sim time (each message
-                                              wakes every node on sim time)
-command_timeout       0.1                     s of sim time; 0 = never
-initial_position      [nan] (ro)              1 value (all joints) or n; nan = mid-limits
-initial_velocity      [0.0] (ro)              1 or n
-mass_scale            [1.0] (ro)              mismatch: 1 or n factors (mass+inertia)
-inertia_scale         [1.0] (ro)              mismatch: 1 or n factors (inertia about CoM)
-payload_mass          0.0 (ro)                mismatch: kg at the tool point of the last link
-payload_offset        [0, 0, 0] (ro)          m, from the tool point, last joint frame
-payload_radius        0.0 (ro)                m, solid sphere (0 = point mass)
-viscous               [-1.0] (ro)             N m s/rad per joint, negative = URDF damping
-coulomb               [-1.0] (ro)             N m per joint, negative = URDF friction
-friction_scale        1.0 (ro)                scales both friction terms
-stribeck_static_ratio [1.0] (ro)              break-away / Coulomb friction, 1 or n (1 = off)
-stribeck_velocity     [0.1] (ro)              rad/s, Stribeck velocity, 1 or n
-coulomb_asymmetry     [0.0] (ro)              Coulomb fc(1+a) forward, fc(1-a) backward
-spring_stiffness      [0.0] (ro)              joint spring -k (q - q0), N m/rad, 1 or n
-spring_offset         [0.0] (ro)              spring rest position q0, 1 or n
-mismatch_preset       '' (ro)                 '' or 'realistic' (robot_model.PRESETS)
-torque_noise          0.0                     N m std, per physics step (disturbance)
-position_noise        0.0                     rad std on published positions
-velocity_noise        0.0                     rad/s std on published velocities
-seed                  0 (ro)                  noise generator seed
-position_limits       True (ro)               URDF limits act as inelastic end stops
-lockstep              False (ro)              step only after the answer to each state
-lockstep_timeout      0.05                    s of wall time to wait for that answer
-hold_until_commanded  False (ro)              lockstep: physics paused until a first command
-realtime_priority     0 (ro)                  SCHED_FIFO priority of the sim's threads
-===================== ======================= ===============================================
-
-The robot selection parameters (``joints``, ``locked_joint_positions``, ``effort_limits``,
+Parameters: :mod:`delan_control.params.sim` (docs/parameters.md lists them). The read-only
+ones are fixed at start-up, the others can be set at runtime; every value is validated -- a bad
+one fails the start-up with a message, or is refused at runtime with the old value kept. The
+robot selection parameters (``joints``, ``locked_joint_positions``, ``effort_limits``,
 ``velocity_limits``, ``robot_description_timeout``) are those of every node
 (``delan_common.ros.robot_param``); ``joints`` (read-only) is also the command order.
 """
@@ -107,10 +68,11 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
-from delan_common.robot_model import PRESETS, Mismatch, RobotModel
+from delan_common.param_table import ParamContext
+from delan_common.robot_model import Mismatch, RobotModel
 from delan_common.ros.cdr import STAMP, joint_state_layout
 from delan_common.ros.diagnostics import OK, WARN, DiagnosticsReporter, hardware_id
-from delan_common.ros.params import declare, validating_callback
+from delan_common.ros.params import declare_table, validating_callback
 from delan_common.ros.qos import create_publisher, create_subscription
 from delan_common.ros.realtime import set_realtime_priority
 from delan_common.ros.rejections import RejectionCounter
@@ -121,7 +83,8 @@ from delan_common.urdf_joints import middle_of_limits
 
 from ..command_order import CommandOrder
 from ..pacing import RealTimePacer
-from ..plant import INTEGRATORS, Plant
+from ..params.sim import MISMATCH, ROBOT, TABLE
+from ..plant import Plant
 
 # Load the type supports now, before the node exists: rclpy otherwise imports them inside the
 # constructor, widening the window in which the node is visible on the graph but not yet
@@ -152,44 +115,6 @@ except ImportError:  # pragma: no cover
 
 MAX_LAG_S = 0.2  # wall seconds behind schedule before the backlog is dropped
 COMMAND_CHECK_S = 1e-3  # sim seconds between looks at the latest command
-
-
-def _array_validator(
-    n: int,
-    name: str,
-    nonnegative: bool = False,
-    positive: bool = False,
-    allow_negative_sentinel: bool = False,
-    length: Optional[int] = None,
-    nan_default: bool = False,
-):
-    """``nan_default``: ``[nan]`` is accepted (the parameter's "derive it" default)."""
-    want = f'{length}' if length else f'1 or {n}'
-
-    def check(value) -> Optional[str]:
-        vals = list(value)
-        if nan_default and len(vals) == 1 and math.isnan(vals[0]):
-            return None
-        if length is not None and len(vals) != length:
-            return f'{name} needs {length} values, got {len(vals)}'
-        if length is None and len(vals) not in (1, n):
-            return f'{name} needs {want} values, got {len(vals)}'
-        if not all(math.isfinite(v) for v in vals):
-            return f'{name} must be finite, got {vals}'
-        if positive and any(v <= 0 for v in vals):
-            return f'{name} must be > 0, got {vals}'
-        if nonnegative and not allow_negative_sentinel and any(v < 0 for v in vals):
-            return f'{name} must be >= 0, got {vals}'
-        return None
-
-    return check
-
-
-def _finite(name: str):
-    def check(value) -> Optional[str]:
-        return None if math.isfinite(value) else f'{name} must be finite, got {value}'
-
-    return check
 
 
 class SimNode(Node):
@@ -287,347 +212,23 @@ class SimNode(Node):
 
     # ------------------------------------------------------------------ parameters
     def _declare_and_build(self) -> None:
-        v = self._validators
-        ro = dict(registry=v, read_only=True)
-        robot = declare_robot_params(
-            self,
-            v,
-            default_path='two_link_arm.urdf',
-            path_help='URDF file (path, or a file name of the workspace urdf/ folder); used '
-            'when robot_description is empty',
-            description_help='URDF XML of the robot; when set, it is used instead of urdf_path',
-        )
+        robot = declare_robot_params(self, self._validators, **ROBOT)
         nominal = RobotModel(robot.description, **robot.selection_kwargs())
         for warning in nominal.warnings:
             self.get_logger().warning(warning)
-        n = nominal.n
-        physics_rate = declare(
-            self,
-            'physics_rate',
-            1000.0,
-            'Physics rate [Hz]',
-            min_value=1000.0,
-            max_value=20000.0,
-            **ro,
-        )
-        integrator = declare(
-            self, 'integrator', 'rk4', 'Integrator of the plant', choices=INTEGRATORS, **ro
-        )
-
-        def at_most_physics_rate(name):
-            def check(value):
-                return (
-                    None
-                    if value <= physics_rate
-                    else f'{name}={value} exceeds physics_rate={physics_rate}'
-                )
-
-            return check
-
-        self.publish_rate = declare(
-            self,
-            'publish_rate',
-            500.0,
-            'joint_states rate [Hz, sim time]',
-            min_value=1.0,
-            max_value=20000.0,
-            validator=at_most_physics_rate('publish_rate'),
-            registry=v,
-        )
-        self.real_time_factor = declare(
-            self,
-            'real_time_factor',
-            1.0,
-            'Sim seconds per wall second; 0 = as fast as possible',
-            min_value=0.0,
-            max_value=1000.0,
-            validator=_finite('real_time_factor'),
-            registry=v,
-        )
-        self.publish_clock = declare(
-            self,
-            'publish_clock',
-            False,
-            'Publish /clock (sim time, from 0) for nodes with use_sim_time',
-            **ro,
-        )
-        self.lockstep = declare(
-            self,
-            'lockstep',
-            False,
-            'Step only after the command answering '
-            'each published state (or lockstep_timeout): control results '
-            'independent of CPU load; real_time_factor is then an upper '
-            'bound',
-            **ro,
-        )
-        self.hold_until_commanded = declare(
-            self,
-            'hold_until_commanded',
-            False,
-            'In lockstep, keep the physics paused (the '
-            'first state republished every lockstep_timeout) until the first command arrives: '
-            'the arm does not fall against its stops before its controller is up',
-            **ro,
-        )
-        self.realtime_priority = declare(
-            self,
-            'realtime_priority',
-            0,
-            "SCHED_FIFO priority of the sim's threads (physics, "
-            "publishing, command subscription): the sim stands for a robot's real-time driver "
-            'and publishes on time whatever else runs. 0 = normal scheduling; needs '
-            'CAP_SYS_NICE or an rtprio limit; not with real_time_factor 0 (a flat-out '
-            'real-time thread would starve the machine)',
-            min_value=0,
-            max_value=98,
-            **ro,
-        )
-        flat_out = (
-            'real_time_factor=0 (as fast as possible) cannot run under '
-            'realtime_priority: it would starve every other process'
-        )
-        if self.realtime_priority and self.real_time_factor == 0:
-            raise ValueError(f'invalid parameter: {flat_out}')
-        rtf_check = v['real_time_factor']
-        v['real_time_factor'] = lambda x: (
-            rtf_check(x) or (flat_out if self.realtime_priority and x == 0 else None)
-        )
-        self.lockstep_timeout = declare(
-            self,
-            'lockstep_timeout',
-            0.05,
-            'Wall time to wait for the answer to a state in lockstep [s]',
-            min_value=1e-4,
-            max_value=10.0,
-            registry=v,
-        )
-        self.clock_rate = declare(
-            self,
-            'clock_rate',
-            100.0,
-            '/clock rate [Hz, sim time]; every message is a callback in each node on sim time',
-            min_value=1.0,
-            max_value=20000.0,
-            validator=at_most_physics_rate('clock_rate'),
-            registry=v,
-        )
-        self.command_timeout = declare(
-            self,
-            'command_timeout',
-            0.1,
-            'Zero torque when the last valid command is older than this [s, sim time]; 0 = never',
-            min_value=0.0,
-            max_value=3600.0,
-            registry=v,
-        )
-        q0 = declare(
-            self,
-            'initial_position',
-            [float('nan')],
-            f'Initial joint positions: 1 '
-            f"(all) or {n} values [rad|m]; [nan] = the middle of each joint's limits "
-            '(0 where it has none)',
-            validator=_array_validator(n, 'initial_position', nan_default=True),
-            **ro,
-        )
+        v = declare_table(self, TABLE, self._validators, ParamContext(nominal.n))
+        self.publish_rate, self.real_time_factor = v.publish_rate, v.real_time_factor
+        self.publish_clock, self.lockstep = v.publish_clock, v.lockstep
+        self.hold_until_commanded = v.hold_until_commanded
+        self.realtime_priority, self.lockstep_timeout = v.realtime_priority, v.lockstep_timeout
+        self.clock_rate, self.command_timeout = v.clock_rate, v.command_timeout
+        q0 = list(v.initial_position)
         if len(q0) == 1 and math.isnan(q0[0]):
             spec = nominal.spec
             q0 = middle_of_limits(spec.lower, spec.upper).tolist()
-        qd0 = declare(
-            self,
-            'initial_velocity',
-            [0.0],
-            f'Initial joint velocities: 1 or {n} values',
-            validator=_array_validator(n, 'initial_velocity'),
-            **ro,
-        )
-        mass_scale = declare(
-            self,
-            'mass_scale',
-            [1.0],
-            f'Mismatch: link mass (and inertia) scale, 1 or {n} values (one per moving body)',
-            validator=_array_validator(n, 'mass_scale', positive=True),
-            **ro,
-        )
-        inertia_scale = declare(
-            self,
-            'inertia_scale',
-            [1.0],
-            f'Mismatch: rotational inertia scale about the centre of mass, 1 or {n} values',
-            validator=_array_validator(n, 'inertia_scale', positive=True),
-            **ro,
-        )
-        payload = declare(
-            self,
-            'payload_mass',
-            0.0,
-            'Mismatch: payload on the last link [kg] at its tool point',
-            min_value=0.0,
-            max_value=1000.0,
-            **ro,
-        )
-        payload_offset = declare(
-            self,
-            'payload_offset',
-            [0.0, 0.0, 0.0],
-            'Payload position relative to the tool point, last joint frame [m]',
-            validator=_array_validator(n, 'payload_offset', length=3),
-            **ro,
-        )
-        payload_radius = declare(
-            self,
-            'payload_radius',
-            0.0,
-            'Payload sphere radius [m] (0 = point mass)',
-            min_value=0.0,
-            max_value=10.0,
-            **ro,
-        )
-
-        def friction_ok(name):
-            base = _array_validator(n, name)
-
-            def check(value):
-                err = base(value)
-                if err:
-                    return err
-                vals = list(value)
-                if any(x < 0 for x in vals) and not all(x < 0 for x in vals):
-                    return f'{name}: mix of negative (= URDF) and set values; give all or none'
-                return None
-
-            return check
-
-        viscous = declare(
-            self,
-            'viscous',
-            [-1.0],
-            'Mismatch: viscous friction per joint [N m s/rad]; negative = the URDF damping',
-            validator=friction_ok('viscous'),
-            **ro,
-        )
-        coulomb = declare(
-            self,
-            'coulomb',
-            [-1.0],
-            'Mismatch: Coulomb friction per joint [N m]; negative = the URDF friction',
-            validator=friction_ok('coulomb'),
-            **ro,
-        )
-        friction_scale = declare(
-            self,
-            'friction_scale',
-            1.0,
-            'Mismatch: scales both friction terms',
-            min_value=0.0,
-            max_value=100.0,
-            **ro,
-        )
-        torque_noise = declare(
-            self,
-            'torque_noise',
-            0.0,
-            'Torque disturbance std per physics step [N m]',
-            min_value=0.0,
-            max_value=1e4,
-            registry=v,
-        )
-        position_noise = declare(
-            self,
-            'position_noise',
-            0.0,
-            'Position measurement noise std [rad|m]',
-            min_value=0.0,
-            max_value=10.0,
-            registry=v,
-        )
-        velocity_noise = declare(
-            self,
-            'velocity_noise',
-            0.0,
-            'Velocity measurement noise std [rad/s|m/s]',
-            min_value=0.0,
-            max_value=100.0,
-            registry=v,
-        )
-        seed = declare(
-            self, 'seed', 0, 'Seed of the noise generator', min_value=0, max_value=2**31 - 1, **ro
-        )
-        limits = declare(
-            self, 'position_limits', True, 'URDF position limits act as inelastic end stops', **ro
-        )
-
-        effects = {
-            'stribeck_static_ratio': declare(
-                self,
-                'stribeck_static_ratio',
-                [1.0],
-                'Mismatch: break-away over Coulomb '
-                f'friction fs/fc >= 1, 1 or {n} values (1 = off)',
-                validator=_array_validator(n, 'stribeck_static_ratio', positive=True),
-                **ro,
-            ),
-            'stribeck_velocity': declare(
-                self,
-                'stribeck_velocity',
-                [0.1],
-                f'Mismatch: Stribeck velocity [rad/s|m/s], 1 or {n} values',
-                validator=_array_validator(n, 'stribeck_velocity', positive=True),
-                **ro,
-            ),
-            'coulomb_asymmetry': declare(
-                self,
-                'coulomb_asymmetry',
-                [0.0],
-                'Mismatch: Coulomb level fc (1 + a) moving '
-                f'forward, fc (1 - a) backward; a in [-1, 1], 1 or {n} values',
-                validator=_array_validator(n, 'coulomb_asymmetry'),
-                **ro,
-            ),
-            'spring_stiffness': declare(
-                self,
-                'spring_stiffness',
-                [0.0],
-                'Mismatch: joint spring torque -k (q - q0), '
-                f'k >= 0 [N m/rad|N/m], 1 or {n} values (0 = off)',
-                validator=_array_validator(n, 'spring_stiffness', nonnegative=True),
-                **ro,
-            ),
-            'spring_offset': declare(
-                self,
-                'spring_offset',
-                [0.0],
-                f'Mismatch: spring rest position q0, 1 or {n} values [rad|m]',
-                validator=_array_validator(n, 'spring_offset'),
-                **ro,
-            ),
-        }
-        preset = declare(
-            self,
-            'mismatch_preset',
-            '',
-            "Mismatch preset: '' or 'realistic' "
-            '(payload 0.6 kg, friction x2, Stribeck, asymmetric Coulomb, springs '
-            'on the first two joints gravity loads); parameters not at their off '
-            'value override it',
-            choices=tuple(PRESETS),
-            **ro,
-        )
         try:
             mismatch = Mismatch.from_params(
-                {
-                    'mass_scale': list(mass_scale),
-                    'inertia_scale': list(inertia_scale),
-                    'payload_mass': payload,
-                    'payload_offset': list(payload_offset),
-                    'payload_radius': payload_radius,
-                    'viscous': list(viscous),
-                    'coulomb': list(coulomb),
-                    'friction_scale': friction_scale,
-                    'mismatch_preset': preset,
-                    **{k: list(v) for k, v in effects.items()},
-                }
+                {k: v[k] if isinstance(v[k], (str, float)) else list(v[k]) for k in MISMATCH}
             )
         except ValueError as err:
             raise ValueError(f'invalid parameter: {err}') from None
@@ -635,15 +236,15 @@ class SimNode(Node):
         self.plant = Plant(
             nominal,
             mismatch,
-            physics_rate=physics_rate,
-            integrator=integrator,
-            torque_noise=torque_noise,
-            position_noise=position_noise,
-            velocity_noise=velocity_noise,
-            seed=seed,
-            q0=list(q0),
-            qd0=list(qd0),
-            position_limits=limits,
+            physics_rate=v.physics_rate,
+            integrator=v.integrator,
+            torque_noise=v.torque_noise,
+            position_noise=v.position_noise,
+            velocity_noise=v.velocity_noise,
+            seed=v.seed,
+            q0=q0,
+            qd0=list(v.initial_velocity),
+            position_limits=v.position_limits,
         )
         self.q0, self.qd0 = self.plant.q.copy(), self.plant.qd.copy()
         self.joint_names: List[str] = list(nominal.joint_names)

@@ -39,13 +39,14 @@ from trajectory_msgs.msg import JointTrajectory
 from delan_common.decimation import Decimator
 from delan_common.joint_state import JointStateError, JointStateMapper, StampGate
 from delan_common.model_kinds import CONTROLLER_KINDS, LEARNED_KINDS
+from delan_common.param_table import ParamContext
 from delan_common.ros.cdr import CommandBytes, JointStateReader
 from delan_common.ros.diagnostics import ERROR, OK, WARN, DiagnosticsReporter, hardware_id
-from delan_common.ros.params import declare, validating_callback
+from delan_common.ros.params import declare_table, validating_callback
 from delan_common.ros.qos import LATCHED, create_publisher, create_subscription
 from delan_common.ros.realtime import python_thread_ids, set_realtime_priority
 from delan_common.ros.rejections import RejectionCounter
-from delan_common.ros.robot_param import declare_array, declare_robot
+from delan_common.ros.robot_param import declare_robot
 from delan_common.ros.spin import run_node, steady_timer
 from delan_common.ros.stamps import seconds, set_seconds
 from delan_common.ros.state_taker import JointStateTaker, Taken, decode_joint_state
@@ -58,7 +59,6 @@ from delan_control.command_order import (
 )
 from delan_control.continuity import JumpDetector
 from delan_control.control_laws import (
-    LAWS,
     URDF_FEEDBACK_LAWS,
     BumplessBlend,
     Gains,
@@ -69,7 +69,9 @@ from delan_control.control_laws import (
 from delan_control.evaluation import joint_errors
 from delan_control.loop_stats import LoopStats, histogram_text
 from delan_control.model_loader import LatestLoader, ModelLoadError, load_dynamics_model
+from delan_control.params.torque_controller import TABLE
 from delan_control.reference_tracking import ReferenceTracker, Resumed
+from delan_control.rt_params import GAIN_NAMES
 from delan_control.trajectories import PiecewiseQuintic
 from delan_msgs.msg import ControllerState, ModelUpdate
 
@@ -154,150 +156,21 @@ class TorqueControllerNode(Node):
         n = len(self.robot.joint_names)
         self.joint_names = list(self.robot.joint_names)
 
-        def per_joint(name, desc, lo=0.0, hi=1e6):
-            def check(v):
-                v = list(v)
-                if len(v) == 1 and math.isnan(v[0]):
-                    return None
-                if len(v) not in (1, n):
-                    return f'{name} needs 1 or {n} values, got {len(v)}'
-                if not all(np.isfinite(x) and lo <= x <= hi for x in v):
-                    return f'{name} values must be finite and in [{lo}, {hi}]'
-                return None
-
-            return declare(
-                self,
-                name,
-                [math.nan],
-                desc + ' (one or per joint; [nan] = from the URDF, see control_rate)',
-                validator=check,
-                registry=reg,
-            )
-
-        given = {
-            'ct_kp': per_joint('ct_kp', 'Computed-torque stiffness [1/s^2]'),
-            'ct_kd': per_joint('ct_kd', 'Computed-torque damping [1/s]'),
-            'kp': per_joint('kp', 'PD stiffness [N*m/rad] for pd and feedforward_pd'),
-            'kd': per_joint('kd', 'PD damping [N*m*s/rad] for pd and feedforward_pd'),
-        }
-        self.control_rate = declare(
-            self,
-            'control_rate',
-            250.0,
-            'Rate of the joint states the controller answers [Hz]: '
-            'the gains not given are derived for it (control_laws.arm_gains)',
-            min_value=1.0,
-            max_value=100000.0,
-            read_only=True,
-            registry=reg,
+        v = declare_table(self, TABLE, reg, ParamContext(n))
+        # resolved in this node's namespace: a check the ROS-free table cannot make
+        error = self._check_node_name(v.effort_controller_name)
+        if error:
+            raise ValueError(f'invalid parameter: {error}')
+        self.control_rate = v.control_rate
+        self.gains = Gains(**self._gains({k: v[k] for k in GAIN_NAMES}, n))
+        self.law, self.model_kind = v.law, v.model
+        self.delan_checkpoint, self.identified_params = v.delan_checkpoint, v.identified_params
+        self.watchdog_timeout, self.blend_time = v.watchdog_timeout, v.switch_blend_time
+        self.effort_scale, self.realtime_priority = v.effort_limit_scale, v.realtime_priority
+        self._state_rate = Decimator(v.state_publish_rate)
+        self._command_order_from(
+            v.command_joints, v.effort_controller_name, v.effort_controller_timeout
         )
-        self.gains = Gains(**self._gains(given, n))
-        self.law = declare(
-            self, 'law', 'computed_torque', 'Control law', choices=LAWS, registry=reg
-        )
-        self.model_kind = declare(
-            self,
-            'model',
-            'pd',
-            'Dynamics model for the feed-forward',
-            choices=CONTROLLER_KINDS,
-            registry=reg,
-        )
-        self.delan_checkpoint = declare(
-            self,
-            'delan_checkpoint',
-            '',
-            "Checkpoint for model=delan or delan_residual ('' = "
-            "take the learner's latest from learner/model_update)",
-            registry=reg,
-        )
-        self.identified_params = declare(
-            self,
-            'identified_params',
-            '',
-            'Identified parameters (delan-sysid output) for model=identified',
-            registry=reg,
-        )
-        self.watchdog_timeout = declare(
-            self,
-            'watchdog_timeout',
-            0.1,
-            'Joint states older than this stop the commands [s]',
-            min_value=0.001,
-            max_value=10.0,
-            registry=reg,
-        )
-        self.blend_time = declare(
-            self,
-            'switch_blend_time',
-            0.2,
-            'Cross-fade after a model switch [s]',
-            min_value=0.0,
-            max_value=5.0,
-            registry=reg,
-        )
-        self.effort_scale = declare(
-            self,
-            'effort_limit_scale',
-            1.0,
-            'Fraction of the URDF effort limits to clamp to',
-            min_value=0.01,
-            max_value=1.0,
-            registry=reg,
-        )
-        resume_tolerance = declare(
-            self,
-            'resume_tolerance',
-            1.0,
-            'When joint states (re)start, or the arm jumps '
-            '(a sim reset: a step beyond twice the velocity limits), a reference farther '
-            'than this from the measured position [rad or m, any joint] is dropped and the arm '
-            'held where it is (the arm is elsewhere: a restarted driver, a moved arm); a nearer '
-            'one is rejoined smoothly over resume_time',
-            min_value=0.0,
-            max_value=1e3,
-            registry=reg,
-        )
-        resume_time = declare(
-            self,
-            'resume_time',
-            1.0,
-            'After joint states (re)start, the command goes from the '
-            "arm's state back onto the reference over at least this time [s] (longer for a "
-            'larger offset: catching up adds at most 25 % of the velocity limits); a stall '
-            'let the reference move on while the arm did not, and chasing it at once would '
-            'kick the arm',
-            min_value=0.0,
-            max_value=60.0,
-            registry=reg,
-        )
-        self.realtime_priority = declare(
-            self,
-            'realtime_priority',
-            0,
-            'SCHED_FIFO priority of the control path (executor and '
-            "middleware threads), as ros2_control's controller manager uses: joint states are "
-            "answered ahead of every normal process (the learner's training). 0 = normal "
-            'scheduling; needs CAP_SYS_NICE or an rtprio limit (a warning says so otherwise). '
-            'Applied at start-up',
-            min_value=0,
-            max_value=98,
-            read_only=True,
-            registry=reg,
-        )
-        state_rate = declare(
-            self,
-            'state_publish_rate',
-            100.0,
-            'Rate of ~/controller_state [Hz of wall time]: '
-            'at most one control cycle per 1/rate is published (reference, feedback, error, '
-            "the model's torque, the command); 0 = off",
-            min_value=0.0,
-            max_value=10000.0,
-            registry=reg,
-        )
-        self._state_rate = Decimator(state_rate)
-        self._declare_command_order(reg)
         self._feedback_model = None  # RobotModel for the URDF_FEEDBACK_LAWS, lazily
         self.urdf_limits = self._effort_limits()
         self.limits = self.urdf_limits * self.effort_scale
@@ -316,7 +189,9 @@ class TorqueControllerNode(Node):
         self._old_model = None  # model being faded out
         self._blend = BumplessBlend(self.blend_time)
         self._latest_update: Optional[ModelUpdate] = None
-        self.tracker = ReferenceTracker(self.robot.velocity_limits, resume_tolerance, resume_time)
+        self.tracker = ReferenceTracker(
+            self.robot.velocity_limits, v.resume_tolerance, v.resume_time
+        )
         self._last_state_time: Optional[float] = None
         self._stale = True
         # a position the arm cannot have moved to (a sim reset, a re-homed driver) is handled
@@ -387,40 +262,10 @@ class TorqueControllerNode(Node):
         )
 
     # ---------------------------------------------------------------- command order
-    def _declare_command_order(self, reg: Dict) -> None:
+    def _command_order_from(self, explicit: List[str], receiver: str, timeout: float) -> None:
         """``command_joints`` when given (joints other than the model's fail the start-up), else
         the receiving controller's order, asked for in the background (_poll_command_order)."""
-        explicit = declare_array(
-            self,
-            'command_joints',
-            str,
-            'Joint order of the effort commands: the joints '
-            'parameter of the controller applying them; [] = read it from the node '
-            'effort_controller_name',
-        )
-        self.effort_controller_name = declare(
-            self,
-            'effort_controller_name',
-            'effort_controller',
-            'Node whose joints parameter '
-            'gives the command order when command_joints is [] (the ros2_control controller '
-            "on effort_controller/commands; relative to this node's namespace)",
-            validator=self._check_node_name,
-            read_only=True,
-            registry=reg,
-        )
-        timeout = declare(
-            self,
-            'effort_controller_timeout',
-            5.0,
-            'Wait this long for the joints of '
-            'effort_controller_name, not commanding meanwhile; then command in the model '
-            'order, with a warning [s]',
-            min_value=0.1,
-            max_value=600.0,
-            read_only=True,
-            registry=reg,
-        )
+        self.effort_controller_name = receiver
         self._order_query: Optional[ReceiverOrderQuery] = None
         self._order_future = None
         # read by the control thread: no commands while None (not known yet, or refused)

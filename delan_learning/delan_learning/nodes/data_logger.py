@@ -17,7 +17,7 @@ does not hear best-effort publishers (sensor-data QoS): that is logged as a warn
 topic, and ``qos_reliability:=best_effort`` hears every publisher (as the other nodes' joint-state
 subscriptions do, ``delan_common.ros.qos.JOINT_STATES``), without resends.
 
-The bag is written through ``rosbags`` (see :mod:`delan_learning.bag_io`): mcap (default) or
+The bag is written through ``rosbags`` (see :mod:`delan_learning.bags`): mcap (default) or
 sqlite3, CDR payloads exactly as received (the subscriptions are raw), topic names as resolved by
 the node (e.g. ``/joint_states``), bag timestamp = receive time on the node's clock (ROS time:
 sim time with ``use_sim_time``), header stamps untouched inside the messages.
@@ -39,7 +39,7 @@ Crash bound (SIGKILL, power loss): the writer flushes every ``flush_period_s`` (
 current chunk and fsyncs; sqlite3: commits). A crash loses at most the messages received in the
 last ``flush_period_s`` plus those still queued for the writer thread at that moment (normally
 none; at most ``queue_size``). What survives is made readable by
-``delan_learning.bag_io.recover_bag(<bag dir>)`` and is read as is by ``read_bag_arrays``.
+``delan_learning.bags.recover_bag(<bag dir>)`` and is read as is by ``read_bag_arrays``.
 
 Bad input: the logger is a recorder, so malformed messages (arrays whose lengths do not match the
 names, non-finite values, duplicate or missing names, undecodable payloads) are recorded anyway,
@@ -51,7 +51,6 @@ from __future__ import annotations
 import importlib
 import os
 import queue
-import re
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -72,14 +71,12 @@ from std_msgs.msg import Float64MultiArray
 
 from delan_common.joint_state import JointStateError, JointStateMapper
 from delan_common.ros.diagnostics import ERROR, OK, WARN, DiagnosticsReporter, hardware_id
-from delan_common.ros.params import declare, validating_callback
+from delan_common.ros.params import declare_table, validating_callback
 from delan_common.ros.qos import joint_states_qos, subscription_events
-from delan_common.ros.robot_param import declare_array
 from delan_common.ros.spin import run_node, steady_timer
 from delan_learning.bags import (
     COMMAND_TYPE,
     JOINT_STATE_TYPE,
-    STORAGES,
     BagError,
     SplitBagWriter,
     TopicSpec,
@@ -87,6 +84,7 @@ from delan_learning.bags import (
     qos_profile,
     type_definition,
 )
+from delan_learning.params.data_logger import TABLE
 
 _STOP = object()
 _MAPPER_CACHE = 64
@@ -103,12 +101,6 @@ def message_class(msgtype: str):
         return getattr(importlib.import_module(f'{pkg}.msg'), name)
     except (ImportError, AttributeError) as err:
         raise ValueError(f'message type {msgtype} cannot be imported: {err}') from None
-
-
-def _prefix_ok(value: str) -> Optional[str]:
-    if not re.fullmatch(r'[A-Za-z0-9_.\-]+', value or ''):
-        return f'prefix={value!r} must be a plain file name (letters, digits, "_", "-", ".")'
-    return None
 
 
 class DataLoggerNode(Node):
@@ -265,125 +257,15 @@ class DataLoggerNode(Node):
 
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
-        v = self._validators
-        self.bag_dir = os.path.expanduser(
-            declare(
-                self,
-                'bag_dir',
-                'bags',
-                'Directory the bags are written under (created if missing)',
-                registry=v,
-                read_only=True,
-                validator=lambda s: None if s else 'bag_dir must not be empty',
-            )
-        )
-        self.prefix = declare(
-            self,
-            'prefix',
-            'delan',
-            'Bag name prefix: <bag_dir>/<prefix>_<stamp>_<NNN>/',
-            registry=v,
-            read_only=True,
-            validator=_prefix_ok,
-        )
-        self.storage = declare(
-            self,
-            'storage',
-            'mcap',
-            'rosbag2 storage plugin',
-            choices=STORAGES,
-            registry=v,
-            read_only=True,
-        )
-        self.record_commands = declare(
-            self,
-            'record_commands',
-            True,
-            'Also record the torque commands on effort_controller/commands',
-            registry=v,
-            read_only=True,
-        )
-        entries = declare_array(
-            self,
-            'topics',
-            str,
-            'More topics to record: name (type from the graph, once a '
-            'publisher appears) or name:pkg/msg/Type, e.g. '
-            '/torque_controller/controller_state',
-        )
-        try:
-            self.extra_topics = [parse_topic_entry(e) for e in entries]
-        except ValueError as err:
-            raise ValueError(f'invalid parameter: topics: {err}') from None
-        self.max_bag_size_mb = declare(
-            self,
-            'max_bag_size_mb',
-            0.0,
-            'Start a new bag before one exceeds this size [MB, 1e6 '
-            'bytes of messages]; 0 = no limit',
-            min_value=0.0,
-            max_value=1e7,
-            registry=v,
-        )
-        self.max_bag_duration_s = declare(
-            self,
-            'max_bag_duration_s',
-            0.0,
-            'Start a new bag after this much recording time [s]; 0 = no limit',
-            min_value=0.0,
-            max_value=1e7,
-            registry=v,
-        )
-        self.flush_period_s = declare(
-            self,
-            'flush_period_s',
-            1.0,
-            'Make the bag crash-safe this often [s]: a SIGKILL loses '
-            'at most the messages of the last period',
-            min_value=0.01,
-            max_value=3600.0,
-            registry=v,
-        )
-        self.queue_size = declare(
-            self,
-            'queue_size',
-            100000,
-            'Messages buffered for the writer thread; overflow is dropped and counted',
-            min_value=10,
-            max_value=10_000_000,
-            registry=v,
-            read_only=True,
-        )
-        self.qos_depth = declare(
-            self,
-            'qos_depth',
-            1000,
-            'Subscription history depth',
-            min_value=1,
-            max_value=1_000_000,
-            registry=v,
-            read_only=True,
-        )
-        self.qos_reliability = declare(
-            self,
-            'qos_reliability',
-            'reliable',
-            "Subscription reliability; 'best_effort' also "
-            'hears best-effort (sensor-data) publishers',
-            choices=('reliable', 'best_effort'),
-            registry=v,
-            read_only=True,
-        )
-        self.diagnostics_period_s = declare(
-            self,
-            'diagnostics_period_s',
-            1.0,
-            'Period of the /diagnostics status [s]',
-            min_value=0.01,
-            max_value=3600.0,
-            registry=v,
-            read_only=True,
-        )
+        v = declare_table(self, TABLE, self._validators)
+        self.bag_dir = os.path.expanduser(v.bag_dir)
+        self.prefix, self.storage = v.prefix, v.storage
+        self.record_commands = v.record_commands
+        self.extra_topics = [parse_topic_entry(e) for e in v.topics]  # checked by the table
+        self.max_bag_size_mb, self.max_bag_duration_s = v.max_bag_size_mb, v.max_bag_duration_s
+        self.flush_period_s, self.queue_size = v.flush_period_s, v.queue_size
+        self.qos_depth, self.qos_reliability = v.qos_depth, v.qos_reliability
+        self.diagnostics_period_s = v.diagnostics_period_s
 
     def _on_params(self, params) -> None:
         for p in params:
@@ -557,7 +439,7 @@ class DataLoggerNode(Node):
             except Exception as exc:  # noqa: BLE001
                 self.get_logger().error(
                     f'could not close bag {bags.path}: {exc}; '
-                    'run delan_learning.bag_io.recover_bag on it'
+                    'run delan_learning.bags.recover_bag on it'
                 )
 
     def _write_failed(self, exc: Exception, flushing: bool = False) -> None:
@@ -653,7 +535,7 @@ class DataLoggerNode(Node):
         if self._thread.is_alive():
             log.error(
                 f'bag writer did not finish within 120 s; bag {where} may '
-                'need delan_learning.bag_io.recover_bag'
+                'need delan_learning.bags.recover_bag'
             )
         log.info(
             f'closed: {sum(s["written"].values())} messages in {self.bag_dir}/[{where}]; '

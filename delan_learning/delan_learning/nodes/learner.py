@@ -38,25 +38,23 @@ from std_srvs.srv import Trigger
 
 from delan_common.decimation import Decimator
 from delan_common.joint_state import JointStateError, JointStateMapper, MappedJointState, StampGate
-from delan_common.model_kinds import LEARNED_KINDS
 from delan_common.residual_dynamics import NominalPlusResidual
 from delan_common.robot_model import RobotModel
 from delan_common.ros.cdr import JointStateReader
 from delan_common.ros.diagnostics import ERROR, OK, WARN, DiagnosticsReporter, hardware_id
-from delan_common.ros.params import declare, validating_callback
+from delan_common.ros.params import declare_table, validating_callback
 from delan_common.ros.qos import LATCHED, create_publisher
 from delan_common.ros.rejections import RejectionCounter
 from delan_common.ros.robot_param import declare_robot
 from delan_common.ros.spin import run_node, steady_timer
 from delan_common.ros.stamps import seconds, set_seconds
 from delan_common.ros.state_taker import JointStateTaker, Taken, decode_joint_state
-from delan_common.urdf_joints import END_STOP_TOLERANCE, at_position_limit
+from delan_common.urdf_joints import at_position_limit
 from delan_learning.c_export import export_delan, weights_path
 from delan_learning.checkpoint import CheckpointError, load_model, save_model
 from delan_learning.models import build_model
 from delan_learning.numpy_delan import NumpyDelan
 from delan_learning.online import (
-    ACCELERATION_SOURCES,
     DelayedDifferentiator,
     ReplayBuffer,
     Sample,
@@ -65,13 +63,13 @@ from delan_learning.online import (
     held_out,
 )
 from delan_learning.online_lr import OnlineLearningRate
+from delan_learning.params.learner import TABLE
 from delan_learning.publication import (
     PublicationParams,
     PublicationPolicy,
     TrainerWeights,
     Verdict,
 )
-from delan_learning.train_config import LOSS_METRICS
 from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 from delan_msgs.msg import DynamicsEstimate, ModelStatus, ModelUpdate
 from delan_msgs.srv import LoadModel, SaveModel
@@ -118,276 +116,35 @@ class LearnerNode(Node):
         reg: Dict = {}
         self.robot = declare_robot(self, reg)
         names = self.robot.joint_names
-        p = lambda *a, **k: declare(self, *a, registry=reg, **k)  # noqa: E731
-        self.model_kind = p(
-            'model',
-            'delan',
-            'What is learned: delan (the whole dynamics) or '
-            "delan_residual (what the URDF's rigid-body model misses, on top "
-            'of it)',
-            choices=LEARNED_KINDS,
-            read_only=True,
-        )
-        metric = p(
-            'loss_metric',
-            'auto',
-            'What a torque error costs in the loss: torque (each '
-            "joint over its torque spread), acceleration (through the URDF's inverse "
-            'inertia: the motion the error would cause, large where joint axes line up '
-            'or links are light) or both; auto = both for delan_residual, torque for '
-            'delan',
-            choices=('auto',) + LOSS_METRICS,
-            read_only=True,
-        )
+        v = declare_table(self, TABLE, reg)
+        self.model_kind = v.model
         self.loss_metric = (
-            metric
-            if metric != 'auto'
+            v.loss_metric
+            if v.loss_metric != 'auto'
             else ('both' if self.model_kind == 'delan_residual' else 'torque')
         )
-        self.capacity = p(
-            'buffer_capacity',
-            200000,
-            'Replay buffer size [samples]; bounds '
-            'memory to 32 * n_joints + 8 bytes per sample, + 8 * n_joints for '
-            'delan_residual, + 4 * n_joints^2 for a loss_metric other than '
-            'torque',
-            min_value=100,
-            max_value=50_000_000,
-            read_only=True,
-        )
-        self.min_samples = p(
-            'min_samples',
-            2000,
-            'Samples before training starts',
-            min_value=10,
-            max_value=10_000_000,
-        )
-        self.validation_every = p(
-            'validation_every',
-            5,
-            'One in k one-second chunks of data '
-            'is held out for validation (spread by a hash of the stamp, '
-            'not every k-th: that would hold out the same phases of a '
-            'repeated motion)',
-            min_value=2,
-            max_value=100,
-            read_only=True,
-        )
-        self.steps_per_round = p(
-            'steps_per_round',
-            100,
-            'Optimiser steps per training round',
-            min_value=1,
-            max_value=100000,
-        )
-        self.batch_size = p('batch_size', 512, 'Minibatch size', min_value=8, max_value=65536)
+        self.capacity, self.min_samples = v.buffer_capacity, v.min_samples
+        self.validation_every, self.steps_per_round = v.validation_every, v.steps_per_round
+        self.batch_size = v.batch_size
         self.lr_schedule = OnlineLearningRate(
-            p(
-                'learning_rate',
-                3e-3,
-                'AdamW learning rate at the start and again after the '
-                'data changed (see shift_factor)',
-                min_value=1e-7,
-                max_value=1.0,
-            ),
-            p(
-                'learning_rate_final',
-                3e-3,
-                'The rate decays to this (>= learning_rate, the default: no decay)',
-                min_value=1e-8,
-                max_value=1.0,
-            ),
-            p(
-                'learning_rate_halflife',
-                3000,
-                'Optimiser steps over which the rate halves (0: no decay)',
-                min_value=0,
-                max_value=10_000_000,
-            ),
+            v.learning_rate, v.learning_rate_final, v.learning_rate_halflife
         )
         self.lr = self.lr_schedule.start  # the rate of the last round
-        self.width = p(
-            'width', 64, 'Hidden units per layer', min_value=4, max_value=1024, read_only=True
-        )
-        self.depth = p('depth', 2, 'Hidden layers', min_value=1, max_value=8, read_only=True)
-        self.friction = p('friction', True, 'Learn viscous + Coulomb friction', read_only=True)
-        self.seed = p(
-            'seed',
-            0,
-            'Seed of weights and minibatches',
-            min_value=0,
-            max_value=2**31 - 1,
-            read_only=True,
-        )
-        self.training_enabled = p('training_enabled', True, 'Pause/resume training at runtime')
-        publish_period = p(
-            'publish_period',
-            5.0,
-            'Publish an improved model at most this often [s wall time]',
-            min_value=0.1,
-            max_value=3600.0,
-        )
-        self.checkpoint_dir = os.path.abspath(
-            os.path.expanduser(
-                p(
-                    'checkpoint_dir',
-                    'delan_checkpoints',
-                    'Where model versions are written',
-                    read_only=True,
-                )
-            )
-        )
-        self.keep_versions = p(
-            'keep_versions', 5, 'Checkpoint versions kept on disk', min_value=1, max_value=1000
-        )
-        self.resume = p(
-            'resume',
-            True,
-            'Continue from the newest loadable checkpoint in checkpoint_dir at start-up',
-            read_only=True,
-        )
-        publish_max_nmse = p(
-            'publish_max_nmse',
-            0.25,
-            'Quality gate: a version is '
-            'published only when its validation nMSE is at most this on '
-            'every joint (a controller following the learner must not get '
-            'a barely trained model)',
-            min_value=1e-9,
-            max_value=1e9,
-        )
-        divergence_factor = p(
-            'divergence_factor',
-            20.0,
-            'Validation loss this many times the best counts as divergence',
-            min_value=1.5,
-            max_value=1e6,
-        )
-        divergence_floor = p(
-            'divergence_floor',
-            1e-3,
-            'Validation loss (torque MSE over '
-            'its variance, mean of the joints) below which no loss counts '
-            'as divergence',
-            min_value=0.0,
-            max_value=1e3,
-        )
-        shift_factor = p(
-            'shift_factor',
-            5.0,
-            "The published version's validation loss "
-            'this many times its loss when it was published means the data '
-            'changed (a burst of bad data, or a lasting change of the robot): '
-            'publication is then held, see publish_hold_s',
-            min_value=1.1,
-            max_value=1e6,
-        )
-        publish_hold_s = p(
-            'publish_hold_s',
-            10.0,
-            'After the data changed, a new version '
-            'goes out only once it beats the published one on validation '
-            'data stamped more than this long after the change was seen: a '
-            'burst of bad data shorter than this never reaches a controller '
-            '[s of joint-state stamps]',
-            min_value=0.0,
-            max_value=3600.0,
-        )
-        status_rate = p(
-            'status_rate',
-            1.0,
-            'ModelStatus rate [Hz]',
-            min_value=0.01,
-            max_value=100.0,
-            read_only=True,
-        )
-        estimate_rate = p(
-            'estimate_publish_rate',
-            50.0,
-            'Rate of ~/dynamics_estimate [Hz of '
-            'joint-state stamps]: at most one incoming sample per 1/rate, with '
-            "the published version's prediction beside the measured torque; "
-            '0 = off',
-            min_value=0.0,
-            max_value=1000.0,
-        )
-        legacy_rate = p(
-            'estimate_rate',
-            -1.0,
-            'Deprecated name of estimate_publish_rate, used instead of it when set (-1 = not set)',
-            min_value=-1.0,
-            max_value=1000.0,
-            read_only=True,
-        )
-        if legacy_rate >= 0.0:
+        self.width, self.depth, self.friction, self.seed = v.width, v.depth, v.friction, v.seed
+        self.training_enabled = v.training_enabled
+        self.checkpoint_dir = os.path.abspath(os.path.expanduser(v.checkpoint_dir))
+        self.keep_versions, self.resume = v.keep_versions, v.resume
+        estimate_rate = v.estimate_publish_rate
+        if v.estimate_rate >= 0.0:
             self.get_logger().warning(
                 f'estimate_rate is deprecated: set estimate_publish_rate '
-                f'instead (taking {legacy_rate:g} Hz for it)'
+                f'instead (taking {v.estimate_rate:g} Hz for it)'
             )
-            estimate_rate = float(legacy_rate)
+            estimate_rate = float(v.estimate_rate)
             self.set_parameters([Parameter('estimate_publish_rate', value=estimate_rate)])
-        self.window_s = p(
-            'diff_window_s',
-            0.06,
-            'Span of the acceleration estimator [s] (a '
-            'cubic fitted over it); longer is less noisy and more smoothed',
-            min_value=0.005,
-            max_value=1.0,
-            read_only=True,
-        )
-        self.acceleration_source = p(
-            'acceleration_source',
-            'velocity',
-            'What qdd is estimated from: the measured '
-            'velocities (differentiated once, as delan-train does from a bag) or the positions '
-            '(twice: only for drives whose velocity is worse than a difference of their '
-            'encoder)',
-            choices=ACCELERATION_SOURCES,
-            read_only=True,
-        )
-        max_gap = p(
-            'max_gap',
-            0.1,
-            'Time gap that restarts the estimator [s]',
-            min_value=1e-4,
-            max_value=10.0,
-            read_only=True,
-        )
-        self.range_factor = p(
-            'range_factor',
-            3.0,
-            'Reject samples whose |torque| or |velocity| exceeds this times the URDF limit',
-            min_value=1.0,
-            max_value=1000.0,
-        )
-        self.end_stop_margin = p(
-            'end_stop_margin',
-            END_STOP_TOLERANCE,
-            'Reject samples with a '
-            'joint this close to a position limit [rad or m]: an end '
-            'stop pushes the arm there with a force no model has (0 = '
-            'keep them)',
-            min_value=0.0,
-            max_value=0.5,
-        )
-        self.torch_threads = p(
-            'torch_threads',
-            1,
-            'CPU threads for training',
-            min_value=1,
-            max_value=64,
-            read_only=True,
-        )
-        self.niceness = p(
-            'training_niceness',
-            10,
-            "Added to the training thread's nice value: "
-            'on a machine shared with a controller, training yields the CPU to '
-            'the control loop (0 = same priority)',
-            min_value=0,
-            max_value=19,
-            read_only=True,
-        )
+        self.window_s, self.acceleration_source = v.diff_window_s, v.acceleration_source
+        self.range_factor, self.end_stop_margin = v.range_factor, v.end_stop_margin
+        self.torch_threads, self.niceness = v.torch_threads, v.training_niceness
         self.add_on_set_parameters_callback(validating_callback(reg))
         self.add_post_set_parameters_callback(self._on_params)
 
@@ -395,7 +152,7 @@ class LearnerNode(Node):
         self.mapper = JointStateMapper(names)
         self.rejected = RejectionCounter(self.get_logger(), 'joint state')
         self.stamps = StampGate(strict=True)
-        self.max_gap = max_gap
+        self.max_gap = v.max_gap
         self.diff: Optional[DelayedDifferentiator] = None  # sized from the observed rate
         self._first_stamps: List[float] = []
         # the URDF's model, for a residual's prior or the loss metric (intake thread only:
@@ -424,12 +181,12 @@ class LearnerNode(Node):
         self.val_nmse: List[float] = []
         self.policy = PublicationPolicy(
             PublicationParams(
-                publish_period=publish_period,
-                publish_max_nmse=publish_max_nmse,
-                divergence_factor=divergence_factor,
-                divergence_floor=divergence_floor,
-                shift_factor=shift_factor,
-                publish_hold_s=publish_hold_s,
+                publish_period=v.publish_period,
+                publish_max_nmse=v.publish_max_nmse,
+                divergence_factor=v.divergence_factor,
+                divergence_floor=v.divergence_floor,
+                shift_factor=v.shift_factor,
+                publish_hold_s=v.publish_hold_s,
             )
         )
         self.state = ModelStatus.STATE_IDLE
@@ -460,7 +217,7 @@ class LearnerNode(Node):
         self.create_service(SaveModel, '~/save_model', self._srv_save)
         self.create_service(LoadModel, '~/load_model', self._srv_load)
         self.create_service(Trigger, '~/reset', self._srv_reset)
-        steady_timer(self, 1.0 / status_rate, self._publish_status)
+        steady_timer(self, 1.0 / v.status_rate, self._publish_status)
         self._diagnostics = DiagnosticsReporter(
             self, self._diagnostics_report, hardware_id(self, self.robot.name)
         )

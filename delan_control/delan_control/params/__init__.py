@@ -1,0 +1,1 @@
+"""The parameter tables of the delan_control nodes (ROS-free: readable without a node)."""

@@ -1,0 +1,224 @@
+"""Parameters of the ``learner`` node, after the robot's (``param_table.robot_table``)."""
+
+from __future__ import annotations
+
+from delan_common.model_kinds import LEARNED_KINDS
+from delan_common.param_table import Param
+from delan_common.urdf_joints import END_STOP_TOLERANCE
+from delan_learning.online import ACCELERATION_SOURCES
+from delan_learning.train_config import LOSS_METRICS
+
+TABLE = (
+    Param(
+        'model',
+        'delan',
+        'What is learned: delan (the whole dynamics) or '
+        "delan_residual (what the URDF's rigid-body model misses, on top "
+        'of it)',
+        choices=LEARNED_KINDS,
+        read_only=True,
+    ),
+    Param(
+        'loss_metric',
+        'auto',
+        'What a torque error costs in the loss: torque (each '
+        "joint over its torque spread), acceleration (through the URDF's inverse "
+        'inertia: the motion the error would cause, large where joint axes line up '
+        'or links are light) or both; auto = both for delan_residual, torque for '
+        'delan',
+        choices=('auto',) + LOSS_METRICS,
+        read_only=True,
+    ),
+    Param(
+        'buffer_capacity',
+        200000,
+        'Replay buffer size [samples]; bounds '
+        'memory to 32 * n_joints + 8 bytes per sample, + 8 * n_joints for '
+        'delan_residual, + 4 * n_joints^2 for a loss_metric other than '
+        'torque',
+        min=100,
+        max=50_000_000,
+        read_only=True,
+    ),
+    Param('min_samples', 2000, 'Samples before training starts', min=10, max=10_000_000),
+    Param(
+        'validation_every',
+        5,
+        'One in k one-second chunks of data '
+        'is held out for validation (spread by a hash of the stamp, '
+        'not every k-th: that would hold out the same phases of a '
+        'repeated motion)',
+        min=2,
+        max=100,
+        read_only=True,
+    ),
+    Param('steps_per_round', 100, 'Optimiser steps per training round', min=1, max=100000),
+    Param('batch_size', 512, 'Minibatch size', min=8, max=65536),
+    Param(
+        'learning_rate',
+        3e-3,
+        'AdamW learning rate at the start and again after the data changed (see shift_factor)',
+        min=1e-7,
+        max=1.0,
+    ),
+    Param(
+        'learning_rate_final',
+        3e-3,
+        'The rate decays to this (>= learning_rate, the default: no decay)',
+        min=1e-8,
+        max=1.0,
+    ),
+    Param(
+        'learning_rate_halflife',
+        3000,
+        'Optimiser steps over which the rate halves (0: no decay)',
+        min=0,
+        max=10_000_000,
+    ),
+    Param('width', 64, 'Hidden units per layer', min=4, max=1024, read_only=True),
+    Param('depth', 2, 'Hidden layers', min=1, max=8, read_only=True),
+    Param('friction', True, 'Learn viscous + Coulomb friction', read_only=True),
+    Param('seed', 0, 'Seed of weights and minibatches', min=0, max=2**31 - 1, read_only=True),
+    Param('training_enabled', True, 'Pause/resume training at runtime'),
+    Param(
+        'publish_period',
+        5.0,
+        'Publish an improved model at most this often [s wall time]',
+        min=0.1,
+        max=3600.0,
+    ),
+    Param(
+        'checkpoint_dir',
+        'delan_checkpoints',
+        'Where model versions are written',
+        read_only=True,
+    ),
+    Param('keep_versions', 5, 'Checkpoint versions kept on disk', min=1, max=1000),
+    Param(
+        'resume',
+        True,
+        'Continue from the newest loadable checkpoint in checkpoint_dir at start-up',
+        read_only=True,
+    ),
+    Param(
+        'publish_max_nmse',
+        0.25,
+        'Quality gate: a version is '
+        'published only when its validation nMSE is at most this on '
+        'every joint (a controller following the learner must not get '
+        'a barely trained model)',
+        min=1e-9,
+        max=1e9,
+    ),
+    Param(
+        'divergence_factor',
+        20.0,
+        'Validation loss this many times the best counts as divergence',
+        min=1.5,
+        max=1e6,
+    ),
+    Param(
+        'divergence_floor',
+        1e-3,
+        'Validation loss (torque MSE over '
+        'its variance, mean of the joints) below which no loss counts '
+        'as divergence',
+        min=0.0,
+        max=1e3,
+    ),
+    Param(
+        'shift_factor',
+        5.0,
+        "The published version's validation loss "
+        'this many times its loss when it was published means the data '
+        'changed (a burst of bad data, or a lasting change of the robot): '
+        'publication is then held, see publish_hold_s',
+        min=1.1,
+        max=1e6,
+    ),
+    Param(
+        'publish_hold_s',
+        10.0,
+        'After the data changed, a new version '
+        'goes out only once it beats the published one on validation '
+        'data stamped more than this long after the change was seen: a '
+        'burst of bad data shorter than this never reaches a controller '
+        '[s of joint-state stamps]',
+        min=0.0,
+        max=3600.0,
+    ),
+    Param('status_rate', 1.0, 'ModelStatus rate [Hz]', min=0.01, max=100.0, read_only=True),
+    Param(
+        'estimate_publish_rate',
+        50.0,
+        'Rate of ~/dynamics_estimate [Hz of '
+        'joint-state stamps]: at most one incoming sample per 1/rate, with '
+        "the published version's prediction beside the measured torque; "
+        '0 = off',
+        min=0.0,
+        max=1000.0,
+    ),
+    Param(
+        'estimate_rate',
+        -1.0,
+        'Deprecated name of estimate_publish_rate, used instead of it when set (-1 = not set)',
+        min=-1.0,
+        max=1000.0,
+        read_only=True,
+    ),
+    Param(
+        'diff_window_s',
+        0.06,
+        'Span of the acceleration estimator [s] (a '
+        'cubic fitted over it); longer is less noisy and more smoothed',
+        min=0.005,
+        max=1.0,
+        read_only=True,
+    ),
+    Param(
+        'acceleration_source',
+        'velocity',
+        'What qdd is estimated from: the measured '
+        'velocities (differentiated once, as delan-train does from a bag) or the positions '
+        '(twice: only for drives whose velocity is worse than a difference of their '
+        'encoder)',
+        choices=ACCELERATION_SOURCES,
+        read_only=True,
+    ),
+    Param(
+        'max_gap',
+        0.1,
+        'Time gap that restarts the estimator [s]',
+        min=1e-4,
+        max=10.0,
+        read_only=True,
+    ),
+    Param(
+        'range_factor',
+        3.0,
+        'Reject samples whose |torque| or |velocity| exceeds this times the URDF limit',
+        min=1.0,
+        max=1000.0,
+    ),
+    Param(
+        'end_stop_margin',
+        END_STOP_TOLERANCE,
+        'Reject samples with a '
+        'joint this close to a position limit [rad or m]: an end '
+        'stop pushes the arm there with a force no model has (0 = '
+        'keep them)',
+        min=0.0,
+        max=0.5,
+    ),
+    Param('torch_threads', 1, 'CPU threads for training', min=1, max=64, read_only=True),
+    Param(
+        'training_niceness',
+        10,
+        "Added to the training thread's nice value: "
+        'on a machine shared with a controller, training yields the CPU to '
+        'the control loop (0 = same priority)',
+        min=0,
+        max=19,
+        read_only=True,
+    ),
+)
