@@ -306,13 +306,15 @@ class DelanModel(DynamicsModule):
         return tau + self.friction(qd) if self.use_friction else tau
 
     def forward_dynamics(self, q, qd, tau):
-        """``qdd = H^-1 (tau - c - g - tau_f)`` by a Cholesky solve."""
+        """``qdd = H^-1 (tau - c - g - tau_f)`` by a Cholesky solve. A non-finite state (a
+        rollout that diverged) gives a NaN row, not an exception for the whole batch."""
         p, _, cg = self._terms(q, qd)
         rhs = tau - cg
         if self.use_friction:
             rhs = rhs - self.friction(qd)
-        chol = torch.linalg.cholesky(self._H(p.l))
-        return torch.cholesky_solve(rhs.unsqueeze(-1), chol).squeeze(-1)
+        chol, info = torch.linalg.cholesky_ex(self._H(p.l))
+        qdd = torch.cholesky_solve(rhs.unsqueeze(-1), chol).squeeze(-1)
+        return torch.where((info == 0).unsqueeze(-1), qdd, torch.full_like(qdd, float('nan')))
 
     def _H(self, l: torch.Tensor) -> torch.Tensor:
         L = self._matrix(l)

@@ -67,6 +67,19 @@ def test_forward_inverts_inverse(types, shared):
     assert rel_err(m.inverse(q, qd, m.forward_dynamics(q, qd, tau)), tau) < tol
 
 
+def test_a_non_finite_state_gives_a_nan_row_not_an_exception():
+    """A rollout that diverged in one window must not stop the others (delan-eval --horizon)."""
+    m = random_model(['revolute'] * 3)
+    q, qd, tau = random_states(3, B=5)
+    good = m.forward_dynamics(q, qd, tau)
+    q[2, 1] = float('inf')
+    qd[3, 0] = float('nan')
+    qdd = m.forward_dynamics(q, qd, tau)
+    assert torch.isnan(qdd[2]).all() and torch.isnan(qdd[3]).all()
+    keep = [0, 1, 4]
+    assert torch.allclose(qdd[keep], good[keep], rtol=1e-12, atol=0.0)
+
+
 def autograd_terms(m, q, qd):
     """c, g and dH/dt from plain autograd on H(q) and V(q), one state at a time."""
     cs, gs, hdots = [], [], []
