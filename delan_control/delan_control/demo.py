@@ -459,6 +459,8 @@ class Demo:
 
             table = write_report(self)
             print(table, flush=True)
+            if self.args.learning_curves:
+                self.learning_curves()
             verdict = self.results['verdict']
             if not verdict['passed']:
                 for why in verdict['failures']:
@@ -470,6 +472,43 @@ class Demo:
         except DemoError as err:
             log(f'FAILED: {err}')
             return 1
+
+    def learning_curves(self) -> None:
+        """Plain DeLaN and the residual learned again from this run's bag by the real learner,
+        optimiser steps paced at this run's rate, each published version tracked on the
+        evaluation loop: the curves side by side in the report (``learning_curves.png``)."""
+        from delan_control.learning_curves import compare, plot, table
+
+        log('learning curves: both learned kinds from the bag (--learning-curves)')
+        curves = compare(
+            self.out,
+            self.args.robot,
+            list(self.robot.joint_names),
+            LEARNED_KINDS,
+            rate=float(self.results['learner']['steps_per_s']),
+            every=self.args.learning_curves_every,
+            say=log,
+        )
+        png = os.path.join(self.out, 'learning_curves.png')
+        plot(curves, f'{self.robot.name}: learned online from the same bag', png)
+        silent = [c.kind for c in curves if not c.seconds]
+        md = [
+            '',
+            '## Learning curves: plain DeLaN and the residual from the same data',
+            '',
+            "Both kinds learned again from this run's bag by the real learner, optimiser steps "
+            "paced by the stamps at this run's rate; every published version tracked on the "
+            "evaluation loop (mean RMS over nominal Pinocchio's, the bound 1/3).",
+            '',
+            table(curves),
+            '',
+            '![learning curves](learning_curves.png)',
+        ]
+        if silent:
+            md += ['', f'**No version published by {silent}.**']
+            log(f'warning: no version published by {silent} in the learning-curve replay')
+        with open(os.path.join(self.out, 'report.md'), 'a') as f:
+            f.write('\n'.join(md) + '\n')
 
     def phase_start(self) -> None:
         """Wait for the launched nodes, then start the excitation.
@@ -970,6 +1009,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.1,
         help='fail when the true plant predicts the evaluation torques worse than '
         'this (broken data)',
+    )
+    ap.add_argument(
+        '--learning-curves',
+        action='store_true',
+        help='after the report, learn both kinds (delan, delan_residual) again from the bag '
+        'and add their learning curves side by side (minutes more)',
+    )
+    ap.add_argument(
+        '--learning-curves-every',
+        type=int,
+        default=2,
+        help='track every k-th version on the learning curves (and the last)',
     )
     ap.add_argument(
         '--diverge-error',
