@@ -21,8 +21,12 @@ demo: setup  ## the main job: sim, learn online, compare controllers, write out/
 shell: setup  ## an interactive shell with everything sourced
 	@bash --rcfile <(echo 'source ~/.bashrc 2>/dev/null; source env.sh; PS1="(delan_ros) $$PS1"')
 
-bench: setup  ## all benchmarks (print tables)
-	@source env.sh && for b in bench/bench_*.py; do echo "== $$b"; python $$b || exit 1; done
+# benches that read a demo's output folder (--demo DIR) run after a demo, by hand (bench/README.md)
+DEMO_BENCHES := bench/bench_learner_replay.py bench/bench_learning_curves.py bench/bench_residual.py
+
+bench: setup  ## every self-contained benchmark (print tables); see bench/README.md
+	@source env.sh && for b in $(filter-out $(DEMO_BENCHES),$(wildcard bench/bench_*.py)); do \
+		echo "== $$b"; python $$b || exit 1; done
 
 clean:  ## build outputs only
 	rm -rf build install log out
