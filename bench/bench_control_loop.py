@@ -37,13 +37,17 @@ the Python node is stopped and the compiled one started in its place -- same sim
 learner and probe -- once per model, each a fresh start. Its gains and limits are the Python
 node's (``rt_params``: the parameter file's control rate and the demo's PD gains);
 ``pinocchio`` and ``identified`` are the rigid-body models the Python node holds, exported
-(``rt_params.model_files``: the URDF's, the identified parameters above); ``delan`` is the
-learner's latest version at that moment, exported from its checkpoint (``c_export``). It
-tracks the same excitation reference as the Python node.
+(``rt_params.model_files``: the URDF's, the identified parameters above; every model gets the
+URDF's, which the URDF-feedback laws feed back through); ``delan`` is the learner's latest
+version at that moment, exported from its checkpoint (``c_export``). It tracks the same
+excitation reference as the Python node.
+
+``--law`` sets both nodes' control law (default: the parameter file's, ``computed_torque``),
+e.g. ``feedforward_urdf_pd``, the demo's.
 
 Usage: ``python bench/bench_control_loop.py [--duration 60] [--models pd,delan] [--rate 1000]
-[--urdf seven_dof_arm.urdf] [--controller rt]`` (``--duration 20`` for a quick run). Prints a
-table; exit code 1 only if a node dies.
+[--urdf seven_dof_arm.urdf] [--controller rt] [--law feedforward_urdf_pd]`` (``--duration 20``
+for a quick run). Prints a table; exit code 1 only if a node dies.
 """
 
 from __future__ import annotations
@@ -64,12 +68,15 @@ from node_set import (
     identified_params,
     load_text,
     log,
+    node_params,
     pd_gains,
     private_domain,
     provenance,
     realtime_sim,
     rss_mb,
 )
+
+from delan_control.control_laws import LAWS
 
 MODELS = ('pd', 'pinocchio', 'identified', 'delan')
 
@@ -87,16 +94,23 @@ def _param_text(v) -> str:
 
 
 def rt_controller_params(
-    urdf: str, rate: float, model: str, checkpoint: str, tmp: str, priority: int, ident: str
+    urdf: str,
+    rate: float,
+    model: str,
+    checkpoint: str,
+    tmp: str,
+    priority: int,
+    ident: str,
+    law: str,
 ) -> Dict[str, str]:
-    """The compiled node's parameters for the set-up the Python node runs in: the parameter
-    file's law / watchdog / control rate (its section is keyed ``torque_controller``, which the
-    node named ``torque_controller_rt`` does not match), the demo's PD gains, the sim's joint
-    order; for ``pinocchio`` / ``identified`` the exported rigid-body model (of ``ident``), for
-    ``delan`` the weights exported from ``checkpoint``."""
+    """The compiled node's parameters for the set-up the Python node runs in: ``law``, the
+    parameter file's watchdog / control rate (its section is keyed ``torque_controller``, which
+    the node named ``torque_controller_rt`` does not match), the demo's PD gains, the sim's
+    joint order; the URDF's exported rigid-body model (and for ``identified`` that of
+    ``ident``), for ``delan`` the weights exported from ``checkpoint``."""
     from node_set import PARAMS_FILE, node_params
 
-    from delan_control.rt_params import RIGID_BODY_MODELS, controller_node, model_files
+    from delan_control.rt_params import controller_node, model_files
 
     ctl = node_params('torque_controller')
     _, _, params = controller_node('rt', urdf, PARAMS_FILE)
@@ -106,7 +120,7 @@ def rt_controller_params(
     params.update(gains)
     params.update(
         {
-            'law': ctl.get('law', 'computed_torque'),
+            'law': law,
             'watchdog_timeout': float(ctl.get('watchdog_timeout', 0.1)),
             'switch_blend_time': float(ctl.get('switch_blend_time', 0.2)),
             'command_joints': list(params['joint_names']),
@@ -114,12 +128,11 @@ def rt_controller_params(
             'realtime_priority': priority,
         }
     )
-    if model in RIGID_BODY_MODELS:
-        params.update(
-            model_files(
-                model, urdf, identified_params=ident if model == 'identified' else '', folder=tmp
-            )
+    params.update(
+        model_files(
+            model, urdf, identified_params=ident if model == 'identified' else '', folder=tmp
         )
+    )
     if model == 'delan':
         from delan_learning.c_export import export_delan
         from delan_learning.checkpoint import load_model
@@ -132,10 +145,16 @@ def rt_controller_params(
 
 
 def callback_cost(
-    urdf: str, models: List[str], ident: str, checkpoint: str, n: int = 3000
+    urdf: str,
+    models: List[str],
+    ident: str,
+    checkpoint: str,
+    n: int = 3000,
+    law: str = 'computed_torque',
 ) -> Dict:
-    """CPU time of the controller's joint-state callback alone [us per call]: in this process,
-    called directly (no executor, no DDS receive), following an excitation reference."""
+    """CPU time of the controller's joint-state callback alone [us per call] with ``law``: in
+    this process, called directly (no executor, no DDS receive), following an excitation
+    reference."""
     import rclpy
     from rclpy.parameter import Parameter
     from sensor_msgs.msg import JointState
@@ -164,6 +183,7 @@ def callback_cost(
                 parameter_overrides=[
                     Parameter('urdf_path', value=urdf),
                     Parameter('model', value=model),
+                    Parameter('law', value=law),
                     Parameter('identified_params', value=ident if model == 'identified' else ''),
                     Parameter('delan_checkpoint', value=checkpoint if model == 'delan' else ''),
                     Parameter('watchdog_timeout', value=10.0),
@@ -252,8 +272,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         help='rt: also the compiled torque_controller_rt (delan_control_rt), after '
         'the Python node, in the same run and table (same models)',
     )
+    ap.add_argument(
+        '--law',
+        default=None,
+        choices=LAWS,
+        help="both controllers' law (default: the parameter file's); the URDF-feedback laws "
+        "feed back through the URDF's mass matrix",
+    )
     ap.add_argument('--keep', action='store_true', help='keep the temporary folder (logs)')
     args = ap.parse_args(argv)
+    law = args.law or node_params('torque_controller').get('law', 'computed_torque')
     models = [m.strip() for m in args.models.split(',') if m.strip()]
     bad = [m for m in models if m not in MODELS]
     if bad:
@@ -300,6 +328,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             'torque_controller',
             {
                 'model': 'pd',
+                'law': law,
                 **pd_gains(urdf, args.rate),
                 'realtime_priority': args.realtime_priority,
                 **({'identified_params': ident} if 'identified' in models else {}),
@@ -368,6 +397,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         tmp,
                         args.realtime_priority,
                         ident,
+                        law,
                     ),
                 )
                 wait(
@@ -456,7 +486,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         f'model; {load_text()}; {provenance()}'
     )
     print(
-        f'controller and sim realtime_priority {args.realtime_priority} '
+        f'law {law}; controller and sim realtime_priority {args.realtime_priority} '
         f'({"SCHED_FIFO" if args.realtime_priority else "normal scheduling"}). The '
         "controller's own timing: latency = command published - source stamp of the state it "
         'answers; missed = states published before the answer to the previous one '
@@ -509,7 +539,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         for name, (a, b) in rss.items():
             print(f'{name:>20s} {a:12.1f} {b:10.1f}')
     if probe is not None and not code:
-        cost = callback_cost(urdf, models, ident, probe.last_checkpoint)
+        cost = callback_cost(urdf, models, ident, probe.last_checkpoint, law=law)
         print(
             '\ncontroller joint-state callback alone (called in-process: no executor, no DDS; '
             'the machine is quieter now) [us CPU per call]'

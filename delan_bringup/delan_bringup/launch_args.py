@@ -92,9 +92,9 @@ def declare_node_arguments() -> List[DeclareLaunchArgument]:
             'controller_impl',
             default_value='python',
             choices=['python', 'rt'],
-            description='The torque controller: python (delan_control torque_controller, '
-            'every law) or rt (delan_control_rt torque_controller_rt, compiled: every model, '
-            'the laws computed_torque and feedforward_pd)',
+            description='The torque controller: python (delan_control torque_controller) or '
+            'rt (delan_control_rt torque_controller_rt, compiled); both have every model and '
+            'law',
         ),
     ]
 
@@ -174,9 +174,10 @@ def rt_controller_parameters(context: LaunchContext, args: SuiteArguments, param
     """What the launch files give the compiled controller (``controller_impl:=rt``) beyond the
     parameter file: it reads no URDF, so the gains and limits derived here as the Python node
     derives them, and the model files (``delan_control.rt_params.model_files``): the URDF's
-    rigid-body model and, with ``identified_params:=``, the identified one, exported (for the
-    model it starts with and any it is switched to), ``<checkpoint>.cw`` for a learned model
-    with a checkpoint. A model it cannot load stops the launch with the reason."""
+    rigid-body model (also the mass matrix of the URDF-feedback laws) and, with
+    ``identified_params:=``, the identified one, exported (for the model it starts with and any
+    it is switched to), ``<checkpoint>.cw`` for a learned model with a checkpoint. A model it
+    cannot load, or a law it cannot apply with it, stops the launch with the reason."""
     from delan_control.rt_params import RT_MODELS, controller_node
 
     if args.model not in RT_MODELS:

@@ -15,11 +15,15 @@ from typing import Dict, Mapping, Optional
 import numpy as np
 
 from delan_common.model_kinds import CONTROLLER_KINDS, LEARNED_KINDS
+from delan_control.control_laws import LAWS, URDF_FEEDBACK_LAWS
 
 #: the Python node's gain parameters; [nan] (or absent) means "derive from the URDF"
 GAIN_NAMES = ('ct_kp', 'ct_kd', 'kp', 'kd')
 #: the models the compiled node evaluates (from exported files: it reads no URDF): all
 RT_MODELS = CONTROLLER_KINDS
+#: the laws the compiled node has: all; those of URDF_FEEDBACK_LAWS take the URDF's mass matrix
+#: from ``rigid_body_file``
+RT_LAWS = LAWS
 #: the models with a rigid-body part, which the compiled node reads from ``rigid_body_file``
 #: (the URDF's) or ``identified_rigid_body_file``
 RIGID_BODY_MODELS = ('pinocchio', 'identified', 'delan_residual')
@@ -163,7 +167,9 @@ def controller_node(
     (``controller_impl:=python|rt``); for ``rt`` the parameters above, for the control rate
     and gains of ``params_file``'s torque_controller (its ``/**/torque_controller``,
     ``/torque_controller`` or ``torque_controller`` section), and with ``model`` the files it
-    needs for it (:func:`model_files`)."""
+    needs for it (:func:`model_files`). Raises ``ValueError`` for a law the compiled node does
+    not have, or a URDF-feedback law with a model (not pd) when the URDF has no rigid-body
+    model to take the mass matrix from (the node would refuse to start)."""
     if impl not in IMPLEMENTATIONS:
         raise ValueError(f'controller_impl:={impl} is not one of {list(IMPLEMENTATIONS)}')
     package, exe = IMPLEMENTATIONS[impl]
@@ -177,10 +183,20 @@ def controller_node(
             data = yaml.safe_load(f) or {}
         for key in ('/**/torque_controller', '/torque_controller', 'torque_controller'):
             section.update((data.get(key) or {}).get('ros__parameters', {}))
+    law = str(section.get('law', 'computed_torque'))
+    if law not in RT_LAWS:
+        raise ValueError(f'law={law} is not one of {list(RT_LAWS)}')
     given = {k: section[k] for k in GAIN_NAMES if k in section}
     params = rt_parameters(urdf, float(section.get('control_rate', 250.0)), given)
     if model:
         params.update(model_files(model, urdf, checkpoint, identified_params))
+        if law in URDF_FEEDBACK_LAWS and model != 'pd' and 'rigid_body_file' not in params:
+            try:
+                params['rigid_body_file'] = rigid_body_file('pinocchio', urdf)
+            except ValueError as err:
+                raise ValueError(
+                    f"law={law} with model={model} needs the URDF's mass matrix: {err}"
+                ) from None
     return package, exe, params
 
 

@@ -2,6 +2,28 @@
 #include "control_law.h"
 
 #include <math.h>
+#include <string.h>
+
+static const char * const LAW_NAMES[LAW_COUNT] = {"computed_torque", "feedforward_pd",
+  "computed_torque_urdf_feedback", "feedforward_urdf_pd"};
+
+const char * control_law_name(control_law_t law)
+{
+  return (unsigned)law < LAW_COUNT ? LAW_NAMES[law] : "unknown";
+}
+
+int control_law_parse(const char * name)
+{
+  for (int k = 0; k < LAW_COUNT; k++) {
+    if (strcmp(name, LAW_NAMES[k]) == 0) {return k;}
+  }
+  return -1;
+}
+
+int control_law_urdf_feedback(control_law_t law)
+{
+  return law == LAW_COMPUTED_TORQUE_URDF_FEEDBACK || law == LAW_FEEDFORWARD_URDF_PD;
+}
 
 static double wrap_angle(double x)
 {
@@ -36,8 +58,28 @@ int model_inverse(
   return bad;
 }
 
+/* control_terms' URDF-feedback laws: the model's inverse dynamics (on the state, or on the
+ * reference) plus the URDF's mass matrix at the measured q times the computed-torque feedback
+ * acceleration v; scratch holds n doubles (model_inverse's, then H v) */
+static int urdf_feedback_torque(
+  const model_t * model, control_law_t law, rigid_body * feedback, const law_gains_t * g,
+  const double * q, const double * qd, const double * q_ref, const double * qd_ref,
+  const double * qdd_ref, const double * v, double * tau, double * scratch)
+{
+  int bad = law == LAW_COMPUTED_TORQUE_URDF_FEEDBACK ?
+    model_inverse(model, q, qd, qdd_ref, tau, scratch) :
+    model_inverse(model, q_ref, qd_ref, qdd_ref, tau, scratch);
+  if (!feedback) {return 1;}
+  bad |= rigid_body_mass_times(feedback, q, v, scratch);
+  for (int i = 0; i < g->n; i++) {
+    tau[i] = tau[i] + scratch[i];
+    bad |= !isfinite(tau[i]);
+  }
+  return bad;
+}
+
 int control_torque(
-  const model_t * model, control_law_t law, const law_gains_t * g,
+  const model_t * model, control_law_t law, rigid_body * feedback, const law_gains_t * g,
   const double * q, const double * qd, const double * q_ref, const double * qd_ref,
   const double * qdd_ref, double * tau, double * work)
 {
@@ -58,6 +100,10 @@ int control_torque(
       acc[i] = qdd_ref[i] + g->ct_kp[i] * e[i] + g->ct_kd[i] * e_dot[i];
     }
     bad = model_inverse(model, q, qd, acc, tau, scratch);
+  } else if (control_law_urdf_feedback(law)) {
+    for (int i = 0; i < n; i++) {acc[i] = g->ct_kp[i] * e[i] + g->ct_kd[i] * e_dot[i];}
+    bad = urdf_feedback_torque(model, law, feedback, g, q, qd, q_ref, qd_ref, qdd_ref, acc, tau,
+        scratch);
   } else {
     bad = model_inverse(model, q_ref, qd_ref, qdd_ref, tau, scratch);
     for (int i = 0; i < n; i++) {tau[i] = tau[i] + g->kp[i] * e[i] + g->kd[i] * e_dot[i];}

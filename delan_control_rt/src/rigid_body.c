@@ -178,11 +178,16 @@ static void subspace(const joint_t * J, double x, double * out)
 }
 
 /* ------------------------------------------------------------------ RNEA */
-int rigid_body_inverse(
+/* The recursive Newton-Euler pass: tau = H(q) qdd + armature qdd, plus, when qd is given,
+ * c(q, qd) + g(q) + viscous qd + coulomb tanh(qd / eps). Without qd every velocity is zero
+ * and gravity is off: the bias and friction terms vanish rather than being cancelled. */
+static int rnea(
   rigid_body * M, const double * q, const double * qd, const double * qdd, double * tau)
 {
   /* the base accelerates up at g: gravity acts on every body without a term of its own */
-  const double base_a[6] = {-M->gravity[0], -M->gravity[1], -M->gravity[2], 0.0, 0.0, 0.0};
+  const double g = qd ? 1.0 : 0.0;
+  const double base_a[6] = {-g * M->gravity[0], -g * M->gravity[1], -g * M->gravity[2], 0.0,
+    0.0, 0.0};
   const double base_v[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
   for (int i = 0; i < M->n; i++) {
     const joint_t * J = &M->joints[i];
@@ -191,7 +196,7 @@ int rigid_body_inverse(
     const double * ap = J->parent < 0 ? base_a : M->bodies[J->parent].a;
     double s_qd[6], s_qdd[6], bias[6], Iv[6];
     joint_pose(J, q[i], B);
-    subspace(J, qd[i], s_qd);
+    subspace(J, qd ? qd[i] : 0.0, s_qd);
     subspace(J, qdd[i], s_qdd);
     motion_to_child(B, vp, B->v);
     motion_to_child(B, ap, B->a);
@@ -208,11 +213,26 @@ int rigid_body_inverse(
     const body_t * B = &M->bodies[i];
     const int at = J->type == PRISMATIC ? 0 : 3;
     tau[i] = J->axis[0] * B->f[at] + J->axis[1] * B->f[at + 1] + J->axis[2] * B->f[at + 2];
-    tau[i] += J->armature * qdd[i] + J->viscous * qd[i] + J->coulomb * tanh(qd[i] / M->eps);
+    if (qd) {
+      tau[i] += J->armature * qdd[i] + J->viscous * qd[i] + J->coulomb * tanh(qd[i] / M->eps);
+    } else {
+      tau[i] += J->armature * qdd[i];
+    }
     if (J->parent >= 0) {force_to_parent(B, M->bodies[J->parent].f);}
     bad |= !isfinite(tau[i]);
   }
   return bad;
+}
+
+int rigid_body_inverse(
+  rigid_body * M, const double * q, const double * qd, const double * qdd, double * tau)
+{
+  return rnea(M, q, qd, qdd, tau);
+}
+
+int rigid_body_mass_times(rigid_body * M, const double * q, const double * x, double * out)
+{
+  return rnea(M, q, NULL, x, out);
 }
 
 /* ------------------------------------------------------------------ loading */

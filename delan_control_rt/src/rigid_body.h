@@ -6,7 +6,7 @@
  *
  * what delan_common.robot_model.RobotModel.inverse (Pinocchio's RNEA + the URDF's friction)
  * and delan_control.sysid.IdentifiedModel.inverse compute. Loading allocates everything an
- * evaluation needs: rigid_body_inverse allocates nothing. */
+ * evaluation needs: rigid_body_inverse and rigid_body_mass_times allocate nothing. */
 #ifndef DELAN_CONTROL_RT__RIGID_BODY_H_
 #define DELAN_CONTROL_RT__RIGID_BODY_H_
 
@@ -38,6 +38,10 @@ int rigid_body_continuous(const rigid_body * model, int i);
  * one evaluation at a time per model. */
 int rigid_body_inverse(
   rigid_body * model, const double * q, const double * qd, const double * qdd, double * tau);
+/* out (n,) = (H(q) + diag(armature)) x, the mass matrix (Pinocchio's crba, armature
+ * included) times x: one pass at zero velocity without gravity or friction. 0 when out is
+ * finite, else 1. The same work space as rigid_body_inverse. */
+int rigid_body_mass_times(rigid_body * model, const double * q, const double * x, double * out);
 
 #ifdef __cplusplus
 }

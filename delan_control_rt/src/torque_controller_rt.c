@@ -342,6 +342,10 @@ typedef struct
   model_t model, old_model;         /* old: faded out over blend_time after a switch; their
                                      * DeLaNs are owned here, rb and old_rb too */
   rigid_body * old_rb;              /* the rigid-body model before a switch, until faded out */
+  /* the URDF's rigid-body model whose mass matrix the URDF-feedback laws feed back through,
+   * whatever the model (NULL until such a law is set), and the rigid_body_file it was read from */
+  rigid_body * feedback;
+  char feedback_path[4096];
   double blend_start;
   double velocity_limits[MAX_JOINTS];
   /* reference: the trajectory, the offset that rejoins it after a stall, and the deviation
@@ -571,16 +575,16 @@ static int control(controller_t * c, const sensor_msgs__msg__JointState * m, dou
     }
   }
   reference_now(c, t);
-  if (control_torque(&c->model, c->rt.law, &c->gains, c->q, c->qd, c->q_ref, c->qd_ref,
-    c->qdd_ref, c->tau, c->work))
+  if (control_torque(&c->model, c->rt.law, c->feedback, &c->gains, c->q, c->qd, c->q_ref,
+    c->qd_ref, c->qdd_ref, c->tau, c->work))
   {
     c->fallbacks++;
   }
   if (c->blend_start > 0) {
     double w = c->rt.blend_time > 0 ? (now - c->blend_start) / c->rt.blend_time : 1.0;
     if (w >= 0.0 && w < 1.0) {
-      c->fallbacks += control_torque(&c->old_model, c->rt.law, &c->gains, c->q, c->qd, c->q_ref,
-        c->qd_ref, c->qdd_ref, c->tau_old, c->work);
+      c->fallbacks += control_torque(&c->old_model, c->rt.law, c->feedback, &c->gains, c->q,
+        c->qd, c->q_ref, c->qd_ref, c->qdd_ref, c->tau_old, c->work);
       for (int i = 0; i < c->n; i++) {c->tau[i] = w * c->tau[i] + (1.0 - w) * c->tau_old[i];}
     } else {
       drop_old_model(c);
@@ -787,8 +791,7 @@ static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const c
   kv(&st->values, &k, "model", "%s", c->model_kind);
   kv(&st->values, &k, "model_version", "%lld",
     (long long)(c->model.delan ? delan_model_version(c->model.delan) : 0));
-  kv(&st->values, &k, "law", "%s", c->rt.law == LAW_COMPUTED_TORQUE ? "computed_torque" :
-    "feedforward_pd");
+  kv(&st->values, &k, "law", "%s", control_law_name(c->rt.law));
   kv(&st->values, &k, "commands_sent", "%lld", (long long)c->commands_sent);
   kv(&st->values, &k, "fallbacks", "%lld", (long long)c->fallbacks);
   kv(&st->values, &k, "watchdog_trips", "%lld", (long long)c->watchdog_trips);
@@ -955,15 +958,13 @@ static int read_runtime(runtime_t * rt, int n, const params_t * P, char * err, s
     if (!param_nonnegative(P, per_joint[k], n, dst[k], err, err_len)) {return 0;}
   }
   const char * law = param_string(P, "law", "computed_torque");
-  if (strcmp(law, "computed_torque") == 0) {
-    rt->law = LAW_COMPUTED_TORQUE;
-  } else if (strcmp(law, "feedforward_pd") == 0) {
-    rt->law = LAW_FEEDFORWARD_PD;
-  } else {
-    snprintf(err, err_len, "law=%.100s is not available compiled (computed_torque, "
-      "feedforward_pd; the URDF-feedback laws need the URDF's mass matrix)", law);
+  const int parsed = control_law_parse(law);
+  if (parsed < 0) {
+    snprintf(err, err_len, "law=%.100s is not one of computed_torque, feedforward_pd, "
+      "computed_torque_urdf_feedback, feedforward_urdf_pd", law);
     return 0;
   }
+  rt->law = (control_law_t)parsed;
   rt->effort_scale = param_double(P, "effort_limit_scale", 1.0);
   rt->watchdog_timeout = param_double(P, "watchdog_timeout", 0.1);
   rt->blend_time = param_double(P, "switch_blend_time", 0.2);
@@ -1001,13 +1002,14 @@ static const char * rigid_body_parameter(const char * kind)
 
 /* The rigid-body model at path for model kind: the controller's joints, made from the URDF
  * (pinocchio, delan_residual) or from identified parameters (identified), its continuous
- * joints those of continuous_joints; NULL with the reason. */
-static rigid_body * load_rigid_body(const controller_t * c, const char * kind, const char * path,
-  char * err, size_t err_len)
+ * joints those of continuous_joints; NULL with the reason, which names what (the setting that
+ * asks for the file: "model=pinocchio", "law=feedforward_urdf_pd"). */
+static rigid_body * load_rigid_body(const controller_t * c, const char * kind, const char * what,
+  const char * path, char * err, size_t err_len)
 {
   if (!*path) {
-    snprintf(err, err_len, "model=%s needs %s (no URDF here: the launch files export it, "
-      "delan_control.rt_params)", kind, rigid_body_parameter(kind));
+    snprintf(err, err_len, "%s needs %s (no URDF here: the launch files export it, "
+      "delan_control.rt_params)", what, rigid_body_parameter(kind));
     return NULL;
   }
   char why[4600];
@@ -1017,20 +1019,20 @@ static rigid_body * load_rigid_body(const controller_t * c, const char * kind, c
     rb = NULL;
   }
   if (!rb) {
-    snprintf(err, err_len, "model=%s: %.440s", kind, why);
+    snprintf(err, err_len, "%s: %.440s", what, why);
     return NULL;
   }
   const int identified = !strcmp(kind, "identified");
   if (rigid_body_source(rb) != (identified ? RIGID_BODY_IDENTIFIED : RIGID_BODY_URDF)) {
-    snprintf(err, err_len, "model=%s: %.300s holds %s parameters", kind, path,
+    snprintf(err, err_len, "%s: %.300s holds %s parameters", what, path,
       identified ? "the URDF's, not identified" : "identified, not the URDF's");
     rigid_body_free(rb);
     return NULL;
   }
   for (int i = 0; i < c->n; i++) {
     if (rigid_body_continuous(rb, i) != c->continuous[i]) {
-      snprintf(err, err_len, "model=%s: joint %s is %scontinuous in %.300s, %sin "
-        "continuous_joints", kind, c->joints[i], c->continuous[i] ? "not " : "", path,
+      snprintf(err, err_len, "%s: joint %s is %scontinuous in %.300s, %sin "
+        "continuous_joints", what, c->joints[i], c->continuous[i] ? "not " : "", path,
         c->continuous[i] ? "" : "not ");
       rigid_body_free(rb);
       return NULL;
@@ -1071,7 +1073,11 @@ static int load_models(const controller_t * c, const params_t * P, int initial, 
       "delan_residual", kind);
     return 0;
   }
-  if (rigid_kind(kind) && !(*rb = load_rigid_body(c, kind, rb_path, err, err_len))) {return 0;}
+  char what[128];
+  snprintf(what, sizeof(what), "model=%.100s", kind);
+  if (rigid_kind(kind) && !(*rb = load_rigid_body(c, kind, what, rb_path, err, err_len))) {
+    return 0;
+  }
   if (!learned_kind(kind)) {
     *m = (model_t){*rb, NULL};
     return 1;
@@ -1096,6 +1102,35 @@ static int load_models(const controller_t * c, const params_t * P, int initial, 
   }
   *m = (model_t){d ? *rb : NULL, d};
   return 1;
+}
+
+/* The URDF's rigid-body model into *fb when law is a URDF-feedback law and rigid_body_file
+ * names a file other than the one loaded (or none is loaded yet); NULL there otherwise. Without
+ * rigid_body_file such a law is refused unless the model is pd (a plain PD, as on the Python
+ * node, feeds nothing back through a model); every set runs this, so one that would leave a
+ * model without the mass matrix is refused whole. 0 with the reason. */
+static int load_feedback(const controller_t * c, const params_t * P, control_law_t law,
+  rigid_body ** fb, char * err, size_t err_len)
+{
+  *fb = NULL;
+  if (!control_law_urdf_feedback(law)) {return 1;}
+  const char * path = param_string(P, "rigid_body_file", "");
+  const char * kind = param_string(P, "model", "pd");
+  if (!*path && !strcmp(kind, "pd")) {return 1;}
+  if (c->feedback && !strcmp(path, c->feedback_path)) {return 1;}
+  char what[160];
+  snprintf(what, sizeof(what), "law=%s with model=%.100s", control_law_name(law), kind);
+  return (*fb = load_rigid_body(c, "pinocchio", what, path, err, err_len)) != NULL;
+}
+
+/* fb (load_feedback's, when it loaded one) in force, read from rigid_body_file */
+static void switch_feedback(controller_t * c, const params_t * P, rigid_body * fb)
+{
+  if (!fb) {return;}
+  rigid_body_free(c->feedback);
+  c->feedback = fb;
+  snprintf(c->feedback_path, sizeof(c->feedback_path), "%s",
+    param_string(P, "rigid_body_file", ""));
 }
 
 /* Makes the model P names, loaded as m with rigid-body part rb, the active one; the one before
@@ -1158,9 +1193,14 @@ static int apply_parameters(void * owner, const rcl_interfaces__msg__Parameter *
   if (!read_runtime(&rt, c->n, &P, reason, len)) {return 0;}
   const int reload = model_touched(&P, changes, n);
   model_t m;
-  rigid_body * rb;
-  if (reload && !load_models(c, &P, 0, &m, &rb, reason, len)) {return 0;}
+  rigid_body * rb, * fb;
+  if (!load_feedback(c, &P, rt.law, &fb, reason, len)) {return 0;}
+  if (reload && !load_models(c, &P, 0, &m, &rb, reason, len)) {
+    rigid_body_free(fb);
+    return 0;
+  }
   apply_runtime(c, &rt);
+  switch_feedback(c, &P, fb);
   if (reload) {
     char previous[32];
     snprintf(previous, sizeof(previous), "%s", c->model_kind);
@@ -1229,9 +1269,11 @@ static int configure(controller_t * c, const params_t * P, char * err, size_t er
     c->order_deadline = mono_s() + c->order_timeout;
   }
   model_t m;
-  rigid_body * rb;
+  rigid_body * rb, * fb;
   if (!load_models(c, P, 1, &m, &rb, err, err_len)) {return 0;}
   switch_models(c, P, m, rb, mono_s(), 0);
+  if (!load_feedback(c, P, c->rt.law, &fb, err, err_len)) {return 0;}
+  switch_feedback(c, P, fb);
   return 1;
 }
 
@@ -1350,7 +1392,7 @@ int main(int argc, char ** argv)
   CHECK(rcl_wait_set_init(&ws, 3, 0, 0, 1, PARAM_SERVER_SERVICES, 0, &support.context,
     alloc));
   fprintf(stderr, "[torque_controller_rt] controlling %d joints with model=%s law=%s\n", c.n,
-    c.model_kind, c.rt.law == LAW_COMPUTED_TORQUE ? "computed_torque" : "feedforward_pd");
+    c.model_kind, control_law_name(c.rt.law));
 
   double next_diag = mono_s() + 1.0;
   while (!g_stop && rcl_context_is_valid(&support.context)) {
@@ -1471,6 +1513,7 @@ int main(int argc, char ** argv)
   delan_model_free(c.old_model.delan);
   rigid_body_free(c.rb);
   rigid_body_free(c.old_rb);
+  rigid_body_free(c.feedback);
   reference_free(c.ref);
   reference_free(c.rejoin);
   rcl_yaml_node_struct_fini(early);

@@ -20,7 +20,8 @@ def require(path: str) -> str:
 
 
 def library():
-    """The model library (loaders, DeLaN kernel, RNEA) with its C signatures."""
+    """The model library (loaders, DeLaN kernel, RNEA, mass matrix products) with its C
+    signatures."""
     lib = ctypes.CDLL(require(LIBRARY))
     lib.delan_model_load.restype = ctypes.c_void_p
     lib.delan_model_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
@@ -40,4 +41,5 @@ def library():
     lib.rigid_body_joint_name.restype = ctypes.c_char_p
     lib.rigid_body_joint_name.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.rigid_body_inverse.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 4
+    lib.rigid_body_mass_times.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 3
     return lib

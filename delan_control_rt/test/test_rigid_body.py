@@ -1,7 +1,8 @@
 """The compiled node's rigid-body model (src/rigid_body.c) on files of
 delan_common.rigid_body_export: its recursive Newton-Euler equals the Python models' inverse
 dynamics (Pinocchio's RNEA + the URDF's friction; identified parameters) to 1e-10 on random
-states of the suite's arms, a UR5, a Panda (fingers locked) and an arm of every joint type; a
+states of the suite's arms, a UR5, a Panda (fingers locked) and an arm of every joint type, and
+its mass matrix products (the URDF-feedback laws' H(q) x) equal Pinocchio's CRBA times x; a
 truncated, foreign, newer or inconsistent file is refused."""
 
 import ctypes
@@ -9,6 +10,7 @@ import os
 import struct
 
 import numpy as np
+import pinocchio as pin
 import pytest
 from rt_build import ROOT, library
 
@@ -130,6 +132,74 @@ def test_rnea_equals_the_urdf_model(tmp_path, name):
     continuous = [lib.rigid_body_continuous(handle, i) for i in range(model.n)]
     assert continuous == [int(t == 'continuous') for t in model.joint_types]
     lib.rigid_body_free(handle)
+
+
+def crba(model, q):
+    """Pinocchio's mass matrix of ``model`` at ``q`` (its armature on the diagonal), made
+    symmetric from the upper triangle it computes."""
+    m = pin.crba(model.model, model.model.createData(), model.configuration(q))
+    return np.triu(m) + np.triu(m, 1).T
+
+
+def worst_mass_product(lib, model, path, samples=40, seed=1):
+    """max |C H(q) x - pin.crba(q) x| over random ``q`` and ``x`` (and the unit vectors, every
+    column of H), and max |pin.crba(q) x|."""
+    handle, err = load(lib, path)
+    assert handle, err
+    try:
+        n = model.n
+        rng = np.random.default_rng(seed)
+        worst, scale = 0.0, 0.0
+        for k in range(samples):
+            q = np.ascontiguousarray(rng.uniform(-3.0, 3.0, n))
+            h = crba(model, q)
+            xs = np.eye(n) if k == 0 else rng.uniform(-3.0, 3.0, (1, n))
+            for x in xs:
+                x = np.ascontiguousarray(x)
+                out = np.full(n, np.nan)
+                assert (
+                    lib.rigid_body_mass_times(
+                        handle, q.ctypes.data, x.ctypes.data, out.ctypes.data
+                    )
+                    == 0
+                )
+                worst = max(worst, float(np.abs(out - h @ x).max()))
+                scale = max(scale, float(np.abs(h @ x).max()))
+        return worst, scale
+    finally:
+        lib.rigid_body_free(handle)
+
+
+@pytest.mark.parametrize('name', ROBOTS)
+def test_mass_matrix_product_equals_crba(tmp_path, name):
+    """H(q) x as the URDF-feedback laws take it: no gravity, Coriolis or friction term (the
+    URDF's friction is not zero on all of these), the URDF's inertias only."""
+    lib = library()
+    model = robot(name)
+    path = export_rigid_body(model, str(tmp_path / 'model.rbd'))
+    worst, scale = worst_mass_product(lib, model, path)
+    assert scale > 0.1
+    assert worst <= 1e-10, (name, worst)
+
+
+@pytest.mark.parametrize('name', ['seven_dof_arm.urdf', 'ur5_robot.urdf'])
+def test_mass_matrix_product_includes_armature(tmp_path, name):
+    """A rotor's reflected inertia (Pinocchio's armature, which its CRBA adds to the diagonal)
+    is part of H: the file's armature enters the product as it enters the RNEA."""
+    lib = library()
+    model = robot(name)
+    model.model.armature = np.linspace(0.1, 0.7, model.model.nv)
+    path = export_rigid_body(model, str(tmp_path / 'armature.rbd'))
+    worst, _ = worst_mass_product(lib, model, path)
+    assert worst <= 1e-10, (name, worst)
+    plain = export_rigid_body(robot(name), str(tmp_path / 'plain.rbd'))
+    handles = [load(lib, p)[0] for p in (path, plain)]
+    q, x = np.full(model.n, 0.3), np.ones(model.n)
+    outs = [np.zeros(model.n) for _ in handles]
+    for handle, out in zip(handles, outs):
+        lib.rigid_body_mass_times(handle, q.ctypes.data, x.ctypes.data, out.ctypes.data)
+        lib.rigid_body_free(handle)
+    np.testing.assert_allclose(outs[0] - outs[1], model.model.armature, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize('name', ['seven_dof_arm.urdf', 'panda.urdf', 'mixed'])

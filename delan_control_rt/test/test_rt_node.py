@@ -1,7 +1,7 @@
 """The compiled torque controller over real DDS, beside the Python one: the same commands on the
-same joint states (every model: pd, delan, pinocchio, identified, delan_residual) and after the
-same parameter changes while they run, counted rejection of bad input, the watchdog's single
-zero."""
+same joint states (every model: pd, delan, pinocchio, identified, delan_residual; every law, the
+URDF-feedback ones included) and after the same parameter changes while they run, counted
+rejection of bad input, the watchdog's single zero."""
 
 import os
 import subprocess
@@ -302,6 +302,88 @@ def test_same_commands_as_the_python_node_with_rigid_body_models(bench, tmp_path
     assert np.abs(answers['delan_residual'] - answers['pinocchio']).max() > 1e-3
 
 
+def test_urdf_feedback_laws_as_by_the_python_node(bench, tmp_path):
+    """computed_torque_urdf_feedback and feedforward_urdf_pd with pinocchio and delan: the
+    compiled node started with each (model, law) commands what the Python node commands after
+    the same model and law are set on it; the feedback goes through the URDF's mass matrix
+    (rigid_body_file) whatever the model."""
+    tmp = str(tmp_path)
+    params = rt_params()
+    names = params['joint_names']
+    ckpt = checkpoint(tmp, names)
+    files = model_files('delan', URDF, ckpt, folder=tmp)
+    order = list(reversed(names))
+    common = {**GAINS, 'command_joints': order, 'watchdog_timeout': 2.0, 'switch_blend_time': 0.0}
+    py = bench.start(
+        'delan_control',
+        'torque_controller',
+        'py_uf',
+        {
+            **common,
+            'urdf_path': URDF,
+            'model': 'pinocchio',
+            'law': 'computed_torque_urdf_feedback',
+        },
+    )
+    cases = [
+        ('pinocchio', 'computed_torque_urdf_feedback'),
+        ('pinocchio', 'feedforward_urdf_pd'),
+        ('delan', 'feedforward_urdf_pd'),
+        ('delan', 'computed_torque_urdf_feedback'),
+    ]
+    rt = {
+        case: bench.start(
+            'delan_control_rt',
+            'torque_controller_rt',
+            f'rt_{case[0]}_{case[1]}',
+            {
+                **params,
+                **files,
+                'command_joints': order,
+                'model': case[0],
+                'law': case[1],
+                **({'delan_checkpoint': ckpt} if case[0] == 'delan' else {}),
+            },
+        )
+        for case in cases
+    }
+    plain = bench.start(
+        'delan_control_rt',
+        'torque_controller_rt',
+        'rt_plain',
+        {**params, **files, 'command_joints': order, 'model': 'pinocchio'},
+    )
+    hold, qd0 = [0.3, -0.5], [0.0, 0.0]
+    answer(bench, [py, plain, *rt.values()], names, hold, qd0, timeout=60.0)
+    q, qd = [0.305, -0.497], [0.2, -0.1]
+    answers = {}
+    for model, law in cases:
+        switch = [Parameter('law', value=law)]
+        if model == 'delan':
+            switch += [Parameter('delan_checkpoint', value=ckpt), Parameter('model', value=model)]
+        results = set_parameters(bench, 'py_uf', switch)
+        assert all(r.successful for r in results), (model, law, results)
+        a_py, a_rt = answer(bench, [py, rt[model, law]], names, q, qd)
+        np.testing.assert_allclose(a_rt, a_py, rtol=0, atol=1e-9, err_msg=f'{model} {law}')
+        answers[model, law] = a_py
+    # with the URDF's own model the URDF feedback is computed torque: H (qdd_ref + v) + c + g
+    (a_plain,) = answer(bench, [plain], names, q, qd)
+    np.testing.assert_allclose(
+        answers['pinocchio', 'computed_torque_urdf_feedback'], a_plain, rtol=0, atol=1e-9
+    )
+    distinct = list(answers.values())
+    for i, a in enumerate(distinct):
+        for b in distinct[i + 1 :]:
+            assert np.abs(a - b).max() > 1e-3
+    bench.until(
+        lambda: (
+            bench.diag.get('/rt_delan_feedforward_urdf_pd', {}).get('law') == 'feedforward_urdf_pd'
+        ),
+        10.0,
+        'the law in the diagnostics',
+    )
+
+
 def set_parameters(bench, node, params):
     """Set ``params`` on ``node`` (each on its own, in order, as ``ros2 param set``); the
     results."""
@@ -314,9 +396,10 @@ def set_parameters(bench, node, params):
 
 def test_runtime_parameter_changes_as_by_the_python_node(bench, tmp_path):
     """The compiled node serves the parameter services: model switches (to the URDF's model, to
-    identified parameters, to a residual checkpoint), a law and gains set while it runs command
-    what the Python node commands after the same sets; a read-only parameter, an unknown one, a
-    wrong type and a model its files cannot give are refused and change nothing."""
+    identified parameters, to a residual checkpoint), laws (the URDF-feedback ones too) and gains
+    set while it runs command what the Python node commands after the same sets; a read-only
+    parameter, an unknown one, a wrong type, an unknown law and a model its files cannot give
+    are refused and change nothing."""
     tmp = str(tmp_path)
     params = rt_params()
     names = params['joint_names']
@@ -344,6 +427,8 @@ def test_runtime_parameter_changes_as_by_the_python_node(bench, tmp_path):
             [Parameter('model', value='identified')],
             [Parameter('identified_params', value=identified)],
         ),
+        # the identified model's feed-forward, the URDF's mass matrix in the feedback
+        ([Parameter('law', value='computed_torque_urdf_feedback')], []),
         ([Parameter('law', value='feedforward_pd'), Parameter('kp', value=[20.0, 5.0])], []),
         (
             [
@@ -352,6 +437,7 @@ def test_runtime_parameter_changes_as_by_the_python_node(bench, tmp_path):
             ],
             [],
         ),
+        ([Parameter('law', value='feedforward_urdf_pd')], []),
     ):
         for node, extra in (('py_sw', python_only), ('rt_sw', [])):
             results = set_parameters(bench, node, extra + change)
@@ -368,7 +454,12 @@ def test_runtime_parameter_changes_as_by_the_python_node(bench, tmp_path):
             Parameter('rigid_body_file', value=files['identified_rigid_body_file']),
             "identified, not the URDF's",
         ),
-        'law': (Parameter('law', value='computed_torque_urdf_feedback'), 'not available'),
+        'law': (Parameter('law', value='sliding_mode'), 'not one of'),
+        # the URDF-feedback law in force has nothing to feed back through without the file
+        'feedback': (
+            Parameter('rigid_body_file', value=''),
+            'law=feedforward_urdf_pd with model=delan_residual needs rigid_body_file',
+        ),
     }
     for what, (param, reason) in refused.items():
         (result,) = set_parameters(bench, 'rt_sw', [param])
@@ -379,21 +470,39 @@ def test_runtime_parameter_changes_as_by_the_python_node(bench, tmp_path):
     fut = client.get_parameters(['model', 'law', 'kp'])
     bench.until(fut.done, 20.0, 'parameter values')
     model, law, kp = fut.result().values
-    assert (model.string_value, law.string_value) == ('delan_residual', 'feedforward_pd')
+    assert (model.string_value, law.string_value) == ('delan_residual', 'feedforward_urdf_pd')
     assert list(kp.double_array_value) == [20.0, 5.0]
 
 
 def test_rigid_body_models_refuse_missing_and_wrong_files(bench, tmp_path):
-    """The node exits with the reason: no rigid_body_file, a truncated one, the URDF's model as
-    identified parameters, a whole DeLaN as a residual is caught before (ensure_weights)."""
+    """The node exits with the reason: no rigid_body_file (for a rigid-body model, or for a
+    URDF-feedback law with a model), a truncated one, the URDF's model as identified parameters
+    or identified ones as the URDF's mass matrix; a whole DeLaN as a residual is caught before
+    (ensure_weights)."""
     tmp = str(tmp_path)
     params = rt_params()
     urdf_file = model_files('pinocchio', URDF, folder=tmp)['rigid_body_file']
+    identified_rb = model_files(
+        'identified', URDF, identified_params=identified_file(tmp), folder=tmp
+    )['identified_rigid_body_file']
     truncated = os.path.join(tmp, 'truncated.rbd')
     with open(urdf_file, 'rb') as f, open(truncated, 'wb') as g:
         g.write(f.read()[:-40])
     cases = {
         'none': ({'model': 'pinocchio'}, 'needs rigid_body_file'),
+        # a model's feedback through the URDF's mass matrix, without (the URDF's) model file
+        'feedback': (
+            {'model': 'delan', 'law': 'feedforward_urdf_pd'},
+            'law=feedforward_urdf_pd with model=delan needs rigid_body_file',
+        ),
+        'feedback_source': (
+            {
+                'model': 'delan',
+                'law': 'computed_torque_urdf_feedback',
+                'rigid_body_file': identified_rb,
+            },
+            "identified, not the URDF's",
+        ),
         'truncated': ({'model': 'pinocchio', 'rigid_body_file': truncated}, 'checksum'),
         'source': (
             {'model': 'identified', 'identified_rigid_body_file': urdf_file},
