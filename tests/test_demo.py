@@ -87,8 +87,13 @@ def _replay_matches_the_demo(out, r, robot: str, test_duration: float) -> None:
         'delan': load_dynamics_model('delan', setup.robot, checkpoint=r['learner']['checkpoint']),
     }
     measured = {(e['controller'], e['speed']): np.asarray(e['rms']) for e in r['tracking']}
+    # a run where the controller answered late for the lockstep sim (a loaded machine) moved
+    # the arm on stale commands: the replay, always in step, cannot match it
+    late = {(e['controller'], e['speed']) for e in r['tracking'] if e['lockstep_misses'] != 0}
+    compared = [k for k in measured if k[0] in models and k not in late]
+    assert compared, f'every run was late for the lockstep sim: {sorted(late)}'
     for (name, speed), rms in measured.items():
-        if name in models:
+        if (name, speed) in compared:
             replayed = replay_tracking(setup, models[name], speed, duration=test_duration)
             np.testing.assert_allclose(
                 replayed, rms, rtol=0.05, atol=2e-5, err_msg=f'{name} at {speed}x'

@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import rclpy
 import yaml
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -108,6 +109,9 @@ class Segment:
     rms: np.ndarray = field(default=None)
     max_abs: np.ndarray = field(default=None)
     diverged: Optional[str] = None  # why the run was stopped, None when it ran to the end
+    #: commands the sim did not get within its lockstep_timeout during the run (a loaded
+    #: machine: the arm moved on a stale command), None when the sim did not report
+    lockstep_misses: Optional[int] = None
 
 
 class Monitor(Node):
@@ -145,6 +149,9 @@ class Monitor(Node):
             Float64MultiArray, 'effort_controller/commands', self._on_command, 10, raw=True
         )
         self.create_subscription(ModelUpdate, 'learner/model_update', self._on_update, LATCHED)
+        #: (time.monotonic() at arrival, the sim's lockstep_timeouts so far) from /diagnostics
+        self.lockstep: Tuple[float, int] = (-math.inf, -1)
+        self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
         self.params = {
             name: AsyncParameterClient(self, name)
             for name in ('torque_controller', 'reference', 'learner')
@@ -193,6 +200,12 @@ class Monitor(Node):
 
     def _on_status(self, msg: ModelStatus) -> None:
         self.status.append((time.monotonic() - self.t0_wall, msg))
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            for kv in status.values:
+                if kv.key == 'lockstep_timeouts' and kv.value.isdigit():
+                    self.lockstep = (time.monotonic(), int(kv.value))
 
     def _on_update(self, msg: ModelUpdate) -> None:
         self.update_times.append((self.sim_time(), time.monotonic()))
@@ -781,6 +794,7 @@ class Demo:
             },
         )
         self.wait_until('the test reference', lambda: self.mon.reference_count() > n_ref, 30.0)
+        misses_before = self.mon.lockstep[1]
         t0, ref, _ = self.mon.reference
         t_a, t_b = t0 + approach, ref.end_time
         self.wait_sim(t0)
@@ -816,6 +830,7 @@ class Demo:
                 break
             self.check_alive()
             self.wait_sim(min(now + 0.2, t_b + 0.05))
+        misses = self.lockstep_misses_since(misses_before)
         t, q, qd, tau = self.mon.data_between(t_a, t_b)
         if len(t) < 10 and check.reason is None:
             raise DemoError(f'no joint states recorded while tracking with {ctrl}')
@@ -832,6 +847,7 @@ class Demo:
                 'end': t_b,
                 'start_error': start_error,
                 'diverged': check.reason,
+                'lockstep_misses': misses,
             }
         )
         return Segment(
@@ -845,7 +861,21 @@ class Demo:
             rms=np.sqrt(np.mean(err**2, axis=0)),
             max_abs=np.max(np.abs(err), axis=0),
             diverged=check.reason,
+            lockstep_misses=misses,
         )
+
+    def lockstep_misses_since(self, before: int) -> Optional[int]:
+        """The sim's lockstep timeouts since it reported ``before``, read from a report made
+        after now (1 Hz on /diagnostics; None when the sim reports none within 3 s). Counted
+        from the last report before the run, so a miss while holding just before it counts."""
+        asked = time.monotonic()
+        deadline = asked + 3.0
+        while self.mon.lockstep[0] < asked and time.monotonic() < deadline:
+            time.sleep(0.05)
+        arrived, count = self.mon.lockstep
+        if arrived < asked or before < 0 or count < 0:
+            return None
+        return count - before
 
     @property
     def effort_limit(self) -> np.ndarray:

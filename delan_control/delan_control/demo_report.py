@@ -108,6 +108,7 @@ def write_report(demo) -> str:
             'rms': s.rms.tolist(),
             'max_abs': s.max_abs.tolist(),
             'diverged': s.diverged,
+            'lockstep_misses': s.lockstep_misses,
         }
         for s in demo.segments
     ]
@@ -127,6 +128,8 @@ def write_report(demo) -> str:
     ]
     for s in demo.segments:
         mark = f' **diverged**: {s.diverged}' if s.diverged else ''
+        if s.lockstep_misses:
+            mark += f' ({s.lockstep_misses} commands late for the lockstep sim)'
         lines.append(
             f'| {s.controller} | {s.speed:.0f}x | {_fmt(s.rms)} | {np.mean(s.rms):.4f}{mark} |'
         )
@@ -135,6 +138,14 @@ def write_report(demo) -> str:
             f"| *true plant (replayed: the loop's floor)* | {float(speed):.0f}x | "
             f'{_fmt(rms)} | {np.mean(rms):.4f} |'
         )
+    late = sum(s.lockstep_misses or 0 for s in demo.segments)
+    if late:
+        lines += [
+            '',
+            f'The controller answered {late} joint states too late for the lockstep sim '
+            "(its lockstep_timeout): the arm moved on the previous command there, so a run's "
+            "error is not its model's alone (a machine too loaded for the sim's timeout).",
+        ]
     tracking = '\n'.join(lines)
     lines = ['| model | speed | torque nMSE per joint | mean nMSE |', '|---|---|---|---|']
     for key, speed, v in pred_rows:
