@@ -12,6 +12,11 @@
 #include "delan_kernel.inc"
 
 #define HEADER_BYTES 96
+/* friction coefficient rows by law (delan_learning/friction.py COEFFICIENTS) and the first
+ * format version that has the law */
+#define FRICTION_LAWS 3
+static const int friction_rows[FRICTION_LAWS] = {2, 2, 5};
+static const uint32_t friction_since[FRICTION_LAWS] = {1, 1, 2};
 
 struct delan_model
 {
@@ -46,7 +51,7 @@ delan_model * delan_model_load(const char * path, char * err, size_t err_len)
   memcpy(d, blob + 16, sizeof(d));
   delan_t * k = &M->k;
   k->n = d[0]; k->m = d[1]; k->n_ang = d[2]; k->K = d[3]; k->W = d[4]; k->depth = d[5];
-  k->P = d[6]; k->n_l = d[7]; k->act = d[8]; k->use_friction = d[9];
+  k->P = d[6]; k->n_l = d[7]; k->act = d[8]; k->friction = d[9];
   memcpy(&k->v_scale, blob + 56, 8);
   memcpy(&k->eps, blob + 64, 8);
   memcpy(&k->diag_offset, blob + 72, 8);
@@ -60,6 +65,11 @@ delan_model * delan_model_load(const char * path, char * err, size_t err_len)
     FAIL("%s: inconsistent dimensions (n %d, m %d, K %d, W %d, depth %d, P %d)",
       path, n, m, K, W, D, P);
   }
+  const uint32_t version = bin_u32(blob + 8);
+  if (k->friction < 0 || k->friction >= FRICTION_LAWS || friction_since[k->friction] > version) {
+    FAIL("%s: unknown friction law %d for format version %u", path, k->friction,
+      (unsigned)version);
+  }
   bin_cursor_t c = {blob + HEADER_BYTES, size - 8 - HEADER_BYTES};
   M->names = calloc((size_t)n, sizeof(char *));
   if (!M->names) {FAIL("out of memory");}
@@ -69,16 +79,17 @@ delan_model * delan_model_load(const char * path, char * err, size_t err_len)
   /* the arrays follow the names, so they sit at any byte offset: copied, each on a double */
   const int ** ints[4] = {&k->feat, &k->is_ang, &k->rows, &k->cols};
   const size_t int_sizes[4] = {(size_t)n, (size_t)n, (size_t)nl, (size_t)nl};
-  const double ** dbl[8] = {&k->w_in, &k->w_hid, &k->bias, &k->head, &k->head_b, &k->viscous,
-    &k->coulomb, &k->root};
-  const size_t dbl_sizes[8] = {(size_t)K * m * W, (size_t)(D > 1 ? D - 1 : 1) * K * W * W,
-    (size_t)D * K * W, (size_t)K * W * P, (size_t)P, (size_t)n, (size_t)n, (size_t)nl};
+  const double ** dbl[7] = {&k->w_in, &k->w_hid, &k->bias, &k->head, &k->head_b,
+    &k->friction_coef, &k->root};
+  const size_t dbl_sizes[7] = {(size_t)K * m * W, (size_t)(D > 1 ? D - 1 : 1) * K * W * W,
+    (size_t)D * K * W, (size_t)K * W * P, (size_t)P, (size_t)friction_rows[k->friction] * n,
+    (size_t)nl};
   size_t total = 0, need = 0;
   for (int i = 0; i < 4; i++) {
     total += (int_sizes[i] + 1) / 2;
     need += int_sizes[i] * 4;
   }
-  for (int i = 0; i < 8; i++) {
+  for (int i = 0; i < 7; i++) {
     total += dbl_sizes[i];
     need += dbl_sizes[i] * 8;
   }
@@ -90,7 +101,7 @@ delan_model * delan_model_load(const char * path, char * err, size_t err_len)
     *ints[i] = (const int *)dst;
     dst += (int_sizes[i] + 1) / 2;
   }
-  for (int i = 0; i < 8; i++) {
+  for (int i = 0; i < 7; i++) {
     const unsigned char * src = bin_take(&c, dbl_sizes[i] * 8);
     if (!src) {FAIL("%s: truncated", path);}
     memcpy(dst, src, dbl_sizes[i] * 8);
@@ -106,6 +117,14 @@ delan_model * delan_model_load(const char * path, char * err, size_t err_len)
   for (int e = 0; e < nl; e++) {
     if (k->rows[e] < 0 || k->rows[e] >= n || k->cols[e] < 0 || k->cols[e] > k->rows[e]) {
       FAIL("%s: L layout out of range", path);
+    }
+  }
+  /* non-negative coefficients (dissipative friction) and a Stribeck velocity to divide by */
+  const int rows = friction_rows[k->friction];
+  for (int e = 0; e < rows * n; e++) {
+    double v = k->friction_coef[e];
+    if (!(v >= 0.0) || (k->friction == 2 && e >= 4 * n && !(v > 0.0))) {
+      FAIL("%s: friction coefficient %d out of range", path, e);
     }
   }
   free(M->blob);

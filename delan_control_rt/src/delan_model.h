@@ -10,8 +10,9 @@
 extern "C" {
 #endif
 
-/* the newest file format this reader understands (c_export.FORMAT_VERSION) */
-#define DELAN_RT_FORMAT_VERSION 1
+/* the newest file format this reader understands (c_export.FORMAT_VERSION); version 2 adds
+ * the Stribeck friction law (friction 2) to version 1's none / viscous + Coulomb (0 / 1) */
+#define DELAN_RT_FORMAT_VERSION 2
 
 typedef struct delan_model delan_model;
 

@@ -1,5 +1,6 @@
 """The compiled node's reader of delan_learning.c_export files: the kernel on the loaded
-weights equals the torch model (float64), and a truncated, foreign or newer file is refused."""
+weights equals the torch model (float64) with either friction law, and a truncated, foreign,
+newer or inconsistent file is refused."""
 
 import ctypes
 import struct
@@ -13,16 +14,23 @@ from delan_learning.c_export import FORMAT_VERSION, export_bytes, export_delan, 
 from delan_learning.lagrangian import DelanModel
 
 CASES = [
-    (['revolute'] * 7, False, 'softplus', 2),
-    (['revolute', 'prismatic', 'continuous'], True, 'tanh', 1),
-    (['revolute'] * 2, False, 'softplus', 3),
+    (['revolute'] * 7, False, 'softplus', 2, 'coulomb_viscous'),
+    (['revolute', 'prismatic', 'continuous'], True, 'tanh', 1, 'coulomb_viscous'),
+    (['revolute'] * 2, False, 'softplus', 3, 'coulomb_viscous'),
+    (['revolute'] * 7, False, 'softplus', 2, 'stribeck'),
+    (['revolute', 'prismatic', 'continuous'], True, 'tanh', 1, 'stribeck'),
 ]
 
 
-def delan(types, shared, activation, depth, seed=0):
+def delan(types, shared, activation, depth, friction_model='coulomb_viscous', seed=0):
     torch.manual_seed(seed)
     m = DelanModel(
-        types, width=16, depth=depth, shared_trunk=shared, activation=activation
+        types,
+        width=16,
+        depth=depth,
+        shared_trunk=shared,
+        activation=activation,
+        friction_model=friction_model,
     ).double()
     with torch.no_grad():
         for p in m.parameters():
@@ -37,10 +45,17 @@ def load(lib, path):
     return handle, err.value.decode()
 
 
-@pytest.mark.parametrize('types,shared,activation,depth', CASES)
-def test_loaded_kernel_equals_torch(tmp_path, types, shared, activation, depth):
+def resigned(data: bytes, offset: int, value: bytes) -> bytes:
+    """``data`` with ``value`` written at ``offset`` and a matching checksum."""
+    body = bytearray(data[:-8])
+    body[offset : offset + len(value)] = value
+    return bytes(body) + struct.pack('<Q', fnv1a64(bytes(body)))
+
+
+@pytest.mark.parametrize('types,shared,activation,depth,friction_model', CASES)
+def test_loaded_kernel_equals_torch(tmp_path, types, shared, activation, depth, friction_model):
     lib = library()
-    m = delan(types, shared, activation, depth)
+    m = delan(types, shared, activation, depth, friction_model)
     names = [f'j{i}' for i in range(len(types))]
     path = export_delan(m, str(tmp_path / 'w.cw'), names, model_version=7)
     handle, err = load(lib, path)
@@ -51,8 +66,9 @@ def test_loaded_kernel_equals_torch(tmp_path, types, shared, activation, depth):
         assert lib.delan_model_version(handle) == 7
         assert [lib.delan_model_joint_name(handle, i).decode() for i in range(n)] == names
         rng = np.random.default_rng(1)
-        for _ in range(5):
-            q, qd, qdd = (np.ascontiguousarray(rng.uniform(-2, 2, n)) for _ in range(3))
+        for k in range(8):  # the last ones at the velocities of the Stribeck bump
+            width = 2.0 if k < 4 else 0.1
+            q, qd, qdd = (np.ascontiguousarray(rng.uniform(-1, 1, n) * w) for w in (2, width, 2))
             tau = np.zeros(n)
             assert (
                 lib.delan_model_inverse(
@@ -70,10 +86,14 @@ def test_loaded_kernel_equals_torch(tmp_path, types, shared, activation, depth):
 def test_refuses_truncated_foreign_and_newer_files(tmp_path):
     lib = library()
     data = export_bytes(delan(['revolute'] * 3, False, 'softplus', 2), ['a', 'b', 'c'])
+    stribeck = export_bytes(
+        delan(['revolute'] * 3, False, 'softplus', 2, 'stribeck'), ['a', 'b', 'c']
+    )
+    assert struct.unpack_from('<I', stribeck, 8)[0] == FORMAT_VERSION == 2
     body = data[:-8]
-    newer = bytearray(body)
-    newer[8:12] = struct.pack('<I', FORMAT_VERSION + 1)
-    newer = bytes(newer) + struct.pack('<Q', fnv1a64(bytes(newer)))
+    newer = resigned(data, 8, struct.pack('<I', FORMAT_VERSION + 1))
+    # the friction law is the header's 10th int32; its coefficients sit before root (n_l)
+    last_coef = len(stribeck) - 8 - 8 * 6 - 8
     flipped = bytearray(data)
     flipped[200] ^= 0x40
     # a consistent checksum over a truncated body: only the size check can refuse it
@@ -84,7 +104,20 @@ def test_refuses_truncated_foreign_and_newer_files(tmp_path):
         'empty': (b'', 'too short'),
         'foreign': (b'PK\x03\x04' + data[4:], 'not a DeLaN'),
         'newer': (newer, 'format version'),
+        'newer stribeck': (resigned(stribeck, 8, struct.pack('<I', 3)), 'format version'),
         'corrupt': (bytes(flipped), 'checksum'),
+        'stribeck in version 1': (resigned(stribeck, 8, struct.pack('<I', 1)), 'friction law'),
+        'unknown law': (resigned(data, 52, struct.pack('<i', 3)), 'friction law'),
+        'negative law': (resigned(data, 52, struct.pack('<i', -1)), 'friction law'),
+        'stribeck law, 2 rows': (resigned(data, 52, struct.pack('<i', 2)), 'friction law'),
+        'zero Stribeck velocity': (
+            resigned(stribeck, last_coef, struct.pack('<d', 0.0)),
+            'friction coefficient',
+        ),
+        'negative Coulomb level': (
+            resigned(stribeck, last_coef - 8 * 3 * 3, struct.pack('<d', -1.0)),
+            'friction coefficient',
+        ),
     }
     for name, (blob, reason) in cases.items():
         path = tmp_path / name
@@ -94,8 +127,9 @@ def test_refuses_truncated_foreign_and_newer_files(tmp_path):
         assert reason in err, (name, err)
     handle, err = load(lib, tmp_path / 'missing')
     assert not handle and 'cannot open' in err
-    good = tmp_path / 'good'
-    good.write_bytes(data)
-    handle, err = load(lib, good)
-    assert handle, err
-    lib.delan_model_free(handle)
+    for blob in (data, stribeck):
+        good = tmp_path / 'good'
+        good.write_bytes(blob)
+        handle, err = load(lib, good)
+        assert handle, err
+        lib.delan_model_free(handle)

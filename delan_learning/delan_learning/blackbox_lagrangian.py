@@ -38,7 +38,8 @@ from torch import nn
 
 from delan_learning.activations import ACTIVATIONS, activation
 from delan_learning.features import JointFeatures
-from delan_learning.lagrangian import DelanModel, _softplus_inverse
+from delan_learning.friction import softplus_inverse
+from delan_learning.lagrangian import DelanModel
 from delan_learning.models import DynamicsModule, data_scales, grad, graph_input
 
 
@@ -97,7 +98,7 @@ class BlackboxLagrangianModel(DynamicsModule):
         self.register_buffer('qd_gain', torch.ones(n))
         self.register_buffer('tau_scale', torch.ones(n))  # friction's unit, as in DeLaN
         if self.use_friction:
-            start = _softplus_inverse(0.02)  # DeLaN's start: 2 % of each joint's torque spread
+            start = softplus_inverse(0.02)  # DeLaN's start: 2 % of each joint's torque spread
             self.friction_raw = nn.Parameter(torch.full((2, n), start))  # (viscous, coulomb)
 
     def config(self) -> Dict[str, Any]:
@@ -127,7 +128,7 @@ class BlackboxLagrangianModel(DynamicsModule):
     # ``DelanModel``'s methods, called on this model: they read ``use_friction``,
     # ``friction_raw (2, n)`` and ``tau_scale (n,)``, which it holds with DeLaN's meaning, so
     # friction is the same law with the same parametrisation (the cast is only for the typing).
-    def friction_coefficients(self) -> Tuple[torch.Tensor, torch.Tensor]:
+    def friction_coefficients(self) -> Tuple[torch.Tensor, ...]:
         """Non-negative ``(viscous, coulomb)`` ``(n,)`` each; zeros when friction is off."""
         return DelanModel.friction_coefficients(cast(DelanModel, self))
 

@@ -4,26 +4,32 @@ The compiled node evaluates the same C kernel as :mod:`delan_learning.c_kernel`
 (``delan_kernel.c``, whose ``delan_t`` it fills from this file), so the file holds exactly the
 arrays ``NumpyDelan._c_setup`` hands that kernel, without torch or Python on the control path.
 
-Layout, version 1 (all little-endian, no padding; the frame -- magic, version, byte order,
+Layout, version 2 (all little-endian, no padding; the frame -- magic, version, byte order,
 checksum -- is :mod:`delan_common.binary_file`'s)::
 
     offset  size  field
     0       8     magic b'DELANCW\\0'
-    8       4     uint32 format version (FORMAT_VERSION)
+    8       4     uint32 format version (the oldest that holds the model, below)
     12      4     uint32 0x01020304 (byte-order check)
-    16      40    int32 n, m, n_ang, K, W, depth, P, n_l, act (0 softplus, 1 tanh), use_friction
+    16      40    int32 n, m, n_ang, K, W, depth, P, n_l, act (0 softplus, 1 tanh), friction
+                  (the law, :data:`~delan_learning.friction.FRICTION_IDS`: 0 none,
+                  1 coulomb_viscous, 2 stribeck)
     56      32    float64 v_scale, eps, diag_offset, inv_smooth
     88      8     int64 model_version (the learner's, 0 when unknown)
     96      ...   joint names: n times (uint32 byte length, UTF-8 bytes)
             ...   int32 arrays: feat (n), is_ang (n), rows (n_l), cols (n_l)
             ...   float64 arrays: w_in (K m W), w_hid (max(depth-1, 1) K W W; zeros when
-                  depth is 1), bias (depth K W), head (K W P), head_b (P), viscous (n),
-                  coulomb (n), root (n_l)
+                  depth is 1), bias (depth K W), head (K W P), head_b (P), friction
+                  coefficients (F n: the rows of friction.COEFFICIENTS, F = 5 for stribeck,
+                  else 2 -- viscous, coulomb; zeros without friction), root (n_l)
     end-8   8     uint64 FNV-1a 64 of every byte before it
 
-A reader refuses another magic, a newer version, a size other than the one the dimensions give
-and a wrong checksum. The file is written to a temporary name and renamed, so a reader never
-sees half of it.
+Version 1 is the same layout with friction 0 or 1 only (the field was ``use_friction``, the
+coefficients ``viscous (n), coulomb (n)``), so a model without the Stribeck law is written as
+version 1, byte for byte what older writers wrote and what older readers read; version 2 is
+needed only for ``friction`` 2. A reader refuses another magic, a newer version, a law its
+version does not have, a size other than the one the dimensions give and a wrong checksum. The
+file is written to a temporary name and renamed, so a reader never sees half of it.
 """
 
 from __future__ import annotations
@@ -34,18 +40,22 @@ from typing import Optional, Sequence
 import numpy as np
 
 from delan_common.binary_file import fnv1a64, framed, write_atomic
+from delan_learning.friction import FRICTION_IDS
 
 __all__ = ['FORMAT_VERSION', 'MAGIC', 'SUFFIX', 'export_bytes', 'export_delan', 'fnv1a64']
 
 MAGIC = b'DELANCW\0'
-FORMAT_VERSION = 1
+#: the newest format written and read
+FORMAT_VERSION = 2
+#: the first format version of each friction law number
+FRICTION_SINCE = {0: 1, FRICTION_IDS['coulomb_viscous']: 1, FRICTION_IDS['stribeck']: 2}
 #: the suffix the exported file takes beside a checkpoint (``model.pt`` -> ``model.pt.cw``)
 SUFFIX = '.cw'
 
-_INTS = ('n', 'm', 'n_ang', 'K', 'W', 'depth', 'P', 'n_l', 'act', 'use_friction')
+_INTS = ('n', 'm', 'n_ang', 'K', 'W', 'depth', 'P', 'n_l', 'act', 'friction')
 _DOUBLES = ('v_scale', 'eps', 'diag_offset', 'inv_smooth')
 _INT_ARRAYS = ('feat', 'is_ang', 'rows', 'cols')
-_DOUBLE_ARRAYS = ('w_in', 'w_hid', 'bias', 'head', 'head_b', 'viscous', 'coulomb', 'root')
+_DOUBLE_ARRAYS = ('w_in', 'w_hid', 'bias', 'head', 'head_b', 'friction_coef', 'root')
 
 
 def weights_path(checkpoint: str) -> str:
@@ -78,7 +88,7 @@ def export_bytes(
             a = np.zeros(sizes[k])
         parts.append(a.tobytes())
     assert len(names) == n
-    return framed(MAGIC, FORMAT_VERSION, b''.join(parts))
+    return framed(MAGIC, FRICTION_SINCE[st.friction], b''.join(parts))
 
 
 def export_delan(

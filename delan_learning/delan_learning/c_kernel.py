@@ -27,7 +27,7 @@ class CModel(ctypes.Structure):
     _fields_ = (
         [
             (name, ctypes.c_int)
-            for name in ('n', 'm', 'n_ang', 'K', 'W', 'depth', 'P', 'n_l', 'act', 'use_friction')
+            for name in ('n', 'm', 'n_ang', 'K', 'W', 'depth', 'P', 'n_l', 'act', 'friction')
         ]
         + [
             (name, ctypes.c_void_p)
@@ -41,8 +41,7 @@ class CModel(ctypes.Structure):
                 'bias',
                 'head',
                 'head_b',
-                'viscous',
-                'coulomb',
+                'friction_coef',
                 'root',
             )
         ]

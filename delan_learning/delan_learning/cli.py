@@ -17,7 +17,13 @@ import numpy as np
 
 from delan_common.model_kinds import VARIANT_KINDS
 from delan_learning.cli_args import add_data_arguments, add_renamed_option, arrays_from_args
-from delan_learning.train_config import INTEGRATORS, LOSSES, TORQUE_TIMINGS
+from delan_learning.train_config import (
+    DEFAULT_FRICTION_MODEL,
+    FRICTION_MODELS,
+    INTEGRATORS,
+    LOSSES,
+    TORQUE_TIMINGS,
+)
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 #: what ``delan-train --model`` fits (``delan_residual`` needs a nominal model: the learner's)
@@ -118,6 +124,14 @@ def train_parser() -> argparse.ArgumentParser:
         '--no-friction',
         action='store_true',
         help='no friction terms (DeLaN and its variants; the mlp has none anyway)',
+    )
+    p.add_argument(
+        '--friction-model',
+        choices=FRICTION_MODELS,
+        default=DEFAULT_FRICTION_MODEL,
+        help="DeLaN's friction law (delan, hamiltonian): 'coulomb_viscous' "
+        "(default: viscous + symmetric Coulomb) or 'stribeck' (adds asymmetric Coulomb levels "
+        'and Stribeck break-away friction)',
     )
     p.add_argument(
         '--val-fraction',
@@ -231,6 +245,10 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
     model_config: Dict = {'width': args.width, 'depth': args.depth}
     if args.model != 'mlp':
         model_config['friction'] = not args.no_friction
+    if args.friction_model != DEFAULT_FRICTION_MODEL:
+        if args.model not in ('delan', 'hamiltonian'):
+            return _fail(prog, f'--friction-model is for DeLaN models, not {args.model}')
+        model_config['friction_model'] = args.friction_model
     try:
         result = train_model(data, args.model, config, model_config)
     except ValueError as err:  # e.g. no window without a gap for the forward loss

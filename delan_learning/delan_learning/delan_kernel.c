@@ -2,7 +2,8 @@
 #include <string.h>
 
 typedef struct {
-    int n, m, n_ang, K, W, depth, P, n_l, act, use_friction;
+    int n, m, n_ang, K, W, depth, P, n_l, act;
+    int friction;             /* law: 0 none, 1 coulomb_viscous, 2 stribeck (friction.py) */
     const int *feat;          /* (n,) feature index of joint i: sin (angular) or raw (prismatic) */
     const int *is_ang;        /* (n,) */
     const int *rows, *cols;   /* (n_l,) row/col of each L entry */
@@ -11,7 +12,7 @@ typedef struct {
     const double *bias;       /* (depth, K, W) */
     const double *head;       /* (K, W, P), masked */
     const double *head_b;     /* (P,) */
-    const double *viscous, *coulomb;  /* (n,) */
+    const double *friction_coef;  /* (F, n): F = 5 for stribeck, else 2 (zeros for none) */
     const double *root;       /* (n_l,) scale of each L entry: sqrt(h_scale h_rel[row]) */
     double v_scale, eps, diag_offset, inv_smooth;
 } delan_t;
@@ -21,6 +22,20 @@ static inline void act(int kind, double a, double *h, double *d) {
     /* softplus and its slope (the logistic), overflow-safe */
     if (a > 0) { double e = exp(-a); *h = a + log1p(e); *d = 1.0 / (1.0 + e); }
     else { double e = exp(a); *h = log1p(e); *d = e / (1.0 + e); }
+}
+
+/* tau_f of joint i (of n) at velocity qd, the arithmetic of friction.py's friction_torque,
+ * with t = tanh(qd / eps) and coef's rows (b, fc) for law 1, (b, fc+, fc-, s, vs) for law 2:
+ *   1: b qd + fc t
+ *   2: b qd + fc(t) (1 + s exp(-(qd / vs)^2)) t,  fc(t) = ((fc+ + fc-) + (fc+ - fc-) t) / 2 */
+static inline double friction_torque(int law, const double *coef, int n, int i, double qd,
+                                     double inv_smooth) {
+    if (law == 0) return 0.0;
+    double t = tanh(qd * inv_smooth);
+    if (law == 1) return coef[i] * qd + coef[n + i] * t;
+    double pos = coef[n + i], neg = coef[2 * n + i], x = qd / coef[4 * n + i];
+    double level = 0.5 * ((pos + neg) + (pos - neg) * t);
+    return coef[i] * qd + level * (1.0 + coef[3 * n + i] * exp(-(x * x))) * t;
 }
 
 int delan_inverse(const delan_t *M, const double *q, const double *qd, const double *qdd,
@@ -113,8 +128,7 @@ int delan_inverse(const delan_t *M, const double *q, const double *qd, const dou
     for (int i = 0; i < n; i++) {
         int f = M->feat[i];
         double dq = M->is_ang[i] ? c[i] * gz[f] - s[i] * gz[f + M->n_ang] : gz[f];
-        double fr = M->use_friction ?
-            M->viscous[i] * qd[i] + M->coulomb[i] * tanh(qd[i] * M->inv_smooth) : 0.0;
+        double fr = friction_torque(M->friction, M->friction_coef, n, i, qd[i], M->inv_smooth);
         tau[i] = lin[i] + M->eps * qdd[i] + dq + fr;
     }
     for (int i = 0; i < n; i++) if (!isfinite(tau[i])) return 1;

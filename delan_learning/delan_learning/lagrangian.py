@@ -4,7 +4,9 @@ The Lagrangian ``L = 1/2 qd^T H(q) qd - V(q)`` is learned, not the torque: Euler
 
     tau = H(q) qdd + c(q, qd) + g(q) + tau_f(qd)
     c   = dH/dt qd - 1/2 d/dq (qd^T H qd),      g = dV/dq,
-    tau_f = viscous * qd + coulomb * tanh(qd / COULOMB_SMOOTHING)
+    tau_f = viscous * qd + coulomb * tanh(qd / COULOMB_SMOOTHING)    ('coulomb_viscous')
+
+(or the asymmetric Stribeck law ``friction_model='stribeck'``, :mod:`delan_learning.friction`)
 
 with ``H = L L^T + eps I`` and ``L(q) = sqrt(h_scale D) Lnet(q)`` (``D`` a diagonal of per-joint
 inertia scales from the data, ``h_rel``) lower triangular with a strictly
@@ -49,17 +51,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from delan_common.dynamics import COULOMB_SMOOTHING
+from delan_learning import friction as friction_law
 from delan_learning.activations import ACTIVATIONS, activation_and_slope
 from delan_learning.features import JointFeatures
 from delan_learning.models import DynamicsModule, data_scales
 
 #: Scale of the output layer's Xavier init (see DelanModel.__init__).
 HEAD_INIT_GAIN = 0.1
-
-
-def _softplus_inverse(y: float) -> float:
-    return y + math.log(-math.expm1(-y))
 
 
 def tril_layout(n: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -99,7 +97,10 @@ class DelanModel(DynamicsModule):
         joint_types: ``'revolute' | 'continuous' | 'prismatic'`` per joint, in model order.
         width, depth: hidden units per layer and number of hidden layers of each network.
         activation: ``'softplus'`` (default, as the reference) or ``'tanh'``.
-        friction: learn viscous + smooth Coulomb friction; ``False`` fixes ``tau_f = 0``.
+        friction: learn friction; ``False`` fixes ``tau_f = 0``.
+        friction_model: its law, ``'coulomb_viscous'`` (viscous + smooth symmetric Coulomb) or
+            ``'stribeck'`` (viscous + asymmetric Coulomb + Stribeck); see
+            :mod:`~delan_learning.friction`.
         shared_trunk: one hidden network for H and V instead of two.
         eps: ``H = L L^T + eps I`` (physical units; keeps H invertible whatever L does).
         diag_offset: added to the softplus on ``Lnet``'s diagonal (network units).
@@ -119,6 +120,7 @@ class DelanModel(DynamicsModule):
         shared_trunk: bool = False,
         eps: float = 1e-6,
         diag_offset: float = 1e-3,
+        friction_model: str = friction_law.DEFAULT_FRICTION_MODEL,
     ):
         super().__init__(joint_types)
         if activation not in ACTIVATIONS:
@@ -128,6 +130,7 @@ class DelanModel(DynamicsModule):
         n = self.n_dof
         self.width, self.depth, self.activation = int(width), int(depth), activation
         self.use_friction, self.shared_trunk = bool(friction), bool(shared_trunk)
+        self.friction_model = friction_law.check_friction_model(friction_model)
         self.eps, self.diag_offset = float(eps), float(diag_offset)
         self.features = JointFeatures(self.joint_types)
         K = 1 if shared_trunk else 2
@@ -180,8 +183,8 @@ class DelanModel(DynamicsModule):
         self.register_buffer('v_scale', torch.ones(()))
         self.register_buffer('tau_scale', torch.ones(n))
         if self.use_friction:
-            start = _softplus_inverse(0.02)  # 2 % of the joint's torque spread
-            self.friction_raw = nn.Parameter(torch.full((2, n), start))  # (viscous, coulomb)
+            # (F, n): rows friction_law.COEFFICIENTS[friction_model], before softplus and unit
+            self.friction_raw = nn.Parameter(friction_law.initial_raw(friction_model, n))
 
     #: buffers a checkpoint written before they existed lacks, with the value that reproduces
     #: that checkpoint's model (a single inertia scale: h_rel = 1)
@@ -196,20 +199,24 @@ class DelanModel(DynamicsModule):
             'shared_trunk': self.shared_trunk,
             'eps': self.eps,
             'diag_offset': self.diag_offset,
+            'friction_model': self.friction_model,
         }
 
     @torch.no_grad()
     def init_scales(self, q, qd, qdd, tau) -> None:
-        s = data_scales(
-            *(
-                np.asarray(torch.as_tensor(x).detach().cpu(), dtype=np.float64)
-                for x in (q, qd, qdd, tau)
-            )
-        )
+        arrays = [
+            np.asarray(torch.as_tensor(x).detach().cpu(), dtype=np.float64)
+            for x in (q, qd, qdd, tau)
+        ]
+        s = data_scales(*arrays)
         self.h_scale.fill_(s['h_scale'])
         self.h_rel.copy_(torch.as_tensor(s['h_joint'] / s['h_scale']))
         self.v_scale.fill_(s['v_scale'])
         self.tau_scale.copy_(torch.as_tensor(s['tau_std']))
+        if self.use_friction and self.friction_model == 'stribeck':
+            # the Stribeck law starts at a least-squares fit (fit_stribeck says why)
+            coef = friction_law.fit_stribeck(*arrays, tau_scale=s['tau_std'])
+            self.friction_raw.copy_(friction_law.raw_of(coef, s['tau_std']))
         self.scales_initialised.fill_(True)
 
     # -- network passes -------------------------------------------------------------------------
@@ -289,17 +296,21 @@ class DelanModel(DynamicsModule):
         return p, u, dq if lin is None else lin + dq
 
     # -- equation-of-motion terms ---------------------------------------------------------------
-    def friction_coefficients(self) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Non-negative ``(viscous, coulomb)`` per joint ``(n,)``; zeros when friction is off."""
+    def friction_coefficients(self) -> Tuple[torch.Tensor, ...]:
+        """Non-negative coefficients, one ``(n,)`` per row of the law
+        (``friction.COEFFICIENTS``: ``(viscous, coulomb)`` for the default); ``(zeros, zeros)``
+        when friction is off."""
         if not self.use_friction:
             z = torch.zeros_like(self.tau_scale)
             return z, z
-        coef = F.softplus(self.friction_raw) * self.tau_scale
-        return coef[0], coef[1]
+        return tuple(friction_law.coefficients(self.friction_raw, self.tau_scale).unbind(0))
 
     def friction(self, qd: torch.Tensor) -> torch.Tensor:
-        viscous, coulomb = self.friction_coefficients()
-        return viscous * qd + coulomb * torch.tanh(qd * (1.0 / COULOMB_SMOOTHING))
+        """``tau_f (B, n)`` at ``qd (B, n)``: the law of :mod:`delan_learning.friction`."""
+        if not self.use_friction:
+            return torch.zeros_like(qd)
+        coef = friction_law.coefficients(self.friction_raw, self.tau_scale)
+        return friction_law.friction_torque(coef, qd)
 
     def inverse(self, q, qd, qdd):
         tau = self._terms(q, qd, qdd)[2]

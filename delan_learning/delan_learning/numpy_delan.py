@@ -22,6 +22,7 @@ import torch
 from delan_common.dynamics import COULOMB_SMOOTHING
 from delan_learning.c_kernel import CModel, c_kernel
 from delan_learning.features import ANGULAR_TYPES
+from delan_learning.friction import FRICTION_IDS, friction_torque
 from delan_learning.lagrangian import DelanModel, tril_layout
 from delan_learning.models import joint_names_of
 
@@ -108,8 +109,9 @@ class NumpyDelan:
         self.not_diag = ~self.diag
         self.v_col = f64(cast(torch.Tensor, model.v_col))
         self.use_friction = model.use_friction
-        vis, cou = model.friction_coefficients()
-        self.viscous, self.coulomb = f64(vis), f64(cou)
+        self.friction_model = model.friction_model
+        #: (F, n): rows friction.COEFFICIENTS[friction_model]; (2, n) zeros without friction
+        self.friction_coef = f64(torch.stack(model.friction_coefficients()))
         types = self.joint_types
         self.ang = np.array([i for i, t in enumerate(types) if t in ANGULAR_TYPES], dtype=int)
         self.lin = np.array([i for i, t in enumerate(types) if t not in ANGULAR_TYPES], dtype=int)
@@ -157,8 +159,7 @@ class NumpyDelan:
             'bias': np.ascontiguousarray(np.stack([f64(b).reshape(K, W) for b in model.biases])),
             'head': f64(model.head_weight * cast(torch.Tensor, model.head_mask)),
             'head_b': f64(model.head_bias),
-            'viscous': np.ascontiguousarray(self.viscous),
-            'coulomb': np.ascontiguousarray(self.coulomb),
+            'friction_coef': self.friction_coef,
             'root': np.ascontiguousarray(self.root[: self.n_l]),
         }
         st = CModel(
@@ -171,7 +172,7 @@ class NumpyDelan:
             P=self.head.shape[1],
             n_l=self.n_l,
             act=1 if self.activation == 'tanh' else 0,
-            use_friction=int(self.use_friction),
+            friction=FRICTION_IDS[self.friction_model] if self.use_friction else 0,
             v_scale=self.v_scale,
             eps=self.eps,
             diag_offset=self.diag_offset,
@@ -281,7 +282,7 @@ class NumpyDelan:
         (qd,) = self._in(qd)
         if not self.use_friction:
             return np.zeros_like(qd)
-        return self.viscous * qd + self.coulomb * np.tanh(qd * (1.0 / COULOMB_SMOOTHING))
+        return friction_torque(self.friction_coef, qd)
 
     def _inverse_single(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
         """:meth:`inverse` for one state ``(n,)`` of an all-angular softplus model.
@@ -325,7 +326,7 @@ class NumpyDelan:
         tau = lin + c * g[:n] - s * g[n:]
         tau += self.eps * qdd
         if self.use_friction:
-            tau += self.viscous * qd + self.coulomb * np.tanh(qd * (1.0 / COULOMB_SMOOTHING))
+            tau += friction_torque(self.friction_coef, qd)
         return tau
 
     def inverse(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:

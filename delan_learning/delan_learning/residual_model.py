@@ -10,7 +10,8 @@ the nominal one:
   and its strict lower triangle at 0, so ``H_res = L L^T`` starts at ~2 % of that scale;
   not at exactly 0, where ``L L^T`` has no gradient.
 * ``V``'s head starts at 0 (no gravity residual; its gradient is not 0 there).
-* friction starts at 2 % of the residual torque's spread, as in plain DeLaN.
+* friction starts as in plain DeLaN, on the residual: at 2 % of its torque spread, or, with
+  ``friction_model='stribeck'``, at a least-squares fit of that law to it.
 
 Its scales (``init_scales``) come from the residual data, so the networks work at the size of
 the mismatch, not of the whole torque.

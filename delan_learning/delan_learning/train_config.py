@@ -12,6 +12,10 @@ LOSS_METRICS = ('torque', 'acceleration', 'both')
 #: rollout integrators and torque timings (:mod:`delan_learning.rollout`)
 INTEGRATORS = ('rk4', 'euler')
 TORQUE_TIMINGS = ('start', 'end')
+#: DeLaN's friction laws (the model argument ``friction_model``, :mod:`delan_learning.friction`;
+#: here so that command lines list them without importing torch)
+FRICTION_MODELS = ('coulomb_viscous', 'stribeck')
+DEFAULT_FRICTION_MODEL = 'coulomb_viscous'
 
 
 @dataclass

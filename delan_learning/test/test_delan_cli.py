@@ -164,6 +164,21 @@ def test_mlp_and_no_friction_options(files):
     assert json.loads(r.stdout)['model_kind'] == 'mlp'
 
 
+def test_friction_model_option(files):
+    from delan_learning.checkpoint import read_checkpoint
+
+    args = ('--data', files / 'train.npz', '--epochs', 1, '--width', 8, '--quiet')
+    out = files / 'stribeck.pt'
+    r = run('delan-train', *args, '--out', out, '--friction-model', 'stribeck')
+    assert r.returncode == 0, r.stderr
+    assert read_checkpoint(str(out))[0]['hyperparameters']['friction_model'] == 'stribeck'
+    r = run('delan-eval', '--checkpoint', out, '--data', files / 'test.npz')
+    assert r.returncode == 0, r.stderr
+    mlp = ('--model', 'mlp', '--friction-model', 'stribeck')
+    r = run('delan-train', *args, '--out', files / 'x.pt', *mlp)
+    assert r.returncode != 0 and '--friction-model is for DeLaN models' in r.stderr
+
+
 def bad(files, name, **change):
     arrays = dict(np.load(files / 'train.npz'))
     for k, v in change.items():

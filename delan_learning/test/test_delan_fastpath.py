@@ -8,6 +8,7 @@ import torch
 from delan_common.dynamics import DynamicsModel
 from delan_learning.c_kernel import c_kernel
 from delan_learning.fastpath import dynamics_model
+from delan_learning.friction import FRICTION_MODELS
 from delan_learning.lagrangian import DelanModel
 from delan_learning.mlp import MlpInverseModel
 from delan_learning.numpy_delan import NumpyDelan
@@ -31,10 +32,15 @@ METHODS = {
 }
 
 
-def model(types, shared, activation, depth=2, seed=0):
+def model(types, shared, activation, depth=2, seed=0, friction_model='coulomb_viscous'):
     torch.manual_seed(seed)
     m = DelanModel(
-        types, width=24, depth=depth, shared_trunk=shared, activation=activation
+        types,
+        width=24,
+        depth=depth,
+        shared_trunk=shared,
+        activation=activation,
+        friction_model=friction_model,
     ).double()
     with torch.no_grad():
         for p in m.parameters():
@@ -69,9 +75,10 @@ def close(a, b, rtol=1e-10):
     assert np.abs(a - b).max() <= rtol * scale, (np.abs(a - b).max(), scale)
 
 
+@pytest.mark.parametrize('friction_model', FRICTION_MODELS)
 @pytest.mark.parametrize('types,shared,activation', CASES)
-def test_numpy_fast_path_equals_torch(types, shared, activation):
-    m = model(types, shared, activation)
+def test_numpy_fast_path_equals_torch(types, shared, activation, friction_model):
+    m = model(types, shared, activation, friction_model=friction_model)
     fast = NumpyDelan(m, joint_names=[f'j{i}' for i in range(len(types))])
     assert isinstance(fast, DynamicsModel)
     rng = np.random.default_rng(2)
@@ -124,12 +131,13 @@ def test_single_state_inverse_paths_match_batched_path(use_c):
     close(tau, torch_term(m, 'inverse', q[None], qd[None], qdd[None])[0])
 
 
+@pytest.mark.parametrize('friction_model', FRICTION_MODELS)
 @pytest.mark.parametrize('types,shared,activation', CASES)
 @pytest.mark.parametrize('depth', [1, 3])
-def test_c_kernel_layouts(types, shared, activation, depth):
+def test_c_kernel_layouts(types, shared, activation, depth, friction_model):
     if c_kernel() is None:
         pytest.skip('no C compiler')
-    m = model(types, shared, activation, depth=depth)
+    m = model(types, shared, activation, depth=depth, friction_model=friction_model)
     fast = NumpyDelan(m)
     rng = np.random.default_rng(3)
     q, qd, qdd = rng.normal(size=(3, len(types)))
