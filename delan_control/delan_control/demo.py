@@ -76,6 +76,7 @@ from delan_control.evaluation import (
 from delan_control.launched import LaunchedSuite
 from delan_control.training_stop import TrainingStop
 from delan_control.trajectories import PiecewiseQuintic
+from delan_learning.train_config import FRICTION_MODELS
 from delan_msgs.msg import ModelStatus, ModelUpdate
 
 #: the largest share of an effort limit that holding the start posture may take: the
@@ -306,7 +307,12 @@ class Demo:
             # training at the priority of the other nodes: the sim runs in lockstep with the
             # controller (slower when the CPU is short), so yielding to them (the learner's
             # training_niceness on a real arm) would only starve training on a small machine
-            'learner': {'resume': False, 'torch_threads': 1, 'training_niceness': 0},
+            'learner': {
+                'resume': False,
+                'torch_threads': 1,
+                'training_niceness': 0,
+                'friction_model': self.args.learner_friction,
+            },
             # held until the controller and the learner are up (phase_start)
             'reference': {'trajectory': 'hold', 'duration': self.args.segment, 'repeat': True},
             'data_logger': {},
@@ -968,6 +974,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=LEARNED_KINDS,
         help='what the learner learns and the demo evaluates: the whole dynamics '
         "(delan) or a residual on the URDF's model (delan_residual)",
+    )
+    ap.add_argument(
+        '--learner-friction',
+        default='coulomb_viscous',
+        choices=FRICTION_MODELS,
+        help="the learner's friction law: viscous + symmetric Coulomb, or stribeck "
+        '(asymmetric Coulomb with a break-away bump: what the realistic preset simulates)',
     )
     ap.add_argument(
         '--excitation',

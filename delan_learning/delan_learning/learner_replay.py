@@ -33,6 +33,7 @@ CARRIED = (
     'width',
     'depth',
     'friction',
+    'friction_model',
     'diff_window_s',
     'validation_every',
     'publish_max_nmse',

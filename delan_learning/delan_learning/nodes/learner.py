@@ -131,6 +131,7 @@ class LearnerNode(Node):
         )
         self.lr = self.lr_schedule.start  # the rate of the last round
         self.width, self.depth, self.friction, self.seed = v.width, v.depth, v.friction, v.seed
+        self.friction_model = v.friction_model
         self.training_enabled = v.training_enabled
         self.checkpoint_dir = os.path.abspath(os.path.expanduser(v.checkpoint_dir))
         self.keep_versions, self.resume = v.keep_versions, v.resume
@@ -346,6 +347,7 @@ class LearnerNode(Node):
                 width=self.width,
                 depth=self.depth,
                 friction=self.friction,
+                friction_model=self.friction_model,
             )
         cfg = TrainConfig(
             batch_size=self.batch_size,

@@ -6,7 +6,7 @@ from delan_common.model_kinds import LEARNED_KINDS
 from delan_common.param_table import Param
 from delan_common.urdf_joints import END_STOP_TOLERANCE
 from delan_learning.online import ACCELERATION_SOURCES
-from delan_learning.train_config import LOSS_METRICS
+from delan_learning.train_config import FRICTION_MODELS, LOSS_METRICS
 
 TABLE = (
     Param(
@@ -78,6 +78,15 @@ TABLE = (
     Param('width', 64, 'Hidden units per layer', min=4, max=1024, read_only=True),
     Param('depth', 2, 'Hidden layers', min=1, max=8, read_only=True),
     Param('friction', True, 'Learn viscous + Coulomb friction', read_only=True),
+    Param(
+        'friction_model',
+        'coulomb_viscous',
+        'The friction law learned (with friction): coulomb_viscous (viscous + symmetric '
+        'Coulomb) or stribeck (asymmetric Coulomb with a break-away bump, viscous; '
+        'delan_learning/friction.py)',
+        choices=FRICTION_MODELS,
+        read_only=True,
+    ),
     Param('seed', 0, 'Seed of weights and minibatches', min=0, max=2**31 - 1, read_only=True),
     Param('training_enabled', True, 'Pause/resume training at runtime'),
     Param(
