@@ -176,18 +176,21 @@ def realtime_sim(rate: float) -> Dict:
 
 class NodeSet:
     """The suite's nodes as processes from the installed console scripts, each with the
-    parameter file, ``urdf_path`` and its own overrides; logs in ``folder``."""
+    parameter file (``params_file``; None: none), ``urdf_path`` and its own overrides; logs in
+    ``folder``."""
 
-    def __init__(self, folder: str, urdf: str):
+    def __init__(self, folder: str, urdf: str, params_file: Optional[str] = PARAMS_FILE):
         self.folder = folder
         self.urdf = urdf
+        self.params_file = params_file
         self.procs: Dict[str, subprocess.Popen] = {}
         self._logs: List[IO] = []
 
     def start(self, package: str, executable: str, params: Dict) -> subprocess.Popen:
         from delan_testing.processes import node_process
 
-        ros_args = ['--params-file', PARAMS_FILE, '-p', f'urdf_path:={self.urdf}']
+        ros_args = ['--params-file', self.params_file] if self.params_file else []
+        ros_args += ['-p', f'urdf_path:={self.urdf}']
         for k, v in params.items():
             ros_args += ['-p', f'{k}:={v}']
         f = open(os.path.join(self.folder, f'{executable}.log'), 'w')

@@ -16,7 +16,13 @@ The laws hold any :class:`~delan_common.dynamics.DynamicsModel`:
   overestimated, which through the measured velocity is negative damping) cannot destabilise
   the loop, it only biases the feed-forward.
 
-With no model (``pd``) the feed-forward term is zero: a plain PD controller.
+* energy -- swing-up and balance of an under-actuated robot (a Furuta pendulum) on the model's
+  energies: :class:`~delan_control.energy_control.EnergySwingUp`, built per model by
+  :meth:`EnergyLaw.build` (linearisation and Riccati solution: off the control cycle). It
+  tracks no reference: the actuated joints are held at their entries of the upright.
+
+With no model (``pd``) the feed-forward term is zero: a plain PD controller (for ``energy``,
+towards the upright at rest, which the caller passes as the reference).
 """
 
 from __future__ import annotations
@@ -28,12 +34,16 @@ from typing import Optional, Tuple
 import numpy as np
 
 from delan_common.dynamics import DynamicsModel, gravity_stiffness
+from delan_control.energy_control import EnergyControlConfig, EnergySwingUp
 
+#: swing-up and balance on the model's energies (under-actuated robots)
+ENERGY_LAW = 'energy'
 LAWS = (
     'computed_torque',
     'feedforward_pd',
     'computed_torque_urdf_feedback',
     'feedforward_urdf_pd',
+    ENERGY_LAW,
 )
 #: laws whose feedback goes through the URDF's mass matrix
 URDF_FEEDBACK_LAWS = ('computed_torque_urdf_feedback', 'feedforward_urdf_pd')
@@ -77,12 +87,14 @@ def control_torque(
     qdd_ref: np.ndarray,
     feedback_model: Optional[DynamicsModel] = None,
     continuous: Optional[np.ndarray] = None,
+    energy: Optional[EnergySwingUp] = None,
 ) -> np.ndarray:
     """Unclamped joint torque ``(n,)`` of ``law`` with ``model`` (None = PD only);
-    ``feedback_model`` (the URDF's) is needed by the ``URDF_FEEDBACK_LAWS``; ``continuous``
+    ``feedback_model`` (the URDF's) is needed by the ``URDF_FEEDBACK_LAWS``, ``energy`` (the
+    law built on ``model``, :meth:`EnergyLaw.build`) by :data:`ENERGY_LAW`; ``continuous``
     masks the continuous joints, whose position error is wrapped."""
     return control_terms(
-        model, law, gains, q, qd, q_ref, qd_ref, qdd_ref, feedback_model, continuous
+        model, law, gains, q, qd, q_ref, qd_ref, qdd_ref, feedback_model, continuous, energy
     )[0]
 
 
@@ -97,14 +109,21 @@ def control_terms(
     qdd_ref: np.ndarray,
     feedback_model: Optional[DynamicsModel] = None,
     continuous: Optional[np.ndarray] = None,
+    energy: Optional[EnergySwingUp] = None,
 ) -> Tuple[np.ndarray, Optional[np.ndarray]]:
     """``(torque, model torque)``: :func:`control_torque` and the model's share of it, what
     ``model.inverse`` returned within the law (None without a model) -- for computed torque
-    that is all of it, the feedback acceleration included: reported, not computed again."""
+    that is all of it, the feedback acceleration included: reported, not computed again; for
+    :data:`ENERGY_LAW` all of it too (the law is the model's)."""
     e = position_error(q_ref, q, continuous)
     e_dot = qd_ref - qd
     if model is None:
         return gains.kp * e + gains.kd * e_dot, None
+    if law == ENERGY_LAW:
+        if energy is None:
+            raise ValueError(f'law {ENERGY_LAW} needs the swing-up law built on the model')
+        tau = energy.command(q, qd)
+        return tau, tau
     if law == 'computed_torque':
         ff = np.asarray(model.inverse(q, qd, qdd_ref + gains.ct_kp * e + gains.ct_kd * e_dot))
         return ff, ff
@@ -122,6 +141,69 @@ def control_terms(
         )
         return ff + np.asarray(feedback_model.mass_matrix(q)) @ v, ff
     raise ValueError(f'unknown control law {law!r}; expected one of {LAWS}')
+
+
+class EnergyLaw:
+    """What :data:`ENERGY_LAW` needs besides the model, fixed for the controller's life: the
+    actuated joints (``actuated (n,)`` bool; the others are passive), the ``upright (n,)``
+    posture (the passive joints' upright, the actuated joints' hold position), the effort
+    limits ``(n,)`` (the actuated entries clip the law) and the gains. :meth:`build` makes the
+    law for one model; ``ValueError`` says why one cannot be made."""
+
+    def __init__(
+        self,
+        actuated: np.ndarray,
+        upright: np.ndarray,
+        effort_limit: np.ndarray,
+        config: Optional[EnergyControlConfig] = None,
+    ):
+        self.actuated = np.asarray(actuated, dtype=bool).reshape(-1)
+        n = self.actuated.size
+        self.upright = np.array(upright, dtype=np.float64).reshape(-1)
+        self.effort_limit = np.broadcast_to(
+            np.asarray(effort_limit, dtype=np.float64), (n,)
+        ).copy()
+        self.config = config or EnergyControlConfig()
+        if self.actuated.all() or not self.actuated.any():
+            raise ValueError(
+                f'law {ENERGY_LAW} needs actuated and passive joints: set actuated_joints to the '
+                'joints with a motor (the others swing freely)'
+            )
+        if self.upright.shape != (n,) or not np.all(np.isfinite(self.upright)):
+            raise ValueError(
+                f'law {ENERGY_LAW} needs upright_position: {n} finite values (the posture to '
+                'swing up to; the actuated entries are where those joints are held)'
+            )
+
+    def reference(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(q, qd, qdd)`` ``(n,)``: the upright at rest, what the law works towards (the
+        reference a PD fall-back holds, ``~/controller_state`` reports)."""
+        zero = np.zeros_like(self.upright)
+        return self.upright.copy(), zero, zero.copy()
+
+    def build(self, model: Optional[DynamicsModel], kind: str) -> EnergySwingUp:
+        """:class:`EnergySwingUp` on ``model`` (of model kind ``kind``, for the message):
+        refused for a model without energies (None: ``pd``) or where the law cannot be designed
+        (no LQR at the upright: a learned model singular there, ...)."""
+        if model is None or not callable(getattr(model, 'energy', None)):
+            raise ValueError(
+                f'law {ENERGY_LAW} needs a model with energies T(q, qd), V(q) (pinocchio, '
+                f'identified, delan, delan_residual); model={kind} has none'
+            )
+        try:
+            return EnergySwingUp(
+                model,
+                self.actuated,
+                self.upright,
+                self.effort_limit[self.actuated],
+                self.config,
+            )
+        except NotImplementedError as err:
+            raise ValueError(f'law {ENERGY_LAW}: model={kind} has no energies ({err})') from None
+        except (ValueError, ArithmeticError) as err:  # LinAlgError is a ValueError
+            raise ValueError(
+                f'law {ENERGY_LAW} cannot be designed on model={kind} at the upright: {err}'
+            ) from None
 
 
 #: closed-loop natural frequency of the PD gains of :func:`pd_gains` [rad/s]
@@ -236,6 +318,10 @@ class BumplessBlend:
 
     def start(self, t: float) -> None:
         self._start = t if self.duration > 0 else None
+
+    def stop(self) -> None:
+        """End a blend at once: the new output alone from now on."""
+        self._start = None
 
     def weight(self, t: float) -> Optional[float]:
         """Weight of the *new* output in [0, 1), or None once the blend is over."""

@@ -192,7 +192,7 @@ class EnergySwingUp:
         self,
         model: DynamicsModel,
         actuated: Union[Sequence[bool], Sequence[str], np.ndarray],
-        upright: Sequence[float],
+        upright: Union[Sequence[float], np.ndarray],
         effort_limit: Union[float, Sequence[float], np.ndarray],
         config: Optional[EnergyControlConfig] = None,
         *,
@@ -209,7 +209,7 @@ class EnergySwingUp:
         m = self.m = self.a_idx.size
         if m == 0 or self.p_idx.size == 0:
             raise ValueError('EnergySwingUp needs at least one actuated and one passive joint')
-        self.upright = np.asarray(upright, dtype=np.float64).reshape(-1)
+        self.upright = np.array(upright, dtype=np.float64).reshape(-1)  # own copy
         if self.upright.shape != (n,) or not np.all(np.isfinite(self.upright)):
             raise ValueError(f'upright needs {n} finite values, got {upright!r}')
         ref = self.upright[self.a_idx] if reference is None else reference

@@ -38,10 +38,20 @@ class Resumed:
 class ReferenceTracker:
     """The controller's target per cycle. ``velocity_limits`` ``(n,)`` bound the rejoin's
     speed; ``resume_tolerance`` [rad or m] and ``resume_time`` [s] as the node's parameters
-    (assignable at runtime)."""
+    (assignable at runtime). ``tracked`` ``(n,)`` bool: the joints a reference can be tracked
+    on (default all); the others (passive joints, never commanded) swing wherever they do, so
+    how far they are from their reference neither drops nor rejoins it."""
 
-    def __init__(self, velocity_limits: np.ndarray, resume_tolerance: float, resume_time: float):
+    def __init__(
+        self,
+        velocity_limits: np.ndarray,
+        resume_tolerance: float,
+        resume_time: float,
+        tracked: Optional[np.ndarray] = None,
+    ):
         self.velocity_limits = np.asarray(velocity_limits, dtype=np.float64)
+        n = self.velocity_limits.size
+        self.tracked = np.ones(n, bool) if tracked is None else np.asarray(tracked, bool)
         self.resume_tolerance = float(resume_tolerance)
         self.resume_time = float(resume_time)
         self.received = self.rejoined = self.dropped = 0
@@ -82,6 +92,7 @@ class ReferenceTracker:
             grown = np.stack([q - q_ref, qd - qd_ref])
             if self._deviation is not None:
                 grown = grown - self._deviation
+            grown = np.where(self.tracked, grown, 0.0)
             error = float(np.max(np.abs(grown[0])))
             if np.all(np.abs(grown) <= REJOIN_NEGLIGIBLE[:, None]):
                 return Resumed('unchanged', error)

@@ -114,9 +114,9 @@ def train_delan(
     model protocol (:func:`delan_learning.fastpath.dynamics_model`: ``NumpyDelan``, what the
     controller node holds).
 
-    Passive joints have ``tau = 0`` throughout, so the default torque normalisation (each
-    joint's spread) would weigh their equation ~1000x; they get the largest actuated spread
-    instead, so every joint's equation counts alike. Seeded; the caller sets torch's threads.
+    Passive joints have ``tau = 0`` throughout: the torque normalisation gives them the largest
+    actuated spread (:func:`delan_learning.data.constant_torque`, as the online learner does), so
+    every joint's equation counts alike. Seeded; the caller sets torch's threads.
     """
     import torch
 
@@ -125,12 +125,7 @@ def train_delan(
     from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 
     torch.manual_seed(seed)
-    tau = np.asarray(data['tau'], dtype=np.float64)
-    norm = TorqueNormalizer.from_torques(tau)
-    spread = tau.std(axis=0)
-    passive = spread < 1e-9
-    std = np.where(passive, spread.max(), norm.std)
-    normalizer = TorqueNormalizer(norm.mean, std)
+    normalizer = TorqueNormalizer.from_torques(np.asarray(data['tau'], dtype=np.float64))
     types = [str(t) for t in data['joint_types']]
     model = build_model('delan', types, width=width, depth=depth)
     model.joint_names = [str(s) for s in data['joint_names']]
@@ -186,6 +181,20 @@ def in_upright_set(
     )
 
 
+def first_hold(t: np.ndarray, ok: np.ndarray, hold: float) -> Optional[float]:
+    """The first time of ``t (K,)`` from which ``ok (K,)`` held for ``hold`` seconds (None:
+    never); time-based, so it reads recorded joint states at any (or a jittering) rate."""
+    start = None
+    for tk, okk in zip(np.asarray(t, dtype=np.float64), np.asarray(ok, dtype=bool)):
+        if not okk:
+            start = None
+        elif start is None:
+            start = tk
+        if start is not None and tk - start >= hold:
+            return float(start)
+    return None
+
+
 def run_swing_up(
     law: EnergySwingUp,
     plant: Plant,
@@ -238,14 +247,7 @@ def run_swing_up(
             loss += 0.5 * dt * float(v0 @ f0 + v1 @ truth.friction(v1))
     arr = {k: np.asarray(v) for k, v in rows.items()}
     up = in_upright_set(law, arr['q'], arr['qd'], angle_tol, rate_tol)
-    need = int(round(hold * control_rate))
-    t_up = None
-    run = 0
-    for k, ok in enumerate(up):
-        run = run + 1 if ok else 0
-        if run >= need:
-            t_up = float(arr['t'][k - need + 1])
-            break
+    t_up = first_hold(arr['t'], up, hold)
     a, p = law.a_idx, law.p_idx
     return SwingUpRun(
         t=arr['t'],

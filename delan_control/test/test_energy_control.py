@@ -113,6 +113,47 @@ def test_law_api_and_validation(robot):
     np.testing.assert_allclose(wrap_angle(np.array([np.pi + 0.1, -0.2])), [-np.pi + 0.1, -0.2])
 
 
+def test_energy_law_of_the_controller(robot):
+    """control_laws.EnergyLaw (what the torque_controller holds for law energy): refuses what
+    it cannot run on, and its law is EnergySwingUp's, 0 on the passive joint."""
+    from delan_control.control_laws import ENERGY_LAW, EnergyLaw, Gains, control_terms
+
+    mask = np.array(FURUTA_ACTUATED)
+    spec = EnergyLaw(mask, FURUTA_UPRIGHT, [0.5, 0.0])
+    q_ref, qd_ref, qdd_ref = spec.reference()
+    np.testing.assert_array_equal(q_ref, FURUTA_UPRIGHT)
+    assert not qd_ref.any() and not qdd_ref.any()
+    law = spec.build(robot, 'pinocchio')
+    q, qd = np.array([0.1, 0.3]), np.array([0.2, 2.0])
+    gains = Gains(*(np.ones(2),) * 4)
+    tau, ff = control_terms(robot, ENERGY_LAW, gains, q, qd, q_ref, qd_ref, qdd_ref, energy=law)
+    np.testing.assert_array_equal(tau, law_for(robot).command(q, qd))
+    assert tau[1] == 0.0 and ff is tau
+    with pytest.raises(ValueError, match='needs the swing-up law'):
+        control_terms(robot, ENERGY_LAW, gains, q, qd, q_ref, qd_ref, qdd_ref)
+    # no model: the PD towards the upright (the node clamps the passive joint's share to 0)
+    tau, ff = control_terms(None, ENERGY_LAW, gains, q, qd, q_ref, qd_ref, qdd_ref)
+    np.testing.assert_allclose(tau, q_ref - q - qd) and ff is None
+    with pytest.raises(ValueError, match='model=pd has none'):
+        spec.build(None, 'pd')
+
+    class NoEnergies:
+        """The URDF's dynamics without energies (a black-box model's kind)."""
+
+        joint_names = robot.joint_names
+        mass_matrix, forward, friction = robot.mass_matrix, robot.forward, robot.friction
+
+        def energy(self, q, qd):
+            raise NotImplementedError('a black box')
+
+    with pytest.raises(ValueError, match='no energies'):
+        spec.build(NoEnergies(), 'mlp')
+    with pytest.raises(ValueError, match='actuated_joints'):
+        EnergyLaw(np.ones(2, bool), FURUTA_UPRIGHT, 0.5)
+    with pytest.raises(ValueError, match='upright_position'):
+        EnergyLaw(mask, [np.nan, np.nan], 0.5)
+
+
 def test_linearisation_and_lqr_at_the_top(robot):
     law = law_for(robot)
     up, zero = np.array(FURUTA_UPRIGHT), np.zeros(2)

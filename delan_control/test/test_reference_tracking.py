@@ -122,3 +122,15 @@ def test_a_new_reference_cancels_the_rejoin_of_the_old_one():
     assert not tr.rejoining
     q_ref, _, _, _ = tr.target(4.5, np.zeros(2), np.zeros(2))
     np.testing.assert_allclose(q_ref, ref.sample(4.5)[0][0])
+
+
+def test_an_untracked_joint_neither_drops_nor_rejoins_the_reference():
+    """A passive joint (``tracked`` False) swings wherever it does: how far it is from its
+    reference after a gap is not the arm's deviation."""
+    tr = ReferenceTracker(VMAX, 0.5, 1.0, tracked=np.array([True, False]))
+    tr.resume(0.0, np.zeros(2), np.zeros(2))
+    tr.set_reference(_ramp())
+    _track(tr, 0.0, 1.0)
+    q, qd = _exact(tr, 1.5)
+    r = tr.resume(1.5, q + np.array([0.0, 3.0]), qd + np.array([0.0, 5.0]))
+    assert r.action == 'unchanged' and tr.reference is not None

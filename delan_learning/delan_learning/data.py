@@ -39,6 +39,24 @@ import numpy as np
 
 from delan_learning.torque_kernel import matched_torque_uniform
 
+#: a joint whose torque spread is at most this fraction of the largest has a constant torque
+CONSTANT_TORQUE_RTOL = 1e-6
+
+
+def constant_torque(spread: np.ndarray) -> np.ndarray:
+    """``(n,)`` bool: the joints whose torque spread (std, ``(n,)``) is ~0 next to the others'.
+
+    A passive joint (a Furuta pendulum's, a cart-pole's pole) records 0 throughout: dividing
+    its errors by its own (floored) spread would weigh its equation ~1000x over the others', and
+    its nMSE would be an error over nothing. Such joints are scaled by the largest spread
+    instead (:meth:`~delan_learning.training.TorqueNormalizer.from_torques`,
+    :meth:`~delan_learning.training.Trainer.evaluate`), so every joint's equation counts
+    alike. All False when no joint's torque varies."""
+    spread = np.asarray(spread, dtype=np.float64)
+    top = float(spread.max()) if spread.size else 0.0
+    return (spread <= CONSTANT_TORQUE_RTOL * top) & (top > 0)
+
+
 #: Joint types accepted in data; the same as ``features.JOINT_TYPES``, repeated here so that
 #: loading and checking data never imports torch (fast CLI errors, light bag tools).
 JOINT_TYPES = ('revolute', 'continuous', 'prismatic')

@@ -16,6 +16,7 @@ from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
+from delan_learning.data import constant_torque
 from delan_learning.torque_kernel import interval_weights
 
 
@@ -75,6 +76,7 @@ def evaluate_total(trainer: Any, data: Mapping[str, np.ndarray]) -> Dict[str, An
     ev = trainer.evaluate(fit_targets(data))
     if 'tau_prior' in data:
         var = np.var(np.asarray(data['tau'], dtype=np.float64), axis=0)
+        var = np.where(constant_torque(np.sqrt(var)), var.max(initial=0.0), var)
         ev['nmse'] = (np.asarray(ev['mse']) / np.maximum(var, 1e-12)).tolist()
     return ev
 

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from delan_learning import rollout as ro
-from delan_learning.data import Dataset, split_by_trajectory
+from delan_learning.data import Dataset, constant_torque, split_by_trajectory
 from delan_learning.models import DynamicsModule, build_model
 from delan_learning.train_config import LOSS_METRICS, LOSSES, TrainConfig
 
@@ -55,9 +55,12 @@ class TorqueNormalizer:
     def from_torques(
         cls, tau: np.ndarray, metric: Optional[np.ndarray] = None
     ) -> 'TorqueNormalizer':
-        """From torques ``(N, n)`` and, for the acceleration loss, their metrics ``(N, n, n)``."""
+        """From torques ``(N, n)`` and, for the acceleration loss, their metrics ``(N, n, n)``.
+        A joint of constant torque (:func:`constant_torque`: a passive one) gets the largest
+        spread; the others are floored at 1e-3 of it."""
         tau = np.asarray(tau, dtype=np.float64)
         std = tau.std(axis=0)
+        std = np.where(constant_torque(std), std.max(initial=0.0), std)
         mean = tau.mean(axis=0)
         accel = None
         if metric is not None:
@@ -430,7 +433,8 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self, data: Union[ArrayData, _Pool], chunk: int = 2048) -> Dict[str, Any]:
-        """Loss, per-joint torque MSE and normalised MSE (MSE / Var(tau) of ``data``).
+        """Loss, per-joint torque MSE and normalised MSE (MSE / Var(tau) of ``data``; the
+        largest Var(tau) for a joint of constant torque, :func:`constant_torque`).
 
         With the forward loss also ``inverse_loss``, ``forward_loss`` and ``rollout`` (RMS
         position / velocity error per joint at the horizon, over all windows of ``data``), and
@@ -450,6 +454,7 @@ class Trainer:
         err = (torch.cat(preds) - b.tau).double()
         mse = (err * err).mean(0).cpu().numpy()
         var = b.tau.double().var(0, unbiased=False).cpu().numpy()
+        var = np.where(constant_torque(np.sqrt(var)), var.max(initial=0.0), var)
         loss = (
             float(np.mean(mse / self.normalizer.std**2))
             if self.config.loss_metric == 'torque'

@@ -145,6 +145,30 @@ def test_torque_normalisation_is_per_joint():
     assert float(l1) == pytest.approx(float(l2))
 
 
+def test_a_passive_joint_counts_as_much_as_the_others():
+    """A joint whose torque is 0 throughout (a Furuta pendulum's) gets the largest spread for
+    its loss and nMSE, not a floor that would weigh its equation ~1000x."""
+    from delan_learning.data import constant_torque
+
+    tau = np.stack([np.linspace(-1, 1, 50), np.zeros(50), np.linspace(0, 0.1, 50)], axis=1)
+    np.testing.assert_array_equal(constant_torque(tau.std(0)), [False, True, False])
+    assert not constant_torque(np.zeros(3)).any()
+    norm = TorqueNormalizer.from_torques(tau)
+    assert norm.std[1] == norm.std[0] == tau[:, 0].std()
+    assert norm.std[2] == pytest.approx(tau[:, 2].std())
+    m = DelanModel(['revolute'] * 3, width=8).double()
+    tr = Trainer(m, TrainConfig(), norm, dtype=torch.float64)
+    q = torch.zeros(50, 3, dtype=torch.float64)
+    with torch.no_grad():
+        pred = m(q, q, q).numpy()
+    # the passive joint's torque is constant (the model's at rest, off by 0.05): its nMSE is
+    # its error over the largest spread
+    data = tau + pred + np.array([0.0, 0.05, 0.0])
+    ev = tr.evaluate({'q': q.numpy(), 'qd': q.numpy(), 'qdd': q.numpy(), 'tau': data})
+    assert ev['mse'][1] > 1e-4
+    assert ev['nmse'][1] == pytest.approx(ev['mse'][1] / tau[:, 0].var())
+
+
 def test_plateau_schedule_lowers_the_rate_and_stops_by_itself(small):
     torch.manual_seed(0)
     train, val = split_by_trajectory(small, 0.34, seed=0)

@@ -5,9 +5,10 @@ Topics (relative names, so a namespace or remap applies):
 * publishes ``joint_states`` (sensor_msgs/JointState) every ``1/publish_rate`` s of *sim* time:
   names in model order, position/velocity (with the configured measurement noise), effort =
   the torque the motors actually applied over the last physics step (after the effort-limit
-  clamp and the command timeout; the ``torque_noise`` disturbance is not included). The header
-  stamp is the sim time of the state: ``/clock`` time when ``publish_clock`` is on (starting
-  at 0, as Gazebo does), else the node's clock at start-up plus the elapsed sim time.
+  clamp and the command timeout; 0 on the joints that ``actuated_joints`` leaves out, which
+  have no motor; the ``torque_noise`` disturbance is not included). The header stamp is the
+  sim time of the state: ``/clock`` time when ``publish_clock`` is on (starting at 0, as
+  Gazebo does), else the node's clock at start-up plus the elapsed sim time.
 * subscribes ``effort_controller/commands`` (std_msgs/Float64MultiArray, one torque per joint
   in the order of the ``joints`` parameter; model order, as in ``joint_states``, when it is
   ``[]``) -- the interface of ros2_control's ``forward_command_controller`` with
@@ -82,7 +83,7 @@ from delan_common.ros.stamps import set_seconds
 from delan_common.urdf_joints import middle_of_limits
 
 from ..command_order import CommandOrder
-from ..pacing import RealTimePacer
+from ..pacing import MAX_WAIT_S, RealTimePacer
 from ..params.sim import MISMATCH, ROBOT, TABLE
 from ..plant import Plant
 
@@ -203,12 +204,17 @@ class SimNode(Node):
             f'{self.plant.physics_rate:g} Hz ({self.plant.integrator}), joint_states at '
             f'{self.publish_rate:g} Hz, real_time_factor {self.real_time_factor:g}'
             + (', publishing /clock' if self.publish_clock else '')
+            + (f', passive (no torque): {", ".join(self._passive())}' if self._passive() else '')
             + (
                 ''
                 if self.command_order.is_model_order
                 else f', commands in the order {", ".join(self.command_order.joints)}'
             )
         )
+
+    def _passive(self) -> List[str]:
+        """The joints without a motor (``actuated_joints``)."""
+        return [j for j, a in zip(self.joint_names, self.plant.actuated) if not a]
 
     # ------------------------------------------------------------------ parameters
     def _declare_and_build(self) -> None:
@@ -233,6 +239,13 @@ class SimNode(Node):
         except ValueError as err:
             raise ValueError(f'invalid parameter: {err}') from None
         self.model = nominal
+        actuated = list(v.actuated_joints)
+        unknown = [j for j in actuated if j not in nominal.joint_names]
+        if unknown:
+            raise ValueError(
+                f'invalid parameter: actuated_joints: {unknown} are not joints of the robot '
+                f'({", ".join(nominal.joint_names)})'
+            )
         self.plant = Plant(
             nominal,
             mismatch,
@@ -245,6 +258,7 @@ class SimNode(Node):
             q0=q0,
             qd0=list(v.initial_velocity),
             position_limits=v.position_limits,
+            actuated=actuated or None,
         )
         self.q0, self.qd0 = self.plant.q.copy(), self.plant.qd.copy()
         self.joint_names: List[str] = list(nominal.joint_names)
@@ -283,6 +297,7 @@ class SimNode(Node):
             message,
             {
                 'joints': self.plant.n,
+                'passive_joints': ' '.join(self._passive()),
                 'physics_rate': self.plant.physics_rate,
                 'publish_rate': self.publish_rate,
                 'real_time_factor_set': self.real_time_factor,
@@ -411,9 +426,6 @@ class SimNode(Node):
             if self._reset_requested.is_set():
                 self._reset_requested.clear()
                 plant.reset(self.q0, self.qd0, t=plant.t)
-            if self._rebase.is_set():
-                self._rebase.clear()
-                pacer.rebase(time.monotonic(), plant.t)
             seq = self._cmd_seq
             self._cmd_event.clear()
             if self.clock_pub is not None:
@@ -428,9 +440,16 @@ class SimNode(Node):
                 self._cmd_event.wait(min(remaining, 0.01))
             if self.hold_until_commanded and self._cmd_seq == 0:
                 continue  # nobody commands the arm yet
-            ahead = pacer.ahead_s(time.monotonic(), plant.t, self.real_time_factor)
-            if ahead > 0:
-                self._stop.wait(ahead)
+            # in short waits, so a new real_time_factor applies at once (a wait computed with
+            # the new factor on the old schedule could last for hours)
+            while not self._stop.is_set():
+                if self._rebase.is_set():
+                    self._rebase.clear()
+                    pacer.rebase(time.monotonic(), plant.t)
+                ahead = pacer.ahead_s(time.monotonic(), plant.t, self.real_time_factor)
+                if ahead <= 0:
+                    break
+                self._stop.wait(min(ahead, MAX_WAIT_S))
             k = max(1, int(round(1.0 / (self.publish_rate * plant.dt))))
             plant.advance(self._torque(), k)
             self.stats['steps'] += k

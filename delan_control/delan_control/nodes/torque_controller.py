@@ -59,17 +59,20 @@ from delan_control.command_order import (
 )
 from delan_control.continuity import JumpDetector
 from delan_control.control_laws import (
+    ENERGY_LAW,
     URDF_FEEDBACK_LAWS,
     BumplessBlend,
+    EnergyLaw,
     Gains,
     arm_gains,
     clamp_torque,
     control_terms,
 )
+from delan_control.energy_control import EnergySwingUp, actuated_mask
 from delan_control.evaluation import joint_errors
 from delan_control.loop_stats import LoopStats, histogram_text
 from delan_control.model_loader import LatestLoader, ModelLoadError, load_dynamics_model
-from delan_control.params.torque_controller import TABLE
+from delan_control.params.torque_controller import TABLE, energy_config
 from delan_control.reference_tracking import ReferenceTracker, Resumed
 from delan_control.rt_params import GAIN_NAMES
 from delan_control.trajectories import PiecewiseQuintic
@@ -164,6 +167,7 @@ class TorqueControllerNode(Node):
         self.control_rate = v.control_rate
         self.gains = Gains(**self._gains({k: v[k] for k in GAIN_NAMES}, n))
         self.law, self.model_kind = v.law, v.model
+        self.actuated = self._actuated(v.actuated_joints)
         self.delan_checkpoint, self.identified_params = v.delan_checkpoint, v.identified_params
         self.watchdog_timeout, self.blend_time = v.watchdog_timeout, v.switch_blend_time
         self.effort_scale, self.realtime_priority = v.effort_limit_scale, v.realtime_priority
@@ -173,7 +177,16 @@ class TorqueControllerNode(Node):
         )
         self._feedback_model = None  # RobotModel for the URDF_FEEDBACK_LAWS, lazily
         self.urdf_limits = self._effort_limits()
-        self.limits = self.urdf_limits * self.effort_scale
+        self.limits = self._clamp_limits(self.effort_scale)
+        # what law energy needs besides the model; None (and why) when it cannot be used
+        self._energy_law: Optional[EnergyLaw] = None
+        self._energy_unavailable = ''
+        try:
+            self._energy_law = EnergyLaw(
+                self.actuated, self._upright(v.upright_position), self.limits, energy_config(v)
+            )
+        except ValueError as err:
+            self._energy_unavailable = str(err)
         self.mapper = JointStateMapper(self.joint_names)
         self.stamps = StampGate()
         self.rejected = RejectionCounter(self.get_logger(), 'joint state')
@@ -187,10 +200,13 @@ class TorqueControllerNode(Node):
         self._model = None  # active DynamicsModel (None = PD)
         self._model_version = 0  # its learner version (ControllerState.model_version)
         self._old_model = None  # model being faded out
+        # law energy: the swing-up law built on the active / faded-out model (None otherwise)
+        self._energy: Optional[EnergySwingUp] = None
+        self._old_energy: Optional[EnergySwingUp] = None
         self._blend = BumplessBlend(self.blend_time)
         self._latest_update: Optional[ModelUpdate] = None
         self.tracker = ReferenceTracker(
-            self.robot.velocity_limits, v.resume_tolerance, v.resume_time
+            self.robot.velocity_limits, v.resume_tolerance, v.resume_time, tracked=self.actuated
         )
         self._last_state_time: Optional[float] = None
         self._stale = True
@@ -199,17 +215,22 @@ class TorqueControllerNode(Node):
         self._jumps = JumpDetector(self.robot.velocity_limits)
         self._pending = None
         self._incoming: Dict = {}  # the parameters of the change being validated
-        self._set_model(self.model_kind, initial=True)
-        # learner versions are loaded off the executor thread (see _on_model_update)
+        try:
+            self._set_model(self.model_kind, initial=True)
+        except ModelLoadError:
+            raise
+        except ValueError as err:  # law energy on a model it cannot be built on
+            raise ValueError(f'invalid parameter: {err}') from None
+        # learner versions are loaded (and law energy built on them) off the executor thread
+        # (see _on_model_update)
         self._update_loader = LatestLoader(
-            lambda request: load_dynamics_model(
-                request[1], self.robot, checkpoint=request[0].checkpoint_path
-            ),
+            self._load_update,
             self._update_loaded,
             self._update_failed,
             name='model_update_loader',
         )
         reg['model'] = self._check_model
+        reg['law'] = self._check_law
         reg['delan_checkpoint'] = self._check_file('delan_checkpoint', LEARNED_KINDS)
         reg['identified_params'] = self._check_file('identified_params', ('identified',))
         validate = validating_callback(reg)
@@ -250,8 +271,10 @@ class TorqueControllerNode(Node):
         # Staleness is wall time (time.monotonic), so the checks run on the steady clock: with
         # use_sim_time a ROS-time timer stops with /clock -- exactly when the sim is gone.
         self._watchdog_timer = steady_timer(self, self.watchdog_timeout / 2.0, self._watchdog)
+        passive = [j for j, a in zip(self.joint_names, self.actuated) if not a]
         self.get_logger().info(
             f'controlling {self.joint_names} with model={self.model_kind} law={self.law}'
+            + (f'; passive (never commanded): {passive}' if passive else '')
         )
         # last: the middleware's and the loop's threads exist now; the model loader and the
         # state publisher stay at normal priority
@@ -358,9 +381,18 @@ class TorqueControllerNode(Node):
         )
 
     def _set_model(
-        self, kind: str, initial: bool = False, checkpoint: Optional[str] = None, model=False
+        self,
+        kind: str,
+        initial: bool = False,
+        checkpoint: Optional[str] = None,
+        model=False,
+        energy=False,
+        blend: bool = True,
     ) -> None:
-        """Make ``kind`` active; ``model`` is an already loaded instance (False = load now)."""
+        """Make ``kind`` active; ``model`` is an already loaded instance (False = load now),
+        ``energy`` law energy built on it (False = build now if the law is energy); no
+        cross-fade at start-up or without ``blend`` (a law switch: the old torque is another
+        law's)."""
         if model is False:
             try:
                 model = self._load(kind, checkpoint)
@@ -371,24 +403,58 @@ class TorqueControllerNode(Node):
                     f'model={kind}: no usable checkpoint yet; PD until the learner publishes one'
                 )
                 model = None
+        if energy is False:
+            energy = self._energy_for(model, kind, self.law)
         with self._lock:
-            if not initial:
-                self._old_model = self._model
+            if initial or not blend:
+                self._blend.stop()
+            else:
+                self._old_model, self._old_energy = self._model, self._energy
                 self._blend.duration = self.blend_time
                 self._blend.start(time.monotonic())
-            self._model = model
+            self._model, self._energy = model, energy
             self._model_version = getattr(model, 'model_version', 0)
             self.model_kind = kind
 
+    def _energy_for(self, model, kind: str, law: str) -> Optional[EnergySwingUp]:
+        """Law energy built on ``model`` (kind ``kind``) when ``law`` is energy, else None;
+        None too for a learned kind with no version yet (PD until one comes). ``ValueError``
+        with the reason when it cannot be built. Off the control cycle: ~ms (linearisation,
+        Riccati), on the model instance the control thread will hold, not the one it holds."""
+        if law != ENERGY_LAW:
+            return None
+        if self._energy_law is None:
+            raise ValueError(self._energy_unavailable)
+        if model is None and kind in LEARNED_KINDS:
+            return None
+        return self._energy_law.build(model, kind)
+
+    def _prepare(self, kind: str, law: str) -> Optional[str]:
+        """A fresh instance of model ``kind`` and, for law energy, the law on it, kept for the
+        switch (``_pending``); else why not."""
+        try:
+            model = self._load(kind)
+            self._pending = (kind, model, self._energy_for(model, kind, law))
+        except ValueError as err:  # ModelLoadError too
+            return str(err)
+        return None
+
     def _check_model(self, kind: str) -> Optional[str]:
-        """Validator of ``model``: the switch is refused unless the model loads."""
+        """Validator of ``model``: the switch is refused unless the model loads (and, under law
+        energy, unless the law can be built on it)."""
         if kind not in CONTROLLER_KINDS:
             return f'model={kind!r} is not one of {list(CONTROLLER_KINDS)}'
-        try:
-            self._pending = (kind, self._load(kind))
-        except ModelLoadError as err:
-            return f'model={kind} cannot be used: {err}'
-        return None
+        error = self._prepare(kind, self._incoming.get('law', self.law))
+        return None if error is None else f'model={kind} cannot be used: {error}'
+
+    def _check_law(self, law: str) -> Optional[str]:
+        """Validator of ``law``: a switch to energy builds the law on a fresh instance of the
+        model (the model's validator does when the model changes too), refused when it cannot
+        be built."""
+        if law != ENERGY_LAW or self.law == ENERGY_LAW or 'model' in self._incoming:
+            return None
+        error = self._prepare(self.model_kind, law)
+        return None if error is None else f'law={law} cannot be used: {error}'
 
     def _check_file(self, name: str, kinds: Tuple[str, ...]):
         def check(path: str) -> Optional[str]:
@@ -396,17 +462,16 @@ class TorqueControllerNode(Node):
             if kind not in kinds or not path:
                 return None
             try:
-                self._pending = (
+                model = load_dynamics_model(
                     kind,
-                    load_dynamics_model(
-                        kind,
-                        self.robot,
-                        checkpoint=path if kind in LEARNED_KINDS else '',
-                        identified_params=path if kind == 'identified' else '',
-                    ),
+                    self.robot,
+                    checkpoint=path if kind in LEARNED_KINDS else '',
+                    identified_params=path if kind == 'identified' else '',
                 )
-            except ModelLoadError as err:
+                energy = self._energy_for(model, kind, self._incoming.get('law', self.law))
+            except ValueError as err:  # ModelLoadError too
                 return f'{name}={path!r} cannot be used: {err}'
+            self._pending = (kind, model, energy)
             return None
 
         return check
@@ -420,15 +485,35 @@ class TorqueControllerNode(Node):
         from delan_common.robot_model import RobotModel
 
         limits = RobotModel(r.xml, **r.selection_kwargs()).operating_effort_limit()
-        missing = [n for n, given in zip(r.joint_names, r.effort_given) if not given]
-        self.get_logger().warning(
-            f'no effort limit in the URDF for {missing}: clamping to '
-            f'{np.round(limits[~r.effort_given], 3).tolist()} (from the '
-            'inertia; set effort_limits to choose)'
-        )
+        missing = ~r.effort_given & self.actuated  # a passive joint has no motor to limit
+        if missing.any():
+            self.get_logger().warning(
+                f'no effort limit in the URDF for {np.array(r.joint_names)[missing].tolist()}: '
+                f'clamping to {np.round(limits[missing], 3).tolist()} (from the inertia; set '
+                'effort_limits to choose)'
+            )
         return limits
 
+    def _clamp_limits(self, scale: float) -> np.ndarray:
+        """What commands are clamped to: ``scale`` times the effort limits, 0 on the passive
+        joints, so no law (and no fall-back) ever commands them."""
+        return self.urdf_limits * scale * self.actuated
+
+    def _actuated(self, names: List[str]) -> np.ndarray:
+        """``(n,)`` bool of the ``actuated_joints`` parameter ([] = every joint)."""
+        if not names:
+            return np.ones(len(self.joint_names), dtype=bool)
+        try:
+            return actuated_mask(list(names), self.joint_names)
+        except ValueError as err:
+            raise ValueError(f'invalid parameter: actuated_joints: {err}') from None
+
+    def _upright(self, values: List[float]) -> np.ndarray:
+        """``upright_position`` as ``(n,)`` (one value for every joint); NaN when not set."""
+        return np.broadcast_to(np.asarray(values, dtype=np.float64), (len(self.joint_names),))
+
     def _apply_params(self, params) -> None:
+        law = None
         for p in params:
             if p.name in ('ct_kp', 'ct_kd', 'kp', 'kd'):
                 # [nan]: back to the gain derived from the URDF
@@ -438,7 +523,7 @@ class TorqueControllerNode(Node):
                     self._gains({p.name: list(p.value)}, len(self.joint_names))[p.name],
                 )
             elif p.name == 'law':
-                self.law = p.value
+                law = p.value
             elif p.name == 'switch_blend_time':
                 self.blend_time = p.value
             elif p.name == 'watchdog_timeout':
@@ -446,7 +531,7 @@ class TorqueControllerNode(Node):
                 self.destroy_timer(self._watchdog_timer)
                 self._watchdog_timer = steady_timer(self, p.value / 2.0, self._watchdog)
             elif p.name == 'effort_limit_scale':
-                self.limits = self.urdf_limits * p.value
+                self.limits = self._clamp_limits(p.value)
             elif p.name == 'state_publish_rate':
                 self._state_rate.rate_hz = p.value
             elif p.name in ('delan_checkpoint', 'identified_params'):
@@ -454,13 +539,21 @@ class TorqueControllerNode(Node):
             elif p.name in ('resume_tolerance', 'resume_time'):
                 setattr(self.tracker, p.name, p.value)
         pending, self._pending = self._pending, None
-        if pending is not None:
-            previous = self.model_kind
-            self._set_model(pending[0], model=pending[1])
-            self.get_logger().info(
-                f'switched model {previous} -> {pending[0]} (bumpless, '
-                f'{self.blend_time:.2f} s blend)'
-            )
+        previous = self.model_kind
+        with self._lock:  # the control thread takes law, model and its law energy together
+            if law is not None and law != self.law:
+                self.law = law
+                self._energy = self._old_energy = None  # built for law energy only
+                if pending is not None:  # a model (with law energy built on it) for the law
+                    self._set_model(pending[0], model=pending[1], energy=pending[2], blend=False)
+                    pending = None
+                self.get_logger().info(f'law {law}')
+            if pending is not None:
+                self._set_model(pending[0], model=pending[1], energy=pending[2])
+                self.get_logger().info(
+                    f'switched model {previous} -> {pending[0]} (bumpless, '
+                    f'{self.blend_time:.2f} s blend)'
+                )
 
     def _on_model_update(self, msg: ModelUpdate) -> None:
         if list(msg.joint_names) != self.joint_names:
@@ -473,29 +566,37 @@ class TorqueControllerNode(Node):
         if self._follows_learner():
             # loaded in the background (a load would delay the control callbacks by 3-10 ms);
             # the running model stays in force until the new one is ready
-            self._update_loader.submit((msg, self.model_kind))
+            self._update_loader.submit((msg, self.model_kind, self.law))
 
     def _follows_learner(self) -> bool:
         return self.model_kind in LEARNED_KINDS and not self.delan_checkpoint
 
-    def _update_loaded(self, request: Tuple[ModelUpdate, str], model) -> None:
+    def _load_update(self, request: Tuple[ModelUpdate, str, str]):
+        """Loader thread: ``(model, law energy on it or None)`` of a learner version."""
+        msg, kind, law = request
+        model = load_dynamics_model(kind, self.robot, checkpoint=msg.checkpoint_path)
+        return model, self._energy_for(model, kind, law)
+
+    def _update_loaded(self, request: Tuple[ModelUpdate, str, str], loaded) -> None:
         """Loader thread: switch to a learner version unless the user switched away meanwhile
-        (or a newer version was already adopted through a parameter change)."""
-        msg, kind = request
+        (model or law; or a newer version was already adopted through a parameter change)."""
+        msg, kind, law = request
         with self._lock:
             if (
                 not self._follows_learner()
                 or self._latest_update is not msg
                 or self.model_kind != kind
+                or self.law != law
             ):
                 return
-            self._set_model(kind, model=model)
+            self._set_model(kind, model=loaded[0], energy=loaded[1])
         name = 'DeLaN' if kind == 'delan' else 'DeLaN residual'
         self.get_logger().info(f'{name} model v{msg.model_version} from {msg.checkpoint_path}')
 
-    def _update_failed(self, request: Tuple[ModelUpdate, str], err: Exception) -> None:
+    def _update_failed(self, request: Tuple[ModelUpdate, str, str], err: Exception) -> None:
         self.get_logger().error(
-            f'model update v{request[0].model_version} unusable as {request[1]}: {err}'
+            f'model update v{request[0].model_version} unusable as {request[1]} '
+            f'(law {request[2]}): {err}'
         )
 
     # ---------------------------------------------------------------- reference
@@ -598,11 +699,16 @@ class TorqueControllerNode(Node):
             )
         with self._lock:
             model, old = self._model, self._old_model
+            energy, old_energy, law = self._energy, self._old_energy, self.law
             w = self._blend.weight(now)
-        q_ref, qd_ref, qdd_ref, holding = self.tracker.target(t, js.position, js.velocity)
-        tau, ff, failed = self._torque(model, js, q_ref, qd_ref, qdd_ref)
+        if law == ENERGY_LAW:  # no reference: the upright, where the law works towards
+            q_ref, qd_ref, qdd_ref = self._energy_law.reference()
+            holding = False
+        else:
+            q_ref, qd_ref, qdd_ref, holding = self.tracker.target(t, js.position, js.velocity)
+        tau, ff, failed = self._torque(model, energy, law, js, q_ref, qd_ref, qdd_ref)
         if w is not None:
-            tau_old, ff_old, _ = self._torque(old, js, q_ref, qd_ref, qdd_ref)
+            tau_old, ff_old, _ = self._torque(old, old_energy, law, js, q_ref, qd_ref, qdd_ref)
             tau = w * tau + (1.0 - w) * tau_old
         command = clamp_torque(tau, self.limits)
         self._publish_command(command, order)
@@ -623,7 +729,7 @@ class TorqueControllerNode(Node):
                     command,
                     self.model_kind,
                     self._model_version,
-                    self.law,
+                    law,
                     self._fallback(model, failed),
                     holding,
                 )
@@ -737,10 +843,10 @@ class TorqueControllerNode(Node):
         return self._feedback_model or None
 
     def _torque(
-        self, model, js, q_ref, qd_ref, qdd_ref
+        self, model, energy, law, js, q_ref, qd_ref, qdd_ref
     ) -> Tuple[np.ndarray, Optional[np.ndarray], bool]:
-        """``(torque, the model's share, whether the model failed and PD stands in)``."""
-        law = self.law
+        """``(torque, the model's share, whether the model failed and PD stands in)``; the PD
+        on the passive joints is clamped to 0 with every other command."""
         try:
             tau, ff = control_terms(
                 model,
@@ -753,6 +859,7 @@ class TorqueControllerNode(Node):
                 qdd_ref,
                 self._urdf_feedback(),
                 self._continuous,
+                energy,
             )
             ok = bool(np.all(np.isfinite(tau)))
         except (ValueError, ArithmeticError, RuntimeError) as err:
@@ -821,8 +928,26 @@ class TorqueControllerNode(Node):
                 'command_order': self._order_source,
                 'command_joints': ' '.join(order.joints) if order is not None else '',
                 'state_publish_rate': self._state_rate.rate_hz,
+                'passive_joints': ' '.join(
+                    j for j, a in zip(self.joint_names, self.actuated) if not a
+                ),
+                **dict(self._energy_diagnostics()),
                 **dict(self._loop_diagnostics()),
             },
+        )
+
+    def _energy_diagnostics(self):
+        """Law energy's state: its mode (swing / balance), the passive energy E_p it last
+        pumped on and its target E* [J, the model's], its switches; nothing under other laws."""
+        e = self._energy
+        if e is None or self.law != ENERGY_LAW:
+            return ()
+        return (
+            ('energy_mode', e.mode),
+            ('energy_passive_J', f'{e.last_energy:.5f}'),
+            ('energy_target_J', f'{e.e_target:.5f}'),
+            ('energy_catches', e.catches),
+            ('energy_releases', e.releases),
         )
 
     def _order_diagnostic(self):

@@ -50,6 +50,15 @@ def _all_or_none_urdf(value: Any, ctx: ParamContext) -> Optional[str]:
 
 
 TABLE = (
+    Param(
+        'actuated_joints',
+        [],
+        "Joints with a motor: the others are passive (a Furuta pendulum's pendulum) and get no "
+        'torque whatever they are commanded; their effort in joint_states is that 0. [] = every '
+        'joint',
+        read_only=True,
+        items=str,
+    ),
     Param('physics_rate', 1000.0, 'Physics rate [Hz]', min=1000.0, max=20000.0, read_only=True),
     Param('integrator', 'rk4', 'Integrator of the plant', choices=INTEGRATORS, read_only=True),
     Param(
