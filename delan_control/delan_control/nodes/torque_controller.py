@@ -230,7 +230,8 @@ class TorqueControllerNode(Node):
             name='model_update_loader',
         )
         reg['model'] = self._check_model
-        reg['law'] = self._check_law
+        law_choices = reg['law']  # the table's check (one of LAWS) comes first
+        reg['law'] = lambda law: law_choices(law) or self._check_law(law)
         reg['delan_checkpoint'] = self._check_file('delan_checkpoint', LEARNED_KINDS)
         reg['identified_params'] = self._check_file('identified_params', ('identified',))
         validate = validating_callback(reg)
