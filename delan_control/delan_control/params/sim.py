@@ -14,7 +14,7 @@ from delan_common.param_table import (
     per_joint,
     vector,
 )
-from delan_common.robot_model import PRESETS
+from delan_common.robot_model import JOINT_EFFECT_FIELDS, PRESETS
 from delan_control.plant import INTEGRATORS
 
 #: ``robot_table`` arguments: the sim has a robot to start with, found in the workspace
@@ -299,9 +299,5 @@ MISMATCH = (
     'coulomb',
     'friction_scale',
     'mismatch_preset',
-    'stribeck_static_ratio',
-    'stribeck_velocity',
-    'coulomb_asymmetry',
-    'spring_stiffness',
-    'spring_offset',
+    *JOINT_EFFECT_FIELDS,
 )
