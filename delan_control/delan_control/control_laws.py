@@ -309,24 +309,35 @@ class BumplessBlend:
     """Cross-fades from the torque of the old model to the new one over ``duration`` seconds.
 
     A model switch changes the feed-forward torque in one step; blending both outputs linearly
-    keeps the commanded torque continuous, so a runtime switch does not kick the arm.
+    keeps the commanded torque continuous, so a runtime switch does not kick the arm. The
+    controller times the blend by the joint states' stamps, so it spans ``duration`` of the
+    arm's motion whether the loop stalls or a sim runs faster or slower than real time.
     """
+
+    _PENDING = math.nan
 
     def __init__(self, duration: float):
         self.duration = float(duration)
         self._start: Optional[float] = None
 
-    def start(self, t: float) -> None:
-        self._start = t if self.duration > 0 else None
+    def start(self, t: Optional[float] = None) -> None:
+        """Begin a blend at time ``t``; None: at the time of the next :meth:`weight` call."""
+        if self.duration <= 0:
+            self._start = None
+        else:
+            self._start = self._PENDING if t is None else float(t)
 
     def stop(self) -> None:
         """End a blend at once: the new output alone from now on."""
         self._start = None
 
     def weight(self, t: float) -> Optional[float]:
-        """Weight of the *new* output in [0, 1), or None once the blend is over."""
+        """Weight of the *new* output in [0, 1), or None once the blend is over (or when ``t``
+        lies before its start: the clock went back, a sim reset)."""
         if self._start is None:
             return None
+        if math.isnan(self._start):
+            self._start = float(t)
         w = (t - self._start) / self.duration
         if w >= 1.0 or w < 0.0:
             self._start = None

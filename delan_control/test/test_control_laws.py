@@ -93,6 +93,10 @@ def test_clamp_and_blend():
     blend.start(1.0)
     assert blend.weight(1.1) == pytest.approx(0.5)
     assert blend.weight(1.25) is None and blend.weight(1.1) is None  # over, and stays over
+    blend.start()  # from the time of the next weight() call
+    assert blend.weight(7.0) == 0.0 and blend.weight(7.05) == pytest.approx(0.25)
+    assert blend.weight(6.9) is None  # the clock went back (a sim reset): the blend ends
+    BumplessBlend(0.0).start()  # no blend at all
 
 
 class PendulumInertia(Pendulum):

@@ -346,6 +346,8 @@ typedef struct
    * whatever the model (NULL until such a law is set), and the rigid_body_file it was read from */
   rigid_body * feedback;
   char feedback_path[4096];
+  int blending;                     /* an old model is faded out; blend_start NAN: from the
+                                       next state's stamp */
   double blend_start;
   double velocity_limits[MAX_JOINTS];
   /* reference: the trajectory, the offset that rejoins it after a stall, and the deviation
@@ -546,7 +548,7 @@ static void drop_old_model(controller_t * c)
   rigid_body_free(c->old_rb);
   c->old_model = (model_t){NULL, NULL};
   c->old_rb = NULL;
-  c->blend_start = 0;
+  c->blending = 0;
 }
 
 /* One cycle (torque_controller._control): 1 when tau holds a command. */
@@ -580,8 +582,9 @@ static int control(controller_t * c, const sensor_msgs__msg__JointState * m, dou
   {
     c->fallbacks++;
   }
-  if (c->blend_start > 0) {
-    double w = c->rt.blend_time > 0 ? (now - c->blend_start) / c->rt.blend_time : 1.0;
+  if (c->blending) {
+    if (isnan(c->blend_start)) {c->blend_start = t;}  /* timed by the states' stamps */
+    double w = c->rt.blend_time > 0 ? (t - c->blend_start) / c->rt.blend_time : 1.0;
     if (w >= 0.0 && w < 1.0) {
       c->fallbacks += control_torque(&c->old_model, c->rt.law, c->feedback, &c->gains, c->q,
         c->qd, c->q_ref, c->qd_ref, c->qdd_ref, c->tau_old, c->work);
@@ -628,7 +631,7 @@ static delan_model * load_delan(const controller_t * c, const char * path, char 
 }
 
 /* a learner version: switched to bumplessly; 0 when refused */
-static int adopt_model(controller_t * c, const char * path, double now)
+static int adopt_model(controller_t * c, const char * path)
 {
   char err[4600];
   delan_model * m = load_delan(c, path, err, sizeof(err));
@@ -639,7 +642,8 @@ static int adopt_model(controller_t * c, const char * path, double now)
   drop_old_model(c);
   c->old_model = c->model;
   c->model = (model_t){c->residual ? c->rb : NULL, m};
-  c->blend_start = now;
+  c->blending = 1;
+  c->blend_start = NAN;
   c->model_loads++;
   fprintf(stderr, "[torque_controller_rt] DeLaN%s v%lld from %s\n", c->residual ? " residual" :
     "", (long long)delan_model_version(m), path);
@@ -1134,9 +1138,9 @@ static void switch_feedback(controller_t * c, const params_t * P, rigid_body * f
 }
 
 /* Makes the model P names, loaded as m with rigid-body part rb, the active one; the one before
- * fades out over the blend time from now (at once without blend). */
+ * fades out over the blend time from the next state (at once without blend). */
 static void switch_models(controller_t * c, const params_t * P, model_t m, rigid_body * rb,
-  double now, int blend)
+  int blend)
 {
   const char * kind = param_string(P, "model", "pd");
   drop_old_model(c);
@@ -1148,7 +1152,8 @@ static void switch_models(controller_t * c, const params_t * P, model_t m, rigid
   c->residual = !strcmp(kind, "delan_residual");
   c->follow_learner = learned_kind(kind) && !*param_string(P, "delan_weights", "") &&
     !*param_string(P, "delan_checkpoint", "");
-  c->blend_start = now;
+  c->blending = 1;
+  c->blend_start = NAN;
   if (!blend) {drop_old_model(c);}
   if (c->model.delan) {
     c->model_loads++;
@@ -1204,7 +1209,7 @@ static int apply_parameters(void * owner, const rcl_interfaces__msg__Parameter *
   if (reload) {
     char previous[32];
     snprintf(previous, sizeof(previous), "%s", c->model_kind);
-    switch_models(c, &P, m, rb, mono_s(), 1);
+    switch_models(c, &P, m, rb, 1);
     fprintf(stderr, "[torque_controller_rt] switched model %s -> %s (bumpless, %.2f s "
       "blend)\n", previous, c->model_kind, c->rt.blend_time);
   }
@@ -1271,7 +1276,7 @@ static int configure(controller_t * c, const params_t * P, char * err, size_t er
   model_t m;
   rigid_body * rb, * fb;
   if (!load_models(c, P, 1, &m, &rb, err, err_len)) {return 0;}
-  switch_models(c, P, m, rb, mono_s(), 0);
+  switch_models(c, P, m, rb, 0);
   if (!load_feedback(c, P, c->rt.law, &fb, err, err_len)) {return 0;}
   switch_feedback(c, P, fb);
   return 1;
@@ -1468,7 +1473,7 @@ int main(int argc, char ** argv)
         if (!c.follow_learner) {continue;}
         char path[4200];
         snprintf(path, sizeof(path), "%s.cw", c.latest_update);
-        adopt_model(&c, path, mono_s());
+        adopt_model(&c, path);
       }
       rcl_reset_error();
     }

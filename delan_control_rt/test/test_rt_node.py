@@ -81,9 +81,13 @@ class Bench:
         while time.monotonic() < end:
             self.ex.spin_once(timeout_sec=0.01)
 
-    def send(self, names, q, qd, effort=None):
+    def send(self, names, q, qd, effort=None, stamp=None):
+        """Publish one state, stamped now (or at ``stamp`` [s])."""
         m = JointState(name=names, position=list(q), velocity=list(qd), effort=list(effort or []))
-        m.header.stamp = self.node.get_clock().now().to_msg()
+        if stamp is None:
+            m.header.stamp = self.node.get_clock().now().to_msg()
+        else:
+            m.header.stamp = Time(nanoseconds=int(round(stamp * 1e9))).to_msg()
         self.pub.publish(m)
 
     def until(self, cond, timeout, what):
@@ -157,14 +161,15 @@ def identified_file(tmp):
     return path
 
 
-def answer(bench, topics, names, q, qd, timeout=30.0):
-    """Publish one state until every controller answered it; the answers."""
+def answer(bench, topics, names, q, qd, timeout=30.0, stamp=None):
+    """Publish one state (stamped now, or at ``stamp``) until every controller answered it;
+    the answers."""
     for t in topics:
         bench.got[t].clear()
     end = time.monotonic() + timeout
     while not all(bench.got[t] for t in topics):
         assert time.monotonic() < end, f'no command on {[t for t in topics if not bench.got[t]]}'
-        bench.send(names, q, qd)
+        bench.send(names, q, qd, stamp=stamp)
         bench.spin(0.03)
     return [np.array(bench.got[t][-1]) for t in topics]
 
@@ -472,6 +477,44 @@ def test_runtime_parameter_changes_as_by_the_python_node(bench, tmp_path):
     model, law, kp = fut.result().values
     assert (model.string_value, law.string_value) == ('delan_residual', 'feedforward_urdf_pd')
     assert list(kp.double_array_value) == [20.0, 5.0]
+
+
+def test_a_switch_blends_over_the_states_stamps_as_the_python_node(bench, tmp_path):
+    """pd -> pinocchio with a 1 s blend: both nodes fade over the stamps of the states they
+    answer (not over their own clocks), from the first state after the switch; the commands
+    lie on the blend line at the stamps' weights and agree to 1e-9."""
+    tmp = str(tmp_path)
+    params = rt_params()
+    names = params['joint_names']
+    files = model_files('pd', URDF, folder=tmp)
+    order = list(reversed(names))
+    blend = {'command_joints': order, 'watchdog_timeout': 10.0, 'switch_blend_time': 1.0}
+    py = bench.start(
+        'delan_control', 'torque_controller', 'py_bl', {**GAINS, **blend, 'urdf_path': URDF}
+    )
+    rt = bench.start(
+        'delan_control_rt', 'torque_controller_rt', 'rt_bl', {**params, **files, **blend}
+    )
+    answer(bench, [py, rt], names, [0.3, -0.5], [0.0, 0.0], timeout=40.0)
+    q, qd = [0.305, -0.497], [0.2, -0.1]
+    old_py, old_rt = answer(bench, [py, rt], names, q, qd)
+    np.testing.assert_allclose(old_rt, old_py, rtol=0, atol=1e-9)
+    for node in ('py_bl', 'rt_bl'):
+        results = set_parameters(bench, node, [Parameter('model', value='pinocchio')])
+        assert all(r.successful for r in results), (node, results)
+    # the same state at stamps 0, 0.25, 0.5 and 1.5 s after the first one after the switch,
+    # however long the wall-clock gaps between them
+    t0 = bench.node.get_clock().now().nanoseconds * 1e-9
+    got = []
+    for dt in (0.0, 0.25, 0.5, 1.5):
+        a_py, a_rt = answer(bench, [py, rt], names, q, qd, stamp=t0 + dt)
+        np.testing.assert_allclose(a_rt, a_py, rtol=0, atol=1e-9, err_msg=f'{dt} s in')
+        got.append(a_py)
+        time.sleep(0.3)
+    new = got[-1]
+    assert np.abs(new - old_py).max() > 1.0  # gravity feed-forward: a hard switch would step
+    for w, c in zip((0.0, 0.25, 0.5), got):
+        np.testing.assert_allclose(c, w * new + (1 - w) * old_py, rtol=0, atol=1e-9)
 
 
 def test_rigid_body_models_refuse_missing_and_wrong_files(bench, tmp_path):

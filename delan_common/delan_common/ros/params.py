@@ -12,6 +12,7 @@ from rcl_interfaces.msg import (
     ParameterDescriptor,
     SetParametersResult,
 )
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
@@ -98,7 +99,18 @@ def _declare(
     the validator, so an out-of-range override at start-up fails loudly instead of being
     clipped."""
     description = param.describe(ctx)
-    declared = node.declare_parameter(param.name, param.default, _descriptor(param, description))
+    try:
+        declared = node.declare_parameter(
+            param.name, param.default, _descriptor(param, description)
+        )
+    except InvalidParameterValueException:  # rclpy's own range check of the override
+        raise ValueError(
+            f'invalid parameter: {param.name} must be in {param.constraints()}'
+        ) from None
+    except InvalidParameterTypeException as err:
+        raise ValueError(
+            f'invalid parameter: {param.name} must be of type {param.type_name} ({err})'
+        ) from None
     value = declared.value
     record(
         node,

@@ -154,8 +154,11 @@ class ReferenceNode(Node):
             self.publish_reference()
 
     def close(self) -> None:
-        """Stop taking joint states (run_node calls it; idempotent)."""
-        self._taker.close()
+        """Stop taking joint states (run_node calls it; idempotent; also after a failed
+        start)."""
+        taker = getattr(self, '_taker', None)
+        if taker is not None:
+            taker.close()
 
     def destroy_node(self):
         self.close()

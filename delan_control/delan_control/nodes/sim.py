@@ -522,9 +522,12 @@ class SimNode(Node):
 
     def close(self) -> None:
         """Stop the physics thread (called by run_node at shutdown; idempotent)."""
-        self._stop.set()
+        stop = getattr(self, '_stop', None)
+        if stop is None:  # a start that failed before the physics existed
+            return
+        stop.set()
         if (
-            self._thread is not None
+            getattr(self, '_thread', None) is not None
             and self._thread.is_alive()
             and threading.current_thread() is not self._thread
         ):

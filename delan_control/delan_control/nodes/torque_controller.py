@@ -412,7 +412,7 @@ class TorqueControllerNode(Node):
             else:
                 self._old_model, self._old_energy = self._model, self._energy
                 self._blend.duration = self.blend_time
-                self._blend.start(time.monotonic())
+                self._blend.start()  # at the next state's stamp
             self._model, self._energy = model, energy
             self._model_version = getattr(model, 'model_version', 0)
             self.model_kind = kind
@@ -701,7 +701,7 @@ class TorqueControllerNode(Node):
         with self._lock:
             model, old = self._model, self._old_model
             energy, old_energy, law = self._energy, self._old_energy, self.law
-            w = self._blend.weight(now)
+            w = self._blend.weight(t)
         if law == ENERGY_LAW:  # no reference: the upright, where the law works towards
             q_ref, qd_ref, qdd_ref = self._energy_law.reference()
             holding = False

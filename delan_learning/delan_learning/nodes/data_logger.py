@@ -513,8 +513,8 @@ class DataLoggerNode(Node):
     # ------------------------------------------------------------------ shutdown
     def close(self) -> None:
         """Drain the queue, close the bag (summary + metadata.yaml). Idempotent."""
-        if self._closed:
-            return
+        if getattr(self, '_closed', True) or not hasattr(self, '_thread'):
+            return  # closed, or a start that failed before the writer existed
         self._closed = True
         self._stop.set()
         try:

@@ -744,9 +744,15 @@ class LearnerNode(Node):
         )
 
     def close(self) -> None:
-        self._taker.close()
-        self._stop.set()
-        self._worker.join(timeout=10.0)
+        """Stop taking joint states and training (idempotent; also after a failed start)."""
+        taker = getattr(self, '_taker', None)
+        if taker is not None:
+            taker.close()
+        stop, worker = getattr(self, '_stop', None), getattr(self, '_worker', None)
+        if stop is not None:
+            stop.set()
+        if worker is not None and worker.is_alive():
+            worker.join(timeout=10.0)
 
 
 class _Buffers:
