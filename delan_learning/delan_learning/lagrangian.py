@@ -110,6 +110,19 @@ class DelanModel(DynamicsModule):
     #: ``forward_dynamics`` is differentiable in the weights, so the forward loss can train it
     differentiable_forward = True
 
+    # buffers (register_buffer), declared for the type checker
+    head_mask: torch.Tensor  # (K, W, P)
+    sel_r: torch.Tensor  # (n, P)
+    sel_c: torch.Tensor  # (P, n)
+    sel_s: torch.Tensor  # (P, n * n)
+    v_col: torch.Tensor  # (P,)
+    diag_mask: torch.Tensor  # (P,) bool
+    eye: torch.Tensor  # (n, n)
+    h_scale: torch.Tensor  # ()
+    h_rel: torch.Tensor  # (n,)
+    v_scale: torch.Tensor  # ()
+    tau_scale: torch.Tensor  # (n,)
+
     def __init__(
         self,
         joint_types: Sequence[str],
@@ -209,13 +222,14 @@ class DelanModel(DynamicsModule):
             for x in (q, qd, qdd, tau)
         ]
         s = data_scales(*arrays)
-        self.h_scale.fill_(s['h_scale'])
+        self.h_scale.fill_(float(s['h_scale']))
         self.h_rel.copy_(torch.as_tensor(s['h_joint'] / s['h_scale']))
-        self.v_scale.fill_(s['v_scale'])
+        self.v_scale.fill_(float(s['v_scale']))
         self.tau_scale.copy_(torch.as_tensor(s['tau_std']))
         if self.use_friction and self.friction_model == 'stribeck':
             # the Stribeck law starts at a least-squares fit (fit_stribeck says why)
-            coef = friction_law.fit_stribeck(*arrays, tau_scale=s['tau_std'])
+            q_, qd_, qdd_, tau_ = arrays
+            coef = friction_law.fit_stribeck(q_, qd_, qdd_, tau_, tau_scale=s['tau_std'])
             self.friction_raw.copy_(friction_law.raw_of(coef, s['tau_std']))
         self.scales_initialised.fill_(True)
 
@@ -270,6 +284,7 @@ class DelanModel(DynamicsModule):
         One forward, one tangent and one reverse pass; ``qdd=None`` leaves out ``H qdd``.
         """
         p = self._network(q, qd)
+        assert p.ldot is not None  # the tangent pass runs whenever qd is given
         R, C = self._sel(q)
         qdR = torch.matmul(qd, R)
         u = torch.matmul(p.l * qdR, C)  # L^T qd
@@ -368,6 +383,7 @@ class DelanModel(DynamicsModule):
         Uses ``qd^T dH/dt qd = 2 (L^T qd) . (dL/dt^T qd)`` and ``dV/dt = g . qd``.
         """
         p = self._network(q, qd)
+        assert p.ldot is not None  # the tangent pass runs whenever qd is given
         R, C = self._sel(q)
         qdR = torch.matmul(qd, R)
         u = torch.matmul(p.l * qdR, C)
