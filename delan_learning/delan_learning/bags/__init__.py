@@ -34,6 +34,8 @@ The modules:
 - :mod:`.types`: the typestore, message type names, QoS records, CDR decoding, constants;
 - :mod:`.errors`: :class:`BagError`, :class:`BagWarning`;
 - :mod:`.writer`: :class:`TopicSpec`, :class:`SplitBagWriter`;
+- :mod:`.recorder`: :class:`BagRecorder`, the data logger's queue and writer thread around it;
+- :mod:`.checks`: :class:`MessageChecker`, the logger's check of each joint-state message;
 - :mod:`.sources`: finding bags (:func:`list_bags`) and reading their messages
   (:func:`iter_bag_messages`);
 - :mod:`.salvage`: the messages of damaged mcap (through the ``mcap`` library) and sqlite3 files;
@@ -42,7 +44,9 @@ The modules:
 """
 
 from delan_learning.bags.arrays import ARRAY_KEYS, read_bag_arrays
+from delan_learning.bags.checks import MessageChecker
 from delan_learning.bags.errors import BagError, BagWarning
+from delan_learning.bags.recorder import BagRecorder
 from delan_learning.bags.recovery import recover_bag
 from delan_learning.bags.salvage import salvage_mcap, salvage_sqlite
 from delan_learning.bags.sources import iter_bag_messages, list_bags
@@ -66,6 +70,8 @@ __all__ = [
     'BagWarning',
     'TopicSpec',
     'SplitBagWriter',
+    'BagRecorder',
+    'MessageChecker',
     'read_bag_arrays',
     'recover_bag',
     'list_bags',
