@@ -12,7 +12,7 @@ other joints cannot be commanded at all. :class:`CommandOrder` (from
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 from delan_common.command_order import CommandOrder, CommandOrderError, order_mismatch
 
@@ -121,6 +121,14 @@ class ReceiverOrderQuery:
         return self._decide(
             self._fallback(f'no joints from {self.receiver} within {self.timeout_s:g} s ({why})')
         )
+
+    def status(self) -> Tuple[str, str]:
+        """``(level, message)`` for diagnostics (level: info, warning or error): waiting while
+        undecided, else the decision's level and, unless info, its message."""
+        if self.decision is None:
+            return 'warning', f'waiting for the joint order of {self.receiver}'
+        level = self.decision.level
+        return level, 'ok' if level == 'info' else self.decision.message
 
     def _fallback(self, why: str) -> OrderDecision:
         return OrderDecision(

@@ -1,15 +1,17 @@
-"""Whether consecutive joint states can be one motion of the arm.
+"""Whether consecutive joint states can be one motion of the arm: no stall, no jump.
 
 A measured position that the arm cannot have reached since the previous state (a sim reset, a
 driver re-homed or restarted without a pause, an encoder glitch) leaves a controller tracking a
 reference from where the arm no longer is: the feedback sees the whole jump as an error. The
 controller treats such a jump as it treats joint states that restart after a stall (rejoin the
-reference smoothly, or drop a far one and hold the arm where it is).
+reference smoothly, or drop a far one and hold the arm where it is); during a stall its
+watchdog sends zero torque once (:class:`StateContinuity`).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+import threading
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
@@ -45,3 +47,57 @@ class JumpDetector:
         if np.any(step > self.factor * self.velocity * dt + self.margin):
             return float(np.max(step))
         return None
+
+
+class Restart(NamedTuple):
+    """Why a joint state restarts the motion (:meth:`StateContinuity.take`)."""
+
+    cause: str  # 'the stall' or 'a jump of the arm'
+    message: str  # what to log
+
+
+class StateContinuity:
+    """Whether joint states go on as one motion of the arm: stale (from the start, and once
+    none came for ``timeout`` [s] of a monotonic clock) until the next one, and jumps beyond
+    ``velocity_limits`` ``(n,)`` (:class:`JumpDetector`). Thread-safe: the control loop calls
+    :meth:`take`, a timer :meth:`expire`."""
+
+    def __init__(self, timeout: float, velocity_limits: np.ndarray):
+        self.timeout = float(timeout)
+        self.stale = True
+        self.trips = 0  # how often states went stale
+        self._last: Optional[float] = None
+        self._jumps = JumpDetector(velocity_limits)  # control thread only
+        self._lock = threading.Lock()
+
+    def take(self, now: float, t: float, q: np.ndarray) -> Optional[Restart]:
+        """A joint state came at ``now`` (monotonic), stamped ``t`` [s], at ``q`` ``(n,)``:
+        a restart when it ends a stale spell (the first state too) or the arm jumped, else
+        None."""
+        with self._lock:
+            self._last = now
+            resumed, self.stale = self.stale, False
+        if resumed:
+            self._jumps.reset()
+        jump = self._jumps.check(t, q)
+        if resumed:
+            return Restart('the stall', 'joint states fresh: commanding')
+        if jump is not None:
+            return Restart(
+                'a jump of the arm',
+                f'the arm jumped {jump:.3f} between two joint states (a reset, a re-homed '
+                'driver): taken as a restart',
+            )
+        return None
+
+    def expire(self, now: float, on_trip: Callable[[], None]) -> bool:
+        """Go stale when the last state is more than ``timeout`` old at ``now``: ``on_trip``
+        runs then (the zero command), before a fresh state can be taken, so a command sent
+        for that state always comes after it. True when it tripped."""
+        with self._lock:
+            if self.stale or self._last is None or now - self._last <= self.timeout:
+                return False
+            self.stale = True
+            self.trips += 1
+            on_trip()
+        return True

@@ -284,6 +284,17 @@ class EnergySwingUp:
         self.catch_energy_error = float('nan')
         self.last_energy = float('nan')
 
+    def diagnostics(self) -> Tuple[Tuple[str, object], ...]:
+        """Diagnostic values: the mode, the passive energy ``E_p`` it last pumped on and its
+        target ``E*`` [J, the model's], the switch counts."""
+        return (
+            ('energy_mode', self.mode),
+            ('energy_passive_J', f'{self.last_energy:.5f}'),
+            ('energy_target_J', f'{self.e_target:.5f}'),
+            ('energy_catches', self.catches),
+            ('energy_releases', self.releases),
+        )
+
     def error(self, q: np.ndarray) -> np.ndarray:
         """``q - upright (n,)``, wrapped to ``[-pi, pi)`` on the ``wrap`` joints."""
         e = np.asarray(q, dtype=np.float64) - self.upright

@@ -14,7 +14,7 @@ percentiles follow from two snapshots: the node's diagnostics publish it, a benc
 from __future__ import annotations
 
 import threading
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -110,6 +110,24 @@ class LoopStats:
                 'missed': self.missed,
                 'clock_skew': self.clock_skew,
             }
+
+    def diagnostics(self, loop_errors: int) -> Tuple[Tuple[str, object], ...]:
+        """Diagnostic values: the loop's timing over the window since the last call [us], its
+        missed cycles, the callback errors the loop counted (``loop_errors``) and the
+        cumulative latency histogram (a window's percentiles from two snapshots)."""
+        s = self.snapshot()  # the loop thread goes on writing meanwhile
+        w = s['window']
+        return (
+            ('loop_latency_p50_us', f'{w["p50_us"]:.0f}'),
+            ('loop_latency_p99_us', f'{w["p99_us"]:.0f}'),
+            ('loop_latency_max_us', f'{w["max_us"]:.0f}'),
+            ('loop_latency_max_all_us', f'{s["max_us"]:.0f}'),
+            ('joint_states_received', s['states']),
+            ('missed_cycles', s['missed']),
+            ('clock_skew_samples', s['clock_skew']),
+            ('loop_errors', loop_errors),
+            ('latency_histogram_10us', histogram_text(s['hist'])),
+        )
 
     def _take_window(self) -> Dict[str, float]:
         w = self.hist - self._window

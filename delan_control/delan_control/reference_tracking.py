@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -33,6 +33,22 @@ class Resumed:
     action: str  # 'holding' (no reference), 'unchanged', 'rejoining' or 'dropped'
     error: float = 0.0  # how much farther the reference got from the arm [rad or m]
     until: float = 0.0  # 'rejoining': when the target is back on the reference [s]
+
+    def describe(self, cause: str, t: float, tolerance: float) -> Optional[Tuple[str, str]]:
+        """``(level, message)`` to log of a resume at ``t`` [s] after ``cause`` (the stall, a
+        jump) under ``resume_tolerance`` ``tolerance``; None when there is nothing to say."""
+        if self.action == 'rejoining':
+            return 'info', (
+                f'rejoining the reference ({cause} left it {self.error:.3f} farther from the '
+                f'arm) over {self.until - t:.2f} s'
+            )
+        if self.action == 'dropped':
+            return 'warning', (
+                f'reference dropped: {self.error:.3f} farther from the arm after {cause} '
+                f'(resume_tolerance {tolerance}); holding the current position until a new '
+                'reference arrives'
+            )
+        return None
 
 
 class ReferenceTracker:
@@ -130,3 +146,40 @@ class ReferenceTracker:
             if self._reference is ref:
                 self._deviation = deviation
         return q_ref, qd_ref, qdd_ref, False
+
+
+def reference_from_points(
+    joint_names: Sequence[str],
+    names: Sequence[str],
+    t0: float,
+    offsets: Sequence[float],
+    positions: Sequence[Sequence[float]],
+    velocities: Sequence[Sequence[float]],
+    accelerations: Sequence[Sequence[float]],
+) -> PiecewiseQuintic:
+    """A reference trajectory in the order of ``joint_names`` from the points of a message in
+    the order of ``names``: starting at ``t0`` [s], the points ``offsets`` [s] after it, one
+    row a point for each of ``positions``, ``velocities``, ``accelerations`` (empty rows: not
+    given). ``ValueError`` says what is wrong with it."""
+    names = list(names)
+    missing = [j for j in joint_names if j not in names]
+    if missing:
+        raise ValueError(f'reference lacks joints {missing}')
+    idx = np.array([names.index(j) for j in joint_names])
+    if not offsets:
+        raise ValueError('reference has no points')
+    t = t0 + np.array(offsets, dtype=float)
+
+    def arr(field: str, rows: List[Sequence[float]]) -> Optional[np.ndarray]:
+        if all(len(r) == 0 for r in rows):
+            return None
+        if any(len(r) != len(names) for r in rows):
+            raise ValueError(f'{field} of some points has the wrong length')
+        return np.asarray(rows, float)[:, idx]
+
+    q = arr('positions', list(positions))
+    if q is None:
+        raise ValueError('reference points have no positions')
+    return PiecewiseQuintic(
+        t, q, arr('velocities', list(velocities)), arr('accelerations', list(accelerations))
+    )

@@ -47,8 +47,8 @@ def rt_parameters(
     they are, the others derived for ``control_rate`` as ``torque_controller`` derives them."""
     from delan_common.robot_model import RobotModel
     from delan_common.urdf_joints import RobotDescription
+    from delan_control.control_cycle import FALLBACK_GAINS
     from delan_control.control_laws import arm_gains
-    from delan_control.nodes.torque_controller import FALLBACK_GAINS
 
     given = dict(given or {})
     robot = RobotDescription.load(urdf)
