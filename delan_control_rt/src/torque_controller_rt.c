@@ -9,8 +9,9 @@
  * commands until known). When joint states (re)start, or the arm jumps between two states (a
  * sim reset), a reference left behind is rejoined smoothly, or dropped when it is farther than
  * resume_tolerance. A watchdog sends zero torque once when joint states stop for
- * watchdog_timeout. The loop times itself as delan_control.loop_stats does (DDS source stamps)
- * and reports on /diagnostics.
+ * watchdog_timeout. The loop times itself as delan_control.loop_stats does (DDS source stamps),
+ * each command broken down into DDS + wake-up, take, compute and publish (loop_timing.h), and
+ * reports on /diagnostics.
  *
  * rclc sets up support, node and entities; the loop is a plain rcl wait set, so that it takes
  * every queued state with its message info and answers only the newest. Parameters come from
@@ -18,9 +19,7 @@
  * name as rclpy matches them (wildcard keys); the node serves them (param_server.h), and the
  * model, law, gains and timings can be set while it runs, between two cycles, as on the Python
  * node. See docs/realtime.md. */
-#include <errno.h>
 #include <math.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
@@ -48,13 +47,12 @@
 
 #include "control_law.h"
 #include "delan_model.h"
+#include "loop_timing.h"
 #include "param_server.h"
 #include "reference.h"
 #include "rigid_body.h"
 
 #define MAX_JOINTS 64
-#define BIN_US 10
-#define N_BINS 2000
 #define MAX_STAMP_JUMP_S 1.0
 /* a stall that moved the arm and the reference apart by less than this (position, velocity)
  * needs no rejoin (reference_tracking.REJOIN_NEGLIGIBLE) */
@@ -268,49 +266,6 @@ static int param_per_joint(const params_t * P, const char * name, int n, double 
   return 0;
 }
 
-/* ------------------------------------------------------------------ loop timing */
-typedef struct
-{
-  int64_t hist[N_BINS + 1], window[N_BINS + 1];
-  double max_us, window_max_us;
-  int64_t states, missed, clock_skew, last_command_ns;
-} loop_stats_t;
-
-/* count states taken together, the oldest published at first_ns; only the last is answered */
-static void stats_received(loop_stats_t * s, int64_t first_ns, int count)
-{
-  s->states += count;
-  if (s->last_command_ns && first_ns < s->last_command_ns) {s->missed++;}
-  s->missed += count - 1;
-  s->last_command_ns = 0;
-}
-
-static void stats_command(loop_stats_t * s, int64_t state_ns, int64_t command_ns)
-{
-  s->last_command_ns = command_ns;
-  double us = (command_ns - state_ns) * 1e-3;
-  if (us < 0.0) {
-    s->clock_skew++;
-    return;
-  }
-  int bin = (int)(us / BIN_US);
-  s->hist[bin < N_BINS ? bin : N_BINS]++;
-  if (us > s->max_us) {s->max_us = us;}
-  if (us > s->window_max_us) {s->window_max_us = us;}
-}
-
-static double percentile_us(const int64_t * h, double q)
-{
-  int64_t total = 0, cum = 0;
-  for (int i = 0; i <= N_BINS; i++) {total += h[i];}
-  if (!total) {return NAN;}
-  for (int k = 0; k <= N_BINS; k++) {
-    cum += h[k];
-    if ((double)cum >= q / 100.0 * total) {return k >= N_BINS ? INFINITY : (k + 1) * BIN_US;}
-  }
-  return INFINITY;
-}
-
 /* ------------------------------------------------------------------ controller */
 /* what a parameter set may change while the node runs (apply_parameters) */
 typedef struct
@@ -371,6 +326,7 @@ typedef struct
   int64_t references, references_rejected, references_rejoined, references_dropped;
   char last_reject[160];
   loop_stats_t stats;
+  loop_breakdown_t breakdown;
 } controller_t;
 
 static int reject(controller_t * c, const char * reason, const char * detail)
@@ -734,6 +690,23 @@ static void publish_command(rcl_publisher_t * pub, std_msgs__msg__Float64MultiAr
   }
 }
 
+/* the diagnostics' key-value pairs being filled: the next one is data[k] */
+typedef struct
+{
+  diagnostic_msgs__msg__KeyValue__Sequence * seq;
+  size_t k;
+} pairs_t;
+
+/* a pair with its value as it is (of any length: the histograms) */
+static void put_pair(void * ctx, const char * key, const char * value)
+{
+  pairs_t * p = ctx;
+  if (p->k >= p->seq->size) {return;}
+  rosidl_runtime_c__String__assign(&p->seq->data[p->k].key, key);
+  rosidl_runtime_c__String__assign(&p->seq->data[p->k].value, value);
+  p->k++;
+}
+
 static void kv(diagnostic_msgs__msg__KeyValue__Sequence * seq, size_t * k, const char * key,
   const char * fmt, ...)
 {
@@ -742,10 +715,9 @@ static void kv(diagnostic_msgs__msg__KeyValue__Sequence * seq, size_t * k, const
   va_start(ap, fmt);
   vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
-  if (*k >= seq->size) {return;}
-  rosidl_runtime_c__String__assign(&seq->data[*k].key, key);
-  rosidl_runtime_c__String__assign(&seq->data[*k].value, buf);
-  (*k)++;
+  pairs_t p = {seq, *k};
+  put_pair(&p, key, buf);
+  *k = p.k;
 }
 
 static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const char * fqn,
@@ -778,19 +750,7 @@ static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const c
   rosidl_runtime_c__String__assign(&st->name, fqn);
   rosidl_runtime_c__String__assign(&st->hardware_id, hw);
   rosidl_runtime_c__String__assign(&st->message, message);
-  diagnostic_msgs__msg__KeyValue__Sequence__init(&st->values, 32);
-  loop_stats_t * s = &c->stats;
-  int64_t w[N_BINS + 1];
-  for (int i = 0; i <= N_BINS; i++) {w[i] = s->hist[i] - s->window[i];}
-  static char hist[N_BINS * 16];
-  size_t len = 0;
-  hist[0] = '\0';
-  for (int i = 0; i <= N_BINS && len < sizeof(hist) - 40; i++) {
-    if (s->hist[i]) {
-      len += snprintf(hist + len, sizeof(hist) - len, "%s%d:%lld", len ? "," : "", i,
-          (long long)s->hist[i]);
-    }
-  }
+  diagnostic_msgs__msg__KeyValue__Sequence__init(&st->values, 96);
   size_t k = 0;
   kv(&st->values, &k, "model", "%s", c->model_kind);
   kv(&st->values, &k, "model_version", "%lld",
@@ -811,19 +771,13 @@ static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const c
     c->order_state == ORDER_REFUSED ? "refused: " : c->order_warn ? "model order (fallback)" :
     "", c->order_state == ORDER_KNOWN && !c->order_warn ? c->receiver :
     c->order_state == ORDER_REFUSED ? c->receiver : "");
-  kv(&st->values, &k, "loop_latency_p50_us", "%.0f", percentile_us(w, 50));
-  kv(&st->values, &k, "loop_latency_p99_us", "%.0f", percentile_us(w, 99));
-  kv(&st->values, &k, "loop_latency_max_us", "%.0f", s->window_max_us);
-  kv(&st->values, &k, "loop_latency_max_all_us", "%.0f", s->max_us);
-  kv(&st->values, &k, "joint_states_received", "%lld", (long long)s->states);
-  kv(&st->values, &k, "missed_cycles", "%lld", (long long)s->missed);
-  kv(&st->values, &k, "clock_skew_samples", "%lld", (long long)s->clock_skew);
-  kv(&st->values, &k, "latency_histogram_10us", "%s", hist);
-  st->values.size = k;
-  memcpy(s->window, s->hist, sizeof(s->hist));
-  s->window_max_us = 0.0;
+  /* the loop's timing and its breakdown (loop_timing.h), and the next period begins */
+  pairs_t pairs = {&st->values, k};
+  loop_report(&c->stats, &c->breakdown, put_pair, &pairs);
+  const size_t capacity = st->values.size;
+  st->values.size = pairs.k;
   if (rcl_publish(pub, &arr, NULL) != RCL_RET_OK) {rcl_reset_error();}
-  st->values.size = 25;
+  st->values.size = capacity;
   diagnostic_msgs__msg__DiagnosticArray__fini(&arr);
 }
 
@@ -1282,17 +1236,6 @@ static int configure(controller_t * c, const params_t * P, char * err, size_t er
   return 1;
 }
 
-static void realtime(int priority)
-{
-  if (priority <= 0) {return;}
-  struct sched_param sp = {.sched_priority = priority};
-  /* before the middleware's threads exist: they inherit it */
-  if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
-    fprintf(stderr, "[torque_controller_rt] SCHED_FIFO %d refused (%s): normal scheduling; "
-      "needs CAP_SYS_NICE or an rtprio limit\n", priority, strerror(errno));
-  }
-}
-
 int main(int argc, char ** argv)
 {
   signal(SIGINT, on_signal);
@@ -1307,17 +1250,10 @@ int main(int argc, char ** argv)
   param_server * table = param_server_create();
   if (!table) {return die("out of memory");}
   params_t P = {early, "/torque_controller_rt", table, NULL, 0};
-  /* the node's name is known once it exists; the priority is looked up for any name */
-  int prio = 0;
-  for (size_t i = 0; early && i < early->num_nodes; i++) {
-    for (size_t j = 0; j < early->params[i].num_params; j++) {
-      rcl_variant_t * v = &early->params[i].parameter_values[j];
-      if (!strcmp(early->params[i].parameter_names[j], "realtime_priority") && v->integer_value) {
-        prio = (int)*v->integer_value;
-      }
-    }
-  }
-  realtime(prio);
+  /* the node's name is known once it exists; the priority is looked up for any name, and set
+   * before the middleware's threads exist (they inherit it) */
+  int prio = loop_priority_of(early);
+  loop_realtime(prio, "torque_controller_rt");
   CHECK(rclc_support_init(&support, argc, (const char * const *)argv, &alloc));
   rcl_node_t node = rcl_get_zero_initialized_node();
   CHECK(rclc_node_init_default(&node, "torque_controller_rt", "", &support));
@@ -1435,7 +1371,13 @@ int main(int argc, char ** argv)
     SOFT(rcl_wait_set_add_subscription(&ws, &sub_ref, NULL));
     param_server_wait_on(table, &ws);
     if (c.order_state == ORDER_PENDING) {SOFT(rcl_wait_set_add_client(&ws, &order_client, NULL));}
+    /* the cycle's instants (loop_timing.h): the wait, the wake-up, the CPU time from there */
+    loop_cycle_t cycle;
+    cycle.wait_begin = loop_wall_ns();
     rcl_ret_t rc = rcl_wait(&ws, wait > 0 ? RCL_S_TO_NS(wait) : 0);
+    cycle.wake = loop_wall_ns();
+    const int64_t cpu_at_wake = loop_thread_cpu_ns();
+    loop_breakdown_idle(&c.breakdown, cycle.wake - cycle.wait_begin);
     if (rc != RCL_RET_OK && rc != RCL_RET_TIMEOUT) {rcl_reset_error();}
     if (c.order_state == ORDER_PENDING && ws.size_of_clients && ws.clients[0]) {
       rmw_request_id_t header;
@@ -1458,11 +1400,17 @@ int main(int argc, char ** argv)
       }
       rcl_reset_error();
       if (count) {
-        stats_received(&c.stats, first_ns, count);
+        cycle.taken = loop_wall_ns();
+        loop_stats_received(&c.stats, first_ns, count);
         if (control(&c, js[newest], mono_s()) && c.order_state == ORDER_KNOWN) {
+          cycle.computed = loop_wall_ns();
           publish_command(&pub_cmd, &cmd, &c, c.tau);
+          cycle.published = loop_wall_ns();
+          cycle.cpu_ns = loop_thread_cpu_ns() - cpu_at_wake;
+          cycle.source = newest_info.source_timestamp;
           c.commands_sent++;
-          stats_command(&c.stats, newest_info.source_timestamp, wall_ns());
+          loop_stats_command(&c.stats, cycle.source, cycle.published);
+          loop_breakdown_cycle(&c.breakdown, &cycle);
         }
       }
     }
