@@ -330,6 +330,10 @@ def _same(a, b) -> bool:
                 ('width', 8),
                 ('estimate_publish_rate', -5.0),
                 ('estimate_publish_rate', NAN),
+                ('loss', 'sideways'),
+                ('horizon', 0),
+                ('integrator', 'leapfrog'),
+                ('torque_timing', 'middle'),
             ],
         ),
         (

@@ -56,6 +56,14 @@ class Sample:
     #: ``W (n, n)`` with ``W^T W = H_nominal^-1`` (``RobotModel.acceleration_metric``): the
     #: loss weighs torque errors by the acceleration they cause; None = per-joint torque spread
     metric: Optional[np.ndarray] = None
+    #: the measured effort of this joint state as it came (``tau`` may be averaged with the
+    #: acceleration estimate's kernel: right for the inverse loss, not for a rollout); None =
+    #: ``tau`` is the measured effort
+    effort: Optional[np.ndarray] = None
+    #: position of the joint state in the stream (:class:`DelayedDifferentiator`): consecutive
+    #: numbers are consecutive joint states, with no gap, restart or rejected message between
+    #: them; -1 = unknown (the sample follows the one added before it)
+    seq: int = -1
 
 
 def fit_targets(data: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
@@ -72,8 +80,10 @@ def evaluate_total(trainer: Any, data: Mapping[str, np.ndarray]) -> Dict[str, An
     """``trainer.evaluate`` on :func:`fit_targets`, with the nMSE per joint relative to the
     spread of the *measured* torque either way, so a residual model and a whole one are judged
     (and gated) alike. The loss is already relative to the trainer's normaliser, which the
-    learner takes from the measured torques."""
-    ev = trainer.evaluate(fit_targets(data))
+    learner takes from the measured torques. Torque metrics whatever the training loss: with
+    the forward loss too, the loss is the inverse (torque) loss, and ``data`` need not be
+    consecutive samples."""
+    ev = trainer.evaluate(fit_targets(data), rollouts=False)
     if 'tau_prior' in data:
         var = np.var(np.asarray(data['tau'], dtype=np.float64), axis=0)
         var = np.where(constant_torque(np.sqrt(var)), var.max(initial=0.0), var)
@@ -101,6 +111,12 @@ class DelayedDifferentiator:
     qd is re-estimated from q as well when ``smooth_velocity`` (encoders' q is usually far cleaner
     than the drive's velocity). A time gap above ``max_gap`` or a non-increasing stamp restarts the
     window, so samples are never differentiated across a gap.
+
+    Each sample carries the measured effort of its joint state (``Sample.effort``) and its
+    position in the stream (``Sample.seq``): pushes are numbered in order, and a restart, a
+    :meth:`reset` or a :meth:`skip` (the caller rejected a message) skips a number, so samples
+    with consecutive numbers are consecutive states of the arm (what the forward loss's rollout
+    windows need, :meth:`ReplayBuffer.windows`).
     """
 
     @staticmethod
@@ -142,10 +158,18 @@ class DelayedDifferentiator:
         # ring indices oldest-first, for each position of the write index
         self._order = [(np.arange(window) + k) % window for k in range(window)]
         self.restarts = 0
+        self._seq = np.zeros(window, dtype=np.int64)  # stream position of each ring row
+        self._pos = 0  # of the next push
 
     def reset(self) -> None:
         self._count = 0
         self._next = 0
+        self._pos += 1
+
+    def skip(self) -> None:
+        """A message of the stream was rejected (not pushed): the next push does not follow
+        the last one (the samples already in the window keep their numbers)."""
+        self._pos += 1
 
     def push(self, t: float, q: np.ndarray, qd: np.ndarray, tau: np.ndarray) -> Optional[Sample]:
         if self._count and not (0.0 < t - self._last_t <= self.max_gap):
@@ -155,6 +179,8 @@ class DelayedDifferentiator:
             self._rows = np.zeros((self.window, 3, len(q)))
         i = self._next
         self._t[i] = t
+        self._seq[i] = self._pos
+        self._pos += 1
         row = self._rows[i]
         row[0], row[1], row[2] = q, qd, tau
         self._next = (i + 1) % self.window
@@ -182,15 +208,15 @@ class DelayedDifferentiator:
         else:
             coef, deriv = P[2] * (2.0 / scale**2), 2  # qdd = coef @ q
         qdd = coef @ rows[:, 2 - deriv, :]
+        effort = rows[c, 2].copy()
         tau_c = (
-            interval_weights(ts, coef, tc, deriv) @ rows[:, 2, :]
-            if self.match_torque
-            else rows[c, 2].copy()
+            interval_weights(ts, coef, tc, deriv) @ rows[:, 2, :] if self.match_torque else effort
         )
+        seq = int(self._seq[order[c]])
         if self.smooth_velocity:
             coef = P[:2] @ rows[:, 0, :]
-            return Sample(tc, coef[0], coef[1] / scale, qdd, tau_c)
-        return Sample(tc, rows[c, 0].copy(), rows[c, 1].copy(), qdd, tau_c)
+            return Sample(tc, coef[0], coef[1] / scale, qdd, tau_c, effort=effort, seq=seq)
+        return Sample(tc, rows[c, 0].copy(), rows[c, 1].copy(), qdd, tau_c, effort=effort, seq=seq)
 
 
 class ReplayBuffer:
@@ -198,27 +224,41 @@ class ReplayBuffer:
     bounded by ``capacity * (4 * n + 1) * 8`` bytes whatever the stream rate; the oldest rows are
     overwritten. ``prior=True`` adds a ``tau_prior`` column (the nominal model's torque of each
     sample, for residual learning): ``(5 * n + 1) * 8`` bytes per row; ``metric=True`` each
-    sample's ``W`` (``Sample.metric``, float32): ``4 * n * n`` bytes more."""
+    sample's ``W`` (``Sample.metric``, float32): ``4 * n * n`` bytes more; ``windows=True`` the
+    measured effort and the stream position of each sample (``Sample.effort``, ``Sample.seq``)
+    for :meth:`windows`: ``(n + 1) * 8`` bytes more."""
 
     FIELDS = ('q', 'qd', 'qdd', 'tau')
 
-    def __init__(self, capacity: int, n_joints: int, prior: bool = False, metric: bool = False):
+    def __init__(
+        self,
+        capacity: int,
+        n_joints: int,
+        prior: bool = False,
+        metric: bool = False,
+        windows: bool = False,
+    ):
         if capacity < 1:
             raise ValueError('capacity must be positive')
         self.capacity = int(capacity)
         self.n = int(n_joints)
-        fields = self.FIELDS + (('tau_prior',) if prior else ())
+        fields = self.FIELDS + (('tau_prior',) if prior else ()) + (('effort',) if windows else ())
         self._data = {f: np.zeros((self.capacity, self.n)) for f in fields}
         if metric:
             self._data['metric'] = np.zeros((self.capacity, self.n, self.n), dtype=np.float32)
         self._t = np.zeros(self.capacity)
+        self._seq: Optional[np.ndarray] = (
+            np.zeros(self.capacity, dtype=np.int64) if windows else None
+        )
+        self._last_seq = -1
         self._next = 0
         self.size = 0
         self.total_added = 0
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in self._data.values()) + self._t.nbytes
+        extra = 0 if self._seq is None else self._seq.nbytes
+        return sum(a.nbytes for a in self._data.values()) + self._t.nbytes + extra
 
     def add(self, s: Sample) -> None:
         i = self._next
@@ -234,6 +274,10 @@ class ReplayBuffer:
             if s.metric is None:
                 raise ValueError('this buffer weighs by acceleration: the sample needs metric')
             self._data['metric'][i] = s.metric
+        if self._seq is not None:
+            self._data['effort'][i] = s.tau if s.effort is None else s.effort
+            self._last_seq = self._last_seq + 1 if s.seq < 0 else s.seq
+            self._seq[i] = self._last_seq
         self._t[i] = s.t
         self._next = (i + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
@@ -263,3 +307,52 @@ class ReplayBuffer:
             age = (idx - self._next) % self.capacity
             idx = idx[np.argsort(age)[-limit:]]
         return {f: a[idx].copy() for f, a in self._data.items()}
+
+    def _stream_order(self) -> np.ndarray:
+        """Row indices oldest first."""
+        start = self._next if self.size == self.capacity else 0
+        return (start + np.arange(self.size)) % self.capacity
+
+    def windows(
+        self,
+        rng: np.random.Generator,
+        limit: int = 0,
+        min_run: int = 2,
+        spans: int = 32,
+    ) -> Dict[str, np.ndarray]:
+        """Rows in stream order for the forward loss: every column, the stamps ``t`` and
+        ``traj``, one id per run of consecutive samples (``Sample.seq``: no gap, estimator
+        restart, rejected message, held-out chunk or ring wrap inside a run); runs of fewer than
+        ``min_run`` rows (``horizon + 1``: no window fits) are left out.
+        :func:`delan_learning.rollout.window_index` cuts the windows from ``t`` and ``traj``
+        (and skips any step the stamps say is a gap).
+
+        ``limit`` > 0 and more rows than that: ``spans`` stretches of ``limit / spans`` rows at
+        random places, each a run of its own, so a round's windows come from all over the
+        buffer (as :meth:`sample` draws its rows) without copying all of it."""
+        if self._seq is None:
+            raise ValueError('this buffer keeps no stream positions: make it with windows=True')
+        order = self._stream_order()
+        first = np.zeros(len(order), dtype=bool)  # rows that start a stretch
+        if 0 < limit < len(order):
+            span = max(int(min_run), -(-int(limit) // max(1, int(spans))))
+            offset = int(rng.integers(0, span))
+            slots = (len(order) - offset) // span
+            if slots > 0:
+                chosen = np.sort(rng.choice(slots, size=min(spans, slots), replace=False))
+                rows = offset + span * chosen[:, None] + np.arange(span)
+                order = order[rows.reshape(-1)]
+                first = np.zeros(len(order), dtype=bool)
+                first[::span] = True
+        seq = self._seq[order]
+        new_run = first
+        new_run[1:] |= np.diff(seq) != 1
+        if len(new_run):
+            new_run[0] = True
+        traj = np.cumsum(new_run) - 1
+        keep = np.bincount(traj)[traj] >= min_run if len(traj) else np.zeros(0, dtype=bool)
+        order, traj = order[keep], traj[keep]
+        out = {f: a[order].copy() for f, a in self._data.items()}
+        out['t'] = self._t[order].copy()
+        out['traj'] = traj
+        return out

@@ -15,7 +15,10 @@ model is rolled out from each window's first state under the recorded torques, a
 the squared error of the predicted positions and velocities, each joint divided by the spread of
 what the dynamics change over a window (:func:`delan_learning.rollout.horizon_scales`). No
 acceleration estimate enters, so the noise that differentiating measured velocities adds (and
-the bias it gives the inverse loss) is gone. ``'both'`` adds the two losses.
+the bias it gives the inverse loss) is gone. ``'both'`` adds the two losses. Data given as a dict
+may carry ``effort``, the measured torque as it came, beside ``tau`` (the online learner's
+``tau`` is averaged with its acceleration estimate's kernel, right for the inverse loss only):
+rollouts are then driven by ``effort``.
 """
 
 from __future__ import annotations
@@ -133,13 +136,20 @@ class Batch(NamedTuple):
 
 class Windows(NamedTuple):
     """Consecutive samples for the forward loss: ``q, qd, qdd, tau (B, H+1, n)``, step lengths
-    ``dt (B, H)`` [s]."""
+    ``dt (B, H)`` [s]; ``effort (B, H+1, n)``: the torque the rollouts apply, when it is not
+    ``tau`` (the measured torque beside a kernel-averaged one)."""
 
     q: torch.Tensor
     qd: torch.Tensor
     qdd: torch.Tensor
     tau: torch.Tensor
     dt: torch.Tensor
+    effort: Optional[torch.Tensor] = None
+
+    @property
+    def rollout_tau(self) -> torch.Tensor:
+        """The torques the rollouts apply ``(B, H+1, n)``."""
+        return self.tau if self.effort is None else self.effort
 
     def first(self) -> Batch:
         """The windows' first samples ``(B, n)`` (the inverse term of ``loss='both'``)."""
@@ -158,20 +168,28 @@ class _Pool:
         samples: Batch,
         index: Optional[torch.Tensor] = None,
         dt: Optional[torch.Tensor] = None,
+        effort: Optional[torch.Tensor] = None,
     ):
         self.samples = samples
         self.n = samples.q.shape[1]
-        self.packed = torch.cat(tuple(samples[:4]), dim=1)
+        self.effort = effort  # (N, n) rollout torques, when not samples.tau
+        parts = tuple(samples[:4]) + (() if effort is None else (effort,))
+        self.packed = torch.cat(parts, dim=1)
         self.index, self.dt = index, dt
 
     def __len__(self) -> int:
         return len(self.samples.q) if self.index is None else len(self.index)
 
+    @property
+    def rollout_tau(self) -> torch.Tensor:
+        return self.samples.tau if self.effort is None else self.effort
+
     def take(self, idx: torch.Tensor) -> Union[Batch, Windows]:
         if self.index is None:
             metric = None if self.samples.metric is None else self.samples.metric[idx]
-            return Batch(*self.packed[idx].split(self.n, dim=1), metric=metric)
-        return Windows(*self.packed[self.index[idx]].split(self.n, dim=-1), self.dt[idx])
+            return Batch(*self.packed[idx].split(self.n, dim=1)[:4], metric=metric)
+        q, qd, qdd, tau, *effort = self.packed[self.index[idx]].split(self.n, dim=-1)
+        return Windows(q, qd, qdd, tau, self.dt[idx], effort[0] if effort else None)
 
 
 class Trainer:
@@ -239,15 +257,21 @@ class Trainer:
 
     def _pool(self, data: ArrayData) -> _Pool:
         """The samples of ``data``, cut into windows when the loss needs them (then ``data``
-        needs time stamps ``t``; trajectory ids ``traj`` default to one trajectory)."""
+        needs time stamps ``t``; trajectory ids ``traj`` default to one trajectory; a dict's
+        ``effort``, when there, is the torque the rollouts apply)."""
         full = self.to_batch(data)
         self._ensure_initialised(full)
         if not self.uses_windows:
             return _Pool(full)
+        effort = None
         if isinstance(data, Dataset):
             t, traj = data.t, data.traj
         elif isinstance(data, Mapping):
             t, traj = data.get('t'), data.get('traj')
+            if data.get('effort') is not None:
+                effort = torch.as_tensor(np.asarray(data['effort'])).to(
+                    device=self.device, dtype=self.dtype
+                )
         else:
             t = traj = None
         if t is None:
@@ -270,6 +294,7 @@ class Trainer:
             full,
             torch.as_tensor(index, device=self.device),
             torch.as_tensor(dt, device=self.device, dtype=self.dtype),
+            effort,
         )
 
     def set_state_scales(self, q_scale: np.ndarray, qd_scale: np.ndarray) -> None:
@@ -348,7 +373,7 @@ class Trainer:
             self.model,
             w.q[:, 0],
             w.qd[:, 0],
-            ro.step_torques(w.tau, cfg.torque_timing),
+            ro.step_torques(w.rollout_tau, cfg.torque_timing),
             w.dt,
             cfg.integrator,
         )
@@ -432,13 +457,20 @@ class Trainer:
         return float(np.mean(losses)) if losses else float('nan')
 
     @torch.no_grad()
-    def evaluate(self, data: Union[ArrayData, _Pool], chunk: int = 2048) -> Dict[str, Any]:
+    def evaluate(
+        self,
+        data: Union[ArrayData, _Pool],
+        chunk: int = 2048,
+        rollouts: Optional[bool] = None,
+    ) -> Dict[str, Any]:
         """Loss, per-joint torque MSE and normalised MSE (MSE / Var(tau) of ``data``; the
         largest Var(tau) for a joint of constant torque, :func:`constant_torque`).
 
         With the forward loss also ``inverse_loss``, ``forward_loss`` and ``rollout`` (RMS
         position / velocity error per joint at the horizon, over all windows of ``data``), and
-        ``loss`` is the configured objective.
+        ``loss`` is the configured objective -- unless ``rollouts`` is False: then the torque
+        metrics only, ``loss`` the inverse loss, whatever the training loss (the online
+        learner's validation, on samples that are not consecutive).
 
         ``chunk``: samples per forward pass. Small chunks are as fast and keep the peak small:
         with 16384 the online learner's allocator held ~110 MB of freed memory from its
@@ -461,7 +493,7 @@ class Trainer:
             else float(self._torque_loss(err, b.metric.double()))
         )
         out = {'loss': loss, 'mse': mse.tolist(), 'nmse': (mse / np.maximum(var, 1e-12)).tolist()}
-        if self.uses_windows:
+        if self.uses_windows and rollouts is not False:
             out.update(
                 self._evaluate_rollouts(pool if pool is not None else self._pool(data), loss)
             )
@@ -471,7 +503,14 @@ class Trainer:
         cfg = self.config
         s = pool.samples
         eq, ev = ro.rollout_errors(
-            self.model, s.q, s.qd, s.tau, pool.index, pool.dt, cfg.integrator, cfg.torque_timing
+            self.model,
+            s.q,
+            s.qd,
+            pool.rollout_tau,
+            pool.index,
+            pool.dt,
+            cfg.integrator,
+            cfg.torque_timing,
         )
         forward = float(self._state_loss(eq.double(), ev.double()))
         names = self.model.joint_names or [f'joint{i}' for i in range(s.q.shape[1])]

@@ -2,11 +2,14 @@
 
 An intake thread (``ros/state_taker.py``, batches every 20 ms) only validates joint states,
 estimates accelerations (delayed Savitzky-Golay) and appends to a fixed-size replay buffer; a
-worker thread trains in rounds, so a slow training step never delays the intake. After each
-round the model is checked on a held-out buffer (one in ``validation_every`` one-second chunks
-of data), and :class:`~delan_learning.publication.PublicationPolicy` decides: roll back after a
-divergence, keep training, hold the publication after the data changed, or publish. A published
-version is written atomically as a new checkpoint and announced on the latched
+worker thread trains in rounds, so a slow training step never delays the intake. With ``loss``
+forward or both, a round trains on rollout windows of consecutive samples
+(:meth:`~delan_learning.online.ReplayBuffer.windows`: never across a gap, an estimator restart, a
+rejected message or a held-out chunk) under the measured efforts. After each round the model is
+checked on a held-out buffer (one in ``validation_every`` one-second chunks of data; torque errors
+whatever the loss), and :class:`~delan_learning.publication.PublicationPolicy` decides: roll back
+after a divergence, keep training, hold the publication after the data changed, or publish. A
+published version is written atomically as a new checkpoint and announced on the latched
 ``~/model_update`` topic, where controllers pick it up without restart.
 
 ``~/dynamics_estimate`` carries what the published version predicts for the incoming samples
@@ -38,6 +41,7 @@ from std_srvs.srv import Trigger
 
 from delan_common.decimation import Decimator
 from delan_common.joint_state import JointStateError, JointStateMapper, MappedJointState, StampGate
+from delan_common.model_kinds import FORWARD_KINDS
 from delan_common.residual_dynamics import NominalPlusResidual
 from delan_common.robot_model import RobotModel
 from delan_common.ros.cdr import JointStateReader
@@ -123,6 +127,9 @@ class LearnerNode(Node):
             if v.loss_metric != 'auto'
             else ('both' if self.model_kind == 'delan_residual' else 'torque')
         )
+        # the training loss and its rollouts (runtime: applied at the next round)
+        self.loss, self.horizon = v.loss, v.horizon
+        self.integrator, self.torque_timing = v.integrator, v.torque_timing
         self.capacity, self.min_samples = v.buffer_capacity, v.min_samples
         self.validation_every, self.steps_per_round = v.validation_every, v.steps_per_round
         self.batch_size = v.batch_size
@@ -161,7 +168,11 @@ class LearnerNode(Node):
         prior = self.model_kind == 'delan_residual'
         metric = self.loss_metric != 'torque'
         self.nominal = RobotModel.from_description(self.robot) if prior or metric else None
-        self.train_buf = ReplayBuffer(self.capacity, n, prior=prior, metric=metric)
+        # a kind the forward loss can train keeps what its windows need (effort, stream order)
+        windows = self.model_kind in FORWARD_KINDS
+        self.train_buf = ReplayBuffer(
+            self.capacity, n, prior=prior, metric=metric, windows=windows
+        )
         self.val_buf = ReplayBuffer(
             max(100, self.capacity // self.validation_every), n, prior=prior, metric=metric
         )
@@ -253,6 +264,8 @@ class LearnerNode(Node):
             decoded = decode_joint_state(self._reader, data, self.rejected)
             if decoded is not None:
                 self._take(*decoded)
+            else:
+                self._break_stream()
         self._publish_estimates()
 
     def _on_joint_state(self, msg: JointState) -> None:
@@ -260,20 +273,30 @@ class LearnerNode(Node):
         self._take(msg, seconds(msg.header.stamp))
         self._publish_estimates()
 
+    def _break_stream(self) -> None:
+        """A message was rejected: the samples after it do not continue those before it (no
+        rollout window of the forward loss spans it)."""
+        if self.diff is not None:
+            self.diff.skip()
+
+    def _reject(self, reason: str, detail: str) -> None:
+        self.rejected.reject(reason, detail)
+        self._break_stream()
+
     def _take(self, msg, t: float) -> None:
         """``msg``: a JointState or a :class:`~delan_common.ros.cdr.RawJointState`."""
         try:
             js = self.mapper.map(msg)
         except JointStateError as err:
-            self.rejected.reject(err.reason, err.detail)
+            self._reject(err.reason, err.detail)
             return
         if js.effort is None:
-            self.rejected.reject('no_effort', 'joint state carries no effort: nothing to learn')
+            self._reject('no_effort', 'joint state carries no effort: nothing to learn')
             return
         if np.any(np.abs(js.effort) > self._effort_lim) or np.any(
             np.abs(js.velocity) > self._vel_lim
         ):
-            self.rejected.reject(
+            self._reject(
                 'out_of_range', f'torque or velocity beyond {self.range_factor} x the URDF limits'
             )
             return
@@ -287,14 +310,14 @@ class LearnerNode(Node):
                 'a joint within end_stop_margin of its position limit (the estimator restarts)',
             )
             if self.diff is not None:
-                self.diff.reset()
+                self.diff.reset()  # a break of the stream too
             return
         if t == 0.0:
             t = self.get_clock().now().nanoseconds * 1e-9
         try:
             self.stamps.check(t)  # backwards / far ahead: rejected (the estimator restarts)
         except JointStateError as err:
-            self.rejected.reject(err.reason, err.detail)
+            self._reject(err.reason, err.detail)
             return
         try:
             self._ingest(t, js)
@@ -354,8 +377,27 @@ class LearnerNode(Node):
             lr=self.lr_schedule.at(self.training_steps),
             seed=self.seed,
             loss_metric=self.loss_metric,
+            **self._loss_config(),
         )
         return Trainer(model, cfg, normalizer, device='cpu', dtype=torch.float32)
+
+    def _loss_config(self) -> Dict:
+        """The TrainConfig fields of the loss parameters, as they are now."""
+        return dict(
+            loss=self.loss,
+            horizon=self.horizon,
+            integrator=self.integrator,
+            torque_timing=self.torque_timing,
+        )
+
+    def _round_data(self, rng: np.random.Generator) -> Dict[str, np.ndarray]:
+        """A round's training data (lock held): random samples for the inverse loss; for a
+        forward loss stretches of consecutive samples with their stamps, run ids and measured
+        efforts, about as many windows as the round's steps draw."""
+        n = self.steps_per_round * self.batch_size
+        if self.trainer is not None and self.trainer.uses_windows:
+            return self.train_buf.windows(rng, limit=n, min_run=self.trainer.config.horizon + 1)
+        return self.train_buf.sample(n, rng)
 
     def _train_loop(self) -> None:
         torch.set_num_threads(self.torch_threads)
@@ -404,8 +446,22 @@ class LearnerNode(Node):
 
     def _train_round(self, rng: np.random.Generator, now: Optional[float] = None) -> None:
         t0 = time.perf_counter()
+        loss_config = self._loss_config()
+        if self.trainer is not None and any(
+            getattr(self.trainer.config, k) != v for k, v in loss_config.items()
+        ):
+            # a loss parameter changed: the same weights and normaliser, trained on from here
+            # with the new loss (fresh optimiser state and state scales). The policy forgets
+            # its losses: weights trained with the new loss are compared among themselves (on
+            # noisy data the torque validation favours the inverse loss's weights, and no
+            # version trained with the new loss would ever replace them)
+            self.trainer = self._new_trainer(self.trainer.model, self.trainer.normalizer)
+            self.policy.restart(copy.deepcopy(self.trainer.model.state_dict()))
+            self.get_logger().info(
+                'training loss now ' + ', '.join(f'{k} {v}' for k, v in loss_config.items())
+            )
         with self._lock:
-            data = self.train_buf.sample(self.steps_per_round * self.batch_size, rng)
+            data = self._round_data(rng)
             val = (
                 self.val_buf.all()
                 if self.val_buf.size <= VALIDATION_SAMPLES
@@ -415,6 +471,9 @@ class LearnerNode(Node):
             self.trainer = self._new_trainer(
                 normalizer=TorqueNormalizer.from_torques(data['tau'], data.get('metric'))
             )
+            if self.trainer.uses_windows:  # the first round's data were samples, not windows
+                with self._lock:
+                    data = self._round_data(rng)
         self.lr = self.lr_schedule.at(self.training_steps)
         for g in self.trainer.optimizer.param_groups:
             g['lr'] = self.lr
@@ -506,6 +565,11 @@ class LearnerNode(Node):
                 'samples_seen': self.samples_seen,
                 'steps': self.training_steps,
                 'validation_nmse': self.val_nmse,
+                'loss': {
+                    k: getattr(self.trainer.config, k)
+                    for k in ('loss', 'horizon', 'integrator', 'torque_timing')
+                    if k == 'loss' or self.trainer.uses_windows
+                },
             },
         }
 

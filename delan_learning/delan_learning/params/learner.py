@@ -2,11 +2,44 @@
 
 from __future__ import annotations
 
-from delan_common.model_kinds import LEARNED_KINDS
-from delan_common.param_table import Param
+from typing import Any, Optional
+
+from delan_common.model_kinds import FORWARD_KINDS, LEARNED_KINDS
+from delan_common.param_table import Param, ParamContext
 from delan_common.urdf_joints import END_STOP_TOLERANCE
 from delan_learning.online import ACCELERATION_SOURCES
-from delan_learning.train_config import FRICTION_MODELS, LOSS_METRICS
+from delan_learning.train_config import (
+    FRICTION_MODELS,
+    INTEGRATORS,
+    LOSS_METRICS,
+    LOSSES,
+    TORQUE_TIMINGS,
+)
+
+
+def loss_error(loss: str, model: str, loss_metric: str) -> Optional[str]:
+    """Why the learner of ``model`` kind with ``loss_metric`` cannot train with ``loss``
+    (None: it can); the learner's version of ``training._check_loss_config``."""
+    if loss == 'inverse':
+        return None
+    if model not in FORWARD_KINDS:
+        return (
+            f'loss {loss!r} trains through the forward dynamics, which the {model!r} model '
+            'does not have in a differentiable form (it learns a torque on top of the '
+            "URDF's model); use loss inverse, or model delan"
+        )
+    if loss_metric not in ('auto', 'torque'):
+        return (
+            f'loss_metric {loss_metric!r} weighs the inverse loss, not loss {loss!r} (a '
+            'rollout measures the motion itself); use loss_metric torque or auto'
+        )
+    return None
+
+
+def _loss_fits_model(value: Any, ctx: ParamContext) -> Optional[str]:
+    """loss: one the model kind can be trained with (declared after model and loss_metric)."""
+    return loss_error(value, ctx.values['model'], ctx.values['loss_metric'])
+
 
 TABLE = (
     Param(
@@ -30,10 +63,49 @@ TABLE = (
         read_only=True,
     ),
     Param(
+        'loss',
+        'inverse',
+        'What training minimises: inverse (the torque error of the inverse model, with the '
+        'estimated acceleration), forward (the error of the positions and velocities the '
+        'forward model predicts horizon samples ahead from a measured state under the measured '
+        'efforts: no acceleration estimate enters, for noisy velocities; delan only) or both '
+        '(their sum). Validation, the quality gate and publication stay on the torque nMSE. A '
+        'change applies from the next training round: the trainer is rebuilt around the current '
+        'weights (the optimiser state starts over) and the versions trained with the new loss '
+        'are compared among themselves',
+        choices=LOSSES,
+        check=_loss_fits_model,
+    ),
+    Param(
+        'horizon',
+        10,
+        'forward / both: joint states per rollout window, after its first (windows never span '
+        'a gap in the stamps, an estimator restart, a rejected message or a held-out chunk); a '
+        'training step costs about 4 x horizon model evaluations. Applies from the next round',
+        min=1,
+        max=500,
+    ),
+    Param(
+        'integrator',
+        'rk4',
+        'forward / both: how a rollout integrates the learned forward model: rk4 (classic '
+        'Runge-Kutta) or euler (semi-implicit, 4x cheaper per step). Applies from the next round',
+        choices=INTEGRATORS,
+    ),
+    Param(
+        'torque_timing',
+        'end',
+        "forward / both: which joint state's effort acts between two: end (the later one's: "
+        'the torque that led to it, as a simulator in lockstep and most drives report it) or '
+        "start (the earlier one's). Applies from the next round",
+        choices=TORQUE_TIMINGS,
+    ),
+    Param(
         'buffer_capacity',
         200000,
         'Replay buffer size [samples]; bounds '
-        'memory to 32 * n_joints + 8 bytes per sample, + 8 * n_joints for '
+        'memory to 32 * n_joints + 8 bytes per sample, + 8 * n_joints + 8 for delan (the '
+        'measured effort and stream position the forward loss needs), + 8 * n_joints for '
         'delan_residual, + 4 * n_joints^2 for a loss_metric other than '
         'torque',
         min=100,
