@@ -68,6 +68,15 @@
  * joints parameter when command_joints is not given; no commands until it is known */
 #define ORDER_POLL_S 0.1
 #define ORDER_RETRY_S 1.0
+/* the reasons a joint state is rejected for (delan_common.joint_state), the last one for any
+ * other; each reason is logged at most every LOG_PERIOD_S, as is the PD fall-back */
+static const char * const REJECT_REASONS[] = {"empty", "duplicate_names", "missing_joints",
+  "length_mismatch", "no_velocity", "non_finite", "bad_stamp", "stamp_jump", "stamp_backwards",
+  "other"};
+#define N_REJECT_REASONS ((int)(sizeof(REJECT_REASONS) / sizeof(REJECT_REASONS[0])))
+#define LOG_PERIOD_S 2.0
+/* the gains' upper bound (params.torque_controller: per_joint_in(0, 1e6)) */
+#define MAX_GAIN 1e6
 enum {ORDER_KNOWN = 0, ORDER_PENDING, ORDER_REFUSED};
 
 static volatile sig_atomic_t g_stop = 0;
@@ -325,17 +334,27 @@ typedef struct
   int64_t commands_sent, fallbacks, watchdog_trips, rejected, model_loads;
   int64_t references, references_rejected, references_rejoined, references_dropped;
   char last_reject[160];
+  /* rejected joint states by reason (REJECT_REASONS) and when each was last logged; when the
+   * model's torque was last found non-finite and logged (0: never) */
+  int64_t rejected_by[N_REJECT_REASONS];
+  double reject_logged[N_REJECT_REASONS], fallback_logged;
   loop_stats_t stats;
   loop_breakdown_t breakdown;
 } controller_t;
 
+/* delan_common.ros.rejections.RejectionCounter: counted by reason, each reason logged at most
+ * every LOG_PERIOD_S (a flood of one reason neither floods the log nor hides another) */
 static int reject(controller_t * c, const char * reason, const char * detail)
 {
+  int k = 0;
+  while (k < N_REJECT_REASONS - 1 && strcmp(REJECT_REASONS[k], reason) != 0) {k++;}
   c->rejected++;
-  /* throttled: the first, then every 1000th */
-  if (c->rejected == 1 || c->rejected % 1000 == 0) {
-    fprintf(stderr, "[torque_controller_rt] rejected joint state (%lld so far): %s: %s\n",
-      (long long)c->rejected, reason, detail);
+  c->rejected_by[k]++;
+  const double now = mono_s();
+  if (c->rejected_by[k] == 1 || now - c->reject_logged[k] >= LOG_PERIOD_S) {
+    c->reject_logged[k] = now;
+    fprintf(stderr, "[torque_controller_rt] rejected joint state (%s, %lld so far): %s\n",
+      reason, (long long)c->rejected_by[k], detail);
   }
   snprintf(c->last_reject, sizeof(c->last_reject), "%s", reason);
   return 0;
@@ -515,6 +534,10 @@ static int control(controller_t * c, const sensor_msgs__msg__JointState * m, dou
   if (t == 0.0) {t = wall_ns() * 1e-9;}
   const char * bad = stamp_check(c, t);
   if (bad) {return reject(c, bad, "header stamp");}
+  /* no command before the receiver's joint order is known, nor when it was refused; nor is
+   * such a state one the watchdog, the hold position or the jump detector takes (the hold is
+   * where the arm is when commanding begins), as on the Python node */
+  if (c->order_state != ORDER_KNOWN) {return 0;}
   c->last_state_time = now;
   const int resumed = c->stale;
   if (resumed) {
@@ -533,6 +556,7 @@ static int control(controller_t * c, const sensor_msgs__msg__JointState * m, dou
     }
   }
   reference_now(c, t);
+  const int64_t fallbacks = c->fallbacks;
   if (control_torque(&c->model, c->rt.law, c->feedback, &c->gains, c->q, c->qd, c->q_ref,
     c->qd_ref, c->qdd_ref, c->tau, c->work))
   {
@@ -548,6 +572,13 @@ static int control(controller_t * c, const sensor_msgs__msg__JointState * m, dou
     } else {
       drop_old_model(c);
     }
+  }
+  if (c->fallbacks > fallbacks && (c->fallback_logged == 0.0 ||
+    now - c->fallback_logged >= LOG_PERIOD_S))
+  {
+    c->fallback_logged = now;
+    fprintf(stderr, "[torque_controller_rt] ERROR: model %s returned non-finite torque: PD "
+      "fallback (%lld so far)\n", c->model_kind, (long long)c->fallbacks);
   }
   clamp_torque(c->n, c->tau, c->limits);
   return 1;
@@ -795,30 +826,63 @@ static int die(const char * msg)
         "[torque_controller_rt] %s failed: %s\n", #x, rcl_get_error_string().str); \
         return 1;}} while (0)
 
+/* name as a Python string in a Python list being written to buf ("['a', 'b'" so far) */
+static void list_add(char * buf, size_t size, const char * name)
+{
+  size_t len = strlen(buf);
+  if (len < size) {snprintf(buf + len, size - len, "%s'%s'", len > 1 ? ", " : "", name);}
+}
+
+/* names as a Python list: ['a', 'b'] */
+static void list_of(char * buf, size_t size, const char * const * names, size_t n)
+{
+  snprintf(buf, size, "[");
+  for (size_t i = 0; i < n; i++) {list_add(buf, size, names[i]);}
+  size_t len = strlen(buf);
+  if (len < size) {snprintf(buf + len, size - len, "]");}
+}
+
 /* cmd_index from a joint order (CommandOrder): 0 with the reason when the names are not the
- * model's joints, each once. */
+ * model's joints, each once, in the words of delan_common.command_order.order_mismatch:
+ * "joints [...] are not the model joints [...]: repeated [...], missing [...], extra [...]" */
 static int order_from_names(controller_t * c, const char * const * order, size_t n_order,
   char * err, size_t err_len)
 {
-  if (n_order != (size_t)c->n) {
-    snprintf(err, err_len, "%zu joints, the model has %d", n_order, c->n);
+  char repeated[300] = "[", missing[300] = "[", extra[300] = "[";
+  int bad = 0;
+  for (size_t i = 0; i < n_order; i++) {
+    size_t before = 0;  /* earlier occurrences: listed at the second one, once */
+    for (size_t k = 0; k < i; k++) {before += strcmp(order[i], order[k]) == 0;}
+    if (before == 1) {list_add(repeated, sizeof(repeated), order[i]); bad |= 1;}
+    int known = 0;
+    for (int j = 0; j < c->n; j++) {known |= strcmp(order[i], c->joints[j]) == 0;}
+    if (!known && before == 0) {list_add(extra, sizeof(extra), order[i]); bad |= 4;}
+  }
+  for (int j = 0; j < c->n; j++) {
+    int found = 0;
+    for (size_t i = 0; i < n_order; i++) {found |= strcmp(order[i], c->joints[j]) == 0;}
+    if (!found) {list_add(missing, sizeof(missing), c->joints[j]); bad |= 2;}
+  }
+  if (bad) {
+    char given[400], model[400];
+    list_of(given, sizeof(given), order, n_order);
+    list_of(model, sizeof(model), c->joints, (size_t)c->n);
+    int len = snprintf(err, err_len, "joints %s are not the model joints %s: ", given, model);
+    const char * part[3] = {"repeated", "missing", "extra"};
+    const char * list[3] = {repeated, missing, extra};
+    for (int k = 0, first = 1; k < 3; k++) {
+      if (!(bad & (1 << k)) || len < 0 || (size_t)len >= err_len) {continue;}
+      len += snprintf(err + len, err_len - (size_t)len, "%s%s %s]", first ? "" : ", ", part[k],
+        list[k]);
+      first = 0;
+    }
     return 0;
   }
-  int index[MAX_JOINTS];
   for (size_t i = 0; i < n_order; i++) {
-    index[i] = -1;
     for (int j = 0; j < c->n; j++) {
-      if (strcmp(order[i], c->joints[j]) == 0) {index[i] = j;}
-    }
-    for (size_t k = 0; k < i; k++) {
-      if (strcmp(order[i], order[k]) == 0) {index[i] = -1;}
-    }
-    if (index[i] < 0) {
-      snprintf(err, err_len, "%s, which is not a model joint, or repeated", order[i]);
-      return 0;
+      if (strcmp(order[i], c->joints[j]) == 0) {c->cmd_index[i] = j;}
     }
   }
-  memcpy(c->cmd_index, index, sizeof(int) * c->n);
   return 1;
 }
 
@@ -845,7 +909,7 @@ static void order_fallback(controller_t * c, const char * why)
 /* The receiver's answer to GetParameters(['joints']). */
 static void order_answer(controller_t * c, const rcl_interfaces__srv__GetParameters_Response * r)
 {
-  char msg[1024], err[256];
+  char msg[1024], err[900];
   const rcl_interfaces__msg__ParameterValue * v = r->values.size ? &r->values.data[0] : NULL;
   if (!v || v->type != rcl_interfaces__msg__ParameterType__PARAMETER_STRING_ARRAY) {
     snprintf(msg, sizeof(msg), "%s has no joints parameter naming joints", c->receiver);
@@ -868,8 +932,8 @@ static void order_answer(controller_t * c, const rcl_interfaces__srv__GetParamet
     for (size_t i = 0; i < n; i++) {names[i] = v->string_array_value.data[i].data;}
   }
   if (n > MAX_JOINTS || !order_from_names(c, names, n, err, sizeof(err))) {
-    snprintf(msg, sizeof(msg), "refusing to command: %s takes commands for %s", c->receiver,
-      err);
+    snprintf(msg, sizeof(msg), "refusing to command: %.100s takes commands for %.850s",
+      c->receiver, err);
     order_decided(c, ORDER_REFUSED, 0, msg);
     return;
   }
@@ -888,9 +952,9 @@ static void order_answer(controller_t * c, const rcl_interfaces__srv__GetParamet
 }
 
 /* ------------------------------------------------------------------ configuration */
-/* name's 1 or n finite values >= 0 into out; 0 with the reason */
-static int param_nonnegative(const params_t * P, const char * name, int n, double * out,
-  char * err, size_t err_len)
+/* name's 1 or n finite values in [0, hi] into out; 0 with the reason */
+static int param_nonnegative(const params_t * P, const char * name, int n, double hi,
+  double * out, char * err, size_t err_len)
 {
   if (param_per_joint(P, name, n, out) != 0) {
     snprintf(err, err_len, "%s needs 1 or %d values (no URDF here to derive it from: the "
@@ -898,8 +962,12 @@ static int param_nonnegative(const params_t * P, const char * name, int n, doubl
     return 0;
   }
   for (int i = 0; i < n; i++) {
-    if (!isfinite(out[i]) || out[i] < 0) {
-      snprintf(err, err_len, "%s values must be finite and >= 0", name);
+    if (!isfinite(out[i]) || out[i] < 0 || out[i] > hi) {
+      if (isinf(hi)) {
+        snprintf(err, err_len, "%s values must be finite and >= 0", name);
+      } else {
+        snprintf(err, err_len, "%s values must be finite and in [0, %g]", name, hi);
+      }
       return 0;
     }
   }
@@ -913,7 +981,7 @@ static int read_runtime(runtime_t * rt, int n, const params_t * P, char * err, s
   const char * per_joint[4] = {"kp", "kd", "ct_kp", "ct_kd"};
   double * dst[4] = {rt->kp, rt->kd, rt->ct_kp, rt->ct_kd};
   for (int k = 0; k < 4; k++) {
-    if (!param_nonnegative(P, per_joint[k], n, dst[k], err, err_len)) {return 0;}
+    if (!param_nonnegative(P, per_joint[k], n, MAX_GAIN, dst[k], err, err_len)) {return 0;}
   }
   const char * law = param_string(P, "law", "computed_torque");
   const int parsed = control_law_parse(law);
@@ -1183,7 +1251,9 @@ static int configure(controller_t * c, const params_t * P, char * err, size_t er
   }
   c->n = (int)n;
   c->params = P;
-  if (!param_nonnegative(P, "effort_limits", c->n, c->effort_limits, err, err_len)) {return 0;}
+  if (!param_nonnegative(P, "effort_limits", c->n, INFINITY, c->effort_limits, err, err_len)) {
+    return 0;
+  }
   const char * cont[MAX_JOINTS];
   size_t n_cont = param_strings(P, "continuous_joints", cont, MAX_JOINTS);
   for (int i = 0; i < c->n; i++) {
@@ -1206,17 +1276,19 @@ static int configure(controller_t * c, const params_t * P, char * err, size_t er
   for (int i = 0; i < c->n; i++) {c->cmd_index[i] = i;}
   const char * receiver = param_string(P, "effort_controller_name", "effort_controller");
   c->order_timeout = param_double(P, "effort_controller_timeout", 5.0);
+  if (!*receiver || *receiver == '~') {
+    snprintf(err, err_len, "effort_controller_name='%.200s' must name the receiving controller "
+      "node", receiver);
+    return 0;
+  }
   if (n_order) {
-    char why[256];
+    char why[480];
     if (n_order > MAX_JOINTS || !order_from_names(c, order, n_order, why, sizeof(why))) {
       snprintf(err, err_len, "command_joints: %s", n_order > MAX_JOINTS ? "too many" : why);
       return 0;
     }
     c->order_state = ORDER_KNOWN;
     snprintf(c->receiver, sizeof(c->receiver), "command_joints");
-  } else if (!*receiver) {
-    snprintf(c->receiver, sizeof(c->receiver), "(none)");
-    order_fallback(c, "neither command_joints nor effort_controller_name given");
   } else {
     /* asked of the receiver in the loop (ReceiverOrderQuery); no commands until known */
     snprintf(c->receiver, sizeof(c->receiver), "%s", receiver);
@@ -1264,6 +1336,21 @@ int main(int argc, char ** argv)
   c.stale = 1;
   char err[512];
   if (!configure(&c, &P, err, sizeof(err))) {return die(err);}
+  {
+    /* effort_controller_name resolves as a node name, whether or not the order is asked of it
+     * (the Python node's start-up check) */
+    char service[300], * resolved = NULL;
+    snprintf(service, sizeof(service), "%.250s/get_parameters",
+      param_string(&P, "effort_controller_name", "effort_controller"));
+    if (rcl_node_resolve_name(&node, service, alloc, true, false, &resolved) != RCL_RET_OK) {
+      char why[1400];
+      snprintf(why, sizeof(why), "effort_controller_name=%.250s is not a node name (%s)",
+        param_string(&P, "effort_controller_name", ""), rcl_get_error_string().str);
+      rcl_reset_error();
+      return die(why);
+    }
+    alloc.deallocate(resolved, alloc.state);
+  }
   const char * hw = param_string(&P, "hardware_id", P.fqn);
   value_t priority = empty_value(rcl_interfaces__msg__ParameterType__PARAMETER_INTEGER);
   priority.integer_value = prio;

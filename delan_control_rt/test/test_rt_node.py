@@ -570,11 +570,21 @@ def test_rigid_body_models_refuse_missing_and_wrong_files(bench, tmp_path):
 
 
 def test_bad_input_is_counted_and_the_watchdog_zeroes_once(bench):
-    params = rt_params(watchdog_timeout=0.3)
+    # the watchdog must not trip while the bad states are sent, however loaded the machine
+    params = rt_params(watchdog_timeout=1.0)
     names = params['joint_names']
     params['command_joints'] = names
     topic = bench.start('delan_control_rt', 'torque_controller_rt', 'rt_bad', params)
+
+    def settle():
+        """Wait until the answers to the states answer() repeated stop arriving."""
+        n = -1
+        while n != len(bench.got[topic]):
+            n = len(bench.got[topic])
+            bench.spin(0.15)
+
     answer(bench, [topic], names, [0.1, 0.2], [0.0, 0.0], timeout=20.0)
+    settle()
     bad = [
         (['elbow', 'nope'], [0.1, 0.2], [0.0, 0.0]),  # wrong names
         (names, [float('nan'), 0.2], [0.0, 0.0]),  # NaN
@@ -586,9 +596,12 @@ def test_bad_input_is_counted_and_the_watchdog_zeroes_once(bench):
         bench.send(*args)
         bench.spin(0.05)
     assert bench.got[topic] == []  # no command for any of them
-    answer(bench, [topic], names, [0.1, 0.2], [0.0, 0.0])  # still alive and commanding
+    # still alive and commanding: off the held position, so the answers are not zero
+    (alive,) = answer(bench, [topic], names, [0.15, 0.25], [0.0, 0.0])
+    assert np.abs(alive).max() > 0.1
+    settle()
     bench.got[topic].clear()
-    bench.spin(1.0)  # states stop
+    bench.spin(2.5)  # states stop
     assert bench.got[topic] == [[0.0, 0.0]]  # one zero, then silence
     bench.until(
         lambda: int(bench.diag.get('/rt_bad', {}).get('watchdog_trips', 0)) == 1,
