@@ -128,9 +128,7 @@ def replay_learner(
                     m.header.stamp.nanosec,
                 )
                 node._on_joint_state(js)
-                ready = node.train_buf.size >= node.min_samples and node.val_buf.size >= max(
-                    10, node.min_samples // 10
-                )
+                ready = node.learning.ready(*node.buffers.sizes())
                 if ready and t_prev is not None:
                     steps_due += rate * (t - t_prev)
                 t_prev = t

@@ -1,5 +1,6 @@
 """Streaming pieces of the online learner, free of ROS: a delayed Savitzky-Golay differentiator,
-a fixed-size replay buffer and the split of the stream into training and validation data.
+a fixed-size replay buffer and the split of the stream into training and validation data
+(:class:`SplitBuffers`).
 
 Accelerations are never measured on a real arm. The differentiator fits a low-order polynomial
 to the last ``window`` samples (by their real timestamps, so jitter is handled) and reports q,
@@ -11,13 +12,24 @@ unlike a one-sided derivative, has no lag error. That delay is harmless for lear
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Protocol, Tuple
 
 import numpy as np
 
 from delan_learning.data import constant_torque
 from delan_learning.torque_kernel import interval_weights
+
+
+class Log(Protocol):
+    """Where the learner's pieces report (an rclpy logger, a ``logging.Logger``)."""
+
+    def info(self, message: str) -> Any: ...
+
+    def warning(self, message: str) -> Any: ...
+
+    def error(self, message: str) -> Any: ...
 
 
 def held_out(t: float, every: int) -> bool:
@@ -356,3 +368,92 @@ class ReplayBuffer:
         out['t'] = self._t[order].copy()
         out['traj'] = traj
         return out
+
+
+#: validation samples a round is judged on (at most; a random subset of a larger buffer)
+VALIDATION_SAMPLES = 20000
+
+
+class SplitBuffers:
+    """The learner's training and validation buffers, split by :func:`held_out` one-second
+    chunks, under one lock: the intake thread adds, the training thread takes a round's data,
+    the executor counts. Also the publication policy's ``DataWindow``.
+
+    ``capacity`` rows of training data, ``capacity // validation_every`` (at least 100) of
+    validation data; ``prior``, ``metric`` and ``windows`` as for :class:`ReplayBuffer` (the
+    validation buffer keeps no stream positions: it is never cut into windows)."""
+
+    def __init__(
+        self,
+        capacity: int,
+        validation_every: int,
+        n_joints: int,
+        prior: bool = False,
+        metric: bool = False,
+        windows: bool = False,
+    ):
+        self.lock = threading.Lock()
+        self.validation_every = validation_every
+        self.train = ReplayBuffer(capacity, n_joints, prior=prior, metric=metric, windows=windows)
+        self.val = ReplayBuffer(
+            max(100, capacity // validation_every), n_joints, prior=prior, metric=metric
+        )
+
+    def add(self, sample: Sample) -> None:
+        with self.lock:
+            if held_out(sample.t, self.validation_every):
+                self.val.add(sample)
+            else:
+                self.train.add(sample)
+
+    def sizes(self) -> Tuple[int, int]:
+        """(training, validation) rows held."""
+        with self.lock:
+            return self.train.size, self.val.size
+
+    @property
+    def size(self) -> int:
+        return sum(self.sizes())
+
+    def clear(self) -> None:
+        with self.lock:
+            self.train.clear()
+            self.val.clear()
+
+    def training_data(
+        self, rng: np.random.Generator, n: int, min_run: int = 0
+    ) -> Dict[str, np.ndarray]:
+        """``n`` random training rows; with ``min_run`` > 0 (a forward loss) stretches of
+        consecutive rows instead, about ``n`` in all, in runs of at least ``min_run``
+        (:meth:`ReplayBuffer.windows`)."""
+        with self.lock:
+            return self._training_data(rng, n, min_run)
+
+    def _training_data(
+        self, rng: np.random.Generator, n: int, min_run: int
+    ) -> Dict[str, np.ndarray]:
+        if min_run > 0:
+            return self.train.windows(rng, limit=n, min_run=min_run)
+        return self.train.sample(n, rng)
+
+    def round_data(
+        self, rng: np.random.Generator, n: int, min_run: int = 0
+    ) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
+        """A round's (training, validation) data, taken together: :meth:`training_data`, and
+        the validation rows (a random :data:`VALIDATION_SAMPLES` of more)."""
+        with self.lock:
+            data = self._training_data(rng, n, min_run)
+            val = (
+                self.val.all()
+                if self.val.size <= VALIDATION_SAMPLES
+                else self.val.sample(VALIDATION_SAMPLES, rng)
+            )
+        return data, val
+
+    def newest_t(self) -> float:
+        with self.lock:
+            return max(self.train.newest_t, self.val.newest_t)
+
+    def validation_since(self, t: float) -> Dict[str, np.ndarray]:
+        with self.lock:
+            return self.val.since(t, limit=VALIDATION_SAMPLES)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Tuple
 
 from delan_learning.online import diverged, evaluate_total
@@ -45,6 +45,11 @@ class PublicationParams:
     divergence_floor: float = 1e-3
     shift_factor: float = 5.0
     publish_hold_s: float = 10.0  # [s of joint-state stamps]
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> 'PublicationParams':
+        """From the learner's parameter values (any mapping that holds these names)."""
+        return cls(**{f.name: values[f.name] for f in fields(cls)})
 
 
 class Weights(Protocol):

@@ -171,3 +171,31 @@ def test_divergence_needs_the_factor_and_the_floor():
     assert not diverged(0.05, 0.01, factor=20.0, floor=1e-3)
     # a floor of 0 is the plain ratio test
     assert diverged(8.7e-7, 1.7e-8, factor=20.0, floor=0.0)
+
+
+def test_split_buffers_hold_out_chunks_and_hand_out_a_rounds_data(monkeypatch):
+    from delan_learning import online
+    from delan_learning.online import SplitBuffers
+
+    bufs = SplitBuffers(capacity=500, validation_every=5, n_joints=2, windows=True)
+    assert bufs.val.capacity == 100 and bufs.train.capacity == 500  # at least 100
+    assert bufs.newest_t() == -math.inf
+    t = np.arange(0.0, 20.0, 0.01)  # 2000 samples, 20 one-second chunks
+    for k, tk in enumerate(t):
+        bufs.add(Sample(float(tk), np.full(2, tk), np.zeros(2), np.zeros(2), np.full(2, k)))
+    n_train, n_val = bufs.sizes()
+    assert (n_train, n_val) == (500, 100) and bufs.size == 600
+    assert all(held_out(x, 5) for x in bufs.val.all()['q'][:, 0])
+    assert not any(held_out(x, 5) for x in bufs.train.all()['q'][:, 0])
+    assert bufs.newest_t() == t[-1]
+    rng = np.random.default_rng(0)
+    data, val = bufs.round_data(rng, n=64)
+    assert len(data['q']) == 64 and len(val['q']) == 100
+    runs = bufs.training_data(rng, n=64, min_run=5)
+    assert 't' in runs and np.all(np.bincount(runs['traj']) >= 5)
+    monkeypatch.setattr(online, 'VALIDATION_SAMPLES', 30)  # a random subset of a larger buffer
+    assert len(bufs.round_data(rng, n=8)[1]['q']) == 30
+    recent = bufs.validation_since(t[-1] - 3.0)
+    assert len(recent['q']) == 30 and np.all(recent['q'][:, 0] > t[-1] - 3.0)
+    bufs.clear()
+    assert bufs.sizes() == (0, 0)
