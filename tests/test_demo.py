@@ -9,6 +9,11 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the sim's real_time_factor while the controllers are evaluated: 0, as fast as the controller
+#: answers. The sim runs in lockstep, so the runs' states are those of real time (the replay in
+#: test_short_demo_end_to_end holds them to the ideal loop); the excitation, where the learner
+#: trains in wall time, stays at the parameter file's 1.0
+EVALUATION_RTF = '0'
 
 
 def test_short_demo_end_to_end(tmp_path):
@@ -28,6 +33,8 @@ def test_short_demo_end_to_end(tmp_path):
             '0',
             '--test-duration',
             '4',
+            '--evaluation-rtf',
+            EVALUATION_RTF,
         ],
         capture_output=True,
         text=True,
@@ -105,7 +112,12 @@ def test_short_demo_on_the_seven_dof_arm(tmp_path):
     true plant explains the excitation, a model is published, DeLaN tracks the unseen figure
     eight with at most 0.7 of nominal Pinocchio's error at 1x and 2x (the demo's own verdict;
     the full demo's bound is 1/3), no controller but PD diverges, and the identification is
-    consistent."""
+    consistent.
+
+    Its learning time stays fixed: stopped early at a validation target (0.03-0.04 on every
+    joint, after 40-60 s), the version under test tracked with up to 0.41-0.57 of nominal's
+    error at 2x, against 0.16-0.23 after the 120 s here; the validation nMSE of a young model
+    is too loose a guide for this bound."""
     out = tmp_path / 'demo7'
     res = subprocess.run(
         [
@@ -124,6 +136,8 @@ def test_short_demo_on_the_seven_dof_arm(tmp_path):
             '0',
             '--test-duration',
             '4',
+            '--evaluation-rtf',
+            EVALUATION_RTF,
             '--max-delan-ratio',
             '0.7',
         ],

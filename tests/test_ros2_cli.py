@@ -41,7 +41,12 @@ RECIPES = [LAUNCH, NODE_LIST, HZ, ECHO_JOINT_STATES, ECHO_STATUS, SET_MODEL, GET
 NODES = ['sim', 'reference', 'torque_controller', 'data_logger', 'learner']
 JOINTS = ['shoulder', 'elbow']  # two_link_arm.urdf, the launch file's default robot
 WAIT = 90.0  # generous: five nodes (one importing torch) and the CLI share two busy cores
-PARAM_ATTEMPT = 15.0  # a `ros2 param` call answers in a few seconds or has lost its response
+#: a `ros2 param` call answers in a few seconds or has lost its response; one not answered by
+#: then gets another try beside it (run_until): a lost response costs 5 s, and a slow try is not
+#: thrown away
+PARAM_ATTEMPT = 5.0
+PARALLEL_TRIES = 4  # at most this many tries of one command at once
+GIVE_UP = 30.0  # [s] a try still running this long is ended
 
 
 class Output:
@@ -95,25 +100,67 @@ def start(command: str, cwd: str) -> tuple:
 def run_until(command: str, cwd: str, ok, timeout: float = WAIT, attempt: float = 30.0) -> str:
     """Run ``command`` again until its output satisfies ``ok``; returns that output. A new ros2
     process discovers the graph asynchronously, so a first try may not see a node or topic yet,
-    as a user retyping the command sometimes sees. A try is abandoned after ``attempt`` seconds:
-    DDS now and then loses a service response, and `ros2 param` then waits for it forever."""
+    as a user retyping the command sometimes sees: a try that ends without the output is
+    followed by the next at once.
+
+    A try still running after ``attempt`` seconds gets another beside it, as a user would open a
+    second terminal, and whichever answers first counts: DDS now and then loses a service
+    response, and `ros2 param` then waits for it forever; but on two busy cores a try may also
+    just be slow (it imports, discovers the graph, then asks), and killing it there threw its
+    progress away and started again from nothing. At most ``PARALLEL_TRIES`` run at once; a try
+    is ended after ``GIVE_UP`` seconds, and all of them once one has answered."""
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            r = subprocess.run(
-                shlex.split(command),
-                cwd=cwd,
-                capture_output=True,
-                text=True,
-                timeout=max(1.0, min(attempt, deadline - time.monotonic())),
-            )
-            out = r.stdout + r.stderr
-            if r.returncode == 0 and ok(r.stdout):
-                return r.stdout
-        except subprocess.TimeoutExpired as e:
-            out = f'timed out; output so far: {e.stdout!r} {e.stderr!r}'
-        if time.monotonic() > deadline:
-            pytest.fail(f'`{command}` never gave the expected output; last try:\n{out}')
+    tries: list = []  # (process, started), oldest first
+    last = 'no try ended'
+
+    def start_try():
+        proc = subprocess.Popen(
+            shlex.split(command),
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        tries.append((proc, time.monotonic()))
+
+    def end(proc):  # what it printed is left unread: a child of it may hold the pipes open
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+    try:
+        start_try()
+        while True:
+            for entry in list(tries):
+                proc, started = entry
+                if proc.poll() is None:
+                    continue
+                tries.remove(entry)
+                stdout, stderr = proc.communicate()
+                if proc.returncode == 0 and ok(stdout):
+                    return stdout
+                last = f'exit {proc.returncode} after {time.monotonic() - started:.1f} s:\n'
+                last += stdout + stderr
+            now = time.monotonic()
+            if now > deadline:
+                stuck = [f'{now - started:.0f} s' for _, started in tries]
+                pytest.fail(
+                    f'`{command}` never gave the expected output; tries still running: {stuck}; '
+                    f'last try that ended: {last}'
+                )
+            if tries and now - tries[0][1] > GIVE_UP:
+                proc, started = tries.pop(0)
+                end(proc)
+                last = f'ended after {now - started:.1f} s without an answer'
+            if not tries or (now - tries[-1][1] > attempt and len(tries) < PARALLEL_TRIES):
+                if tries:
+                    print(f'`{command}`: no answer after {attempt:g} s; another try beside it')
+                start_try()
+            time.sleep(0.05)
+    finally:
+        for proc, _ in tries:
+            end(proc)
 
 
 def first_message(echo_output: str) -> dict:

@@ -151,13 +151,20 @@ def _train(source: List[str], out: str) -> dict:
     )
 
 
-def test_delan_train_on_bag_reproduces_npz_training(bag):
+@pytest.fixture(scope='module')
+def trained_on_bag(bag):
+    """``delan-train --bag`` on the logger bag (the summary; the model in ``from_bag.pt``): both
+    tests' model of that bag, trained once (the same seed and options give the same model)."""
+    return _train(['--bag', bag['dir']], str(bag['tmp'] / 'from_bag.pt'))
+
+
+def test_delan_train_on_bag_reproduces_npz_training(bag, trained_on_bag):
     tmp = bag['tmp']
     npz = str(tmp / 'session.npz')
     out = cli('delan-bag2npz', '--bag', bag['dir'], '--out', npz)
     assert f'{bag["samples"]} samples, 4 trajectories' in out, out
     from_npz = _train(['--data', npz], str(tmp / 'from_npz.pt'))
-    from_bag = _train(['--bag', bag['dir']], str(tmp / 'from_bag.pt'))
+    from_bag = trained_on_bag
     for key in ('joint_names', 'epochs_run', 'steps', 'n_train', 'n_val'):
         assert from_bag[key] == from_npz[key], key
     assert from_bag['n_train'] + from_bag['n_val'] == bag['samples']
@@ -182,7 +189,7 @@ def test_delan_train_on_bag_reproduces_npz_training(bag):
     assert ev_npz['inverse']['nmse_mean'] < 0.2
 
 
-def test_training_on_a_ros2_control_bag_matches_the_logger_bag(bag):
+def test_training_on_a_ros2_control_bag_matches_the_logger_bag(bag, trained_on_bag):
     """The same motion recorded by a ros2_control robot (no effort in the joint states, a
     gripper, commands in the controller's joint order) trains as good a model, given the
     controllers yaml; held-out data from another seed score both."""
@@ -219,17 +226,16 @@ def test_training_on_a_ros2_control_bag_matches_the_logger_bag(bag):
     assert got['rejected'] == {}  # rclpy pads a JointState without effort: still read
     for key in ('q', 'qd', 'tau'):
         np.testing.assert_array_equal(got[key], ref[key])
-    _train(['--bag', bag['dir']], str(tmp / 'logger.pt'))
     trained = _train(
         ['--bag', ros2_control, '--controllers-yaml', str(controllers)],
         str(tmp / 'ros2_control.pt'),
     )
     assert trained['joint_names'] == ['elbow', 'shoulder']  # the commanded joints
     nmse = {
-        name: json.loads(cli('delan-eval', '--model', str(tmp / f'{name}.pt'), '--bag', heldout))[
+        name: json.loads(cli('delan-eval', '--model', str(tmp / f'{model}.pt'), '--bag', heldout))[
             'inverse'
         ]['nmse_mean']
-        for name in ('logger', 'ros2_control')
+        for name, model in (('logger', 'from_bag'), ('ros2_control', 'ros2_control'))
     }
     print(f'\nheld-out nMSE: {nmse}')
     assert nmse['logger'] < 0.2

@@ -155,7 +155,7 @@ class Monitor(Node):
         self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
         self.params = {
             name: AsyncParameterClient(self, name)
-            for name in ('torque_controller', 'reference', 'learner')
+            for name in ('torque_controller', 'reference', 'learner', 'sim')
         }
         self.sim_reset = self.create_client(Trigger, 'sim/reset')
 
@@ -753,6 +753,12 @@ class Demo:
         PD, takes the arm back) and marked, so that it neither spins the arm for the rest of its
         run nor leaves it spun."""
         log('phase 3/3: tracking the unseen figure eight with each controller')
+        rtf = self.args.evaluation_rtf
+        if rtf is not None:
+            # lockstep: each run is the same at any pace (only when, in wall time, it runs)
+            self.mon.set_params('sim', {'real_time_factor': rtf})
+            log(f"the sim's real_time_factor for the evaluation: {rtf:g}")
+            self.results['evaluation_real_time_factor'] = rtf
         t_start = self.mon.sim_time()
         self.mon.set_params('torque_controller', {'identified_params': self.identified_path})
         self.segments: List[Segment] = []
@@ -1038,6 +1044,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=8.0,
         help='sim seconds of each evaluation run (after a 2 s approach)',
+    )
+    ap.add_argument(
+        '--evaluation-rtf',
+        type=float,
+        default=None,
+        help="the sim's real_time_factor during the evaluation (default: the parameter "
+        "file's); the sim runs in lockstep with the controller, so each run's states are the "
+        'same at any factor: 0 runs them as fast as the controller answers',
     )
     ap.add_argument(
         '--max-delan-ratio',
