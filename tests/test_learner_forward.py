@@ -99,7 +99,9 @@ def rig(tmp_path):
         sim = {
             'publish_rate': RATE,
             'lockstep': True,
-            'lockstep_timeout': 0.05,
+            # every state waits for the test loop's answer: a loaded machine that made the sim
+            # step on an old command swung the arm off its excitation
+            'lockstep_timeout': 2.0,
             'real_time_factor': 2.0,
             'position_noise': 1e-4,
             'velocity_noise': 2e-3,
