@@ -12,15 +12,12 @@ import time
 
 import pytest
 import rclpy
-import torch
 from diagnostic_msgs.msg import DiagnosticArray
 from rt_build import NODE, PREFIX, ROOT, require
 from sensor_msgs.msg import JointState
+from test_rt_node import checkpoint, ros_args
 
 from delan_control.rt_params import rt_parameters
-from delan_learning.c_export import export_delan, weights_path
-from delan_learning.checkpoint import load_model, save_model
-from delan_learning.lagrangian import DelanModel
 from delan_testing.processes import node_process
 
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
@@ -29,28 +26,6 @@ GAINS = {'kp': [30.0, 10.0], 'kd': [3.0, 1.0], 'ct_kp': [400.0], 'ct_kd': [40.0]
 #: the parts that make a command's latency, and the others timed per command
 LATENCY_PARTS = ('latency_dds', 'take', 'compute', 'publish')
 PARTS = LATENCY_PARTS + ('wait', 'cycle_cpu')
-
-
-def ros_args(params):
-    out = []
-    for k, v in params.items():
-        text = '[' + ','.join(map(str, v)) + ']' if isinstance(v, list) else str(v)
-        out += ['-p', f'{k}:={text}']
-    return out
-
-
-def delan_checkpoint(folder, names):
-    """A small random DeLaN of the 2-link arm, its weights exported beside it."""
-    torch.manual_seed(3)
-    m = DelanModel(['revolute', 'revolute'], width=16, depth=2).double()
-    with torch.no_grad():
-        for p in m.parameters():
-            p.normal_(0.0, 0.3)
-        m.head_weight.mul_(m.head_mask)
-    path = os.path.join(folder, 'delan.pt')
-    save_model(m.eval(), path, {'joint_names': names})
-    export_delan(load_model(path)[0], weights_path(path), names)
-    return path
 
 
 def histogram_count(text):
@@ -70,7 +45,7 @@ def nodes(tmp_path):
             'watchdog_timeout': 2.0,
             'command_joints': names,
             'model': 'delan',
-            'delan_checkpoint': delan_checkpoint(str(tmp_path), names),
+            'delan_checkpoint': checkpoint(str(tmp_path), names),
         }
     )
     ctx = rclpy.Context()
