@@ -658,17 +658,35 @@ def test_sim_stops_watchdog_zeroes_once_then_resumes_cleanly(rig_factory):
         with rig._lock:
             return sum(1 for r in rig.commands if not any(r[1]))
 
-    def watchdog_reported(t_zero: int, level: int):
-        """A diagnostics message after ``t_zero`` with ``level`` and a trip count that equals
-        the zero commands seen (one zero per trip, counting trips of a starved machine too)."""
+    def trips_before(t_ns: int) -> int:
+        """The trip count of the last diagnostics sent before ``t_ns`` (0 without one)."""
+        with rig._lock:
+            d = [r for r in rig.diags if r[0] < t_ns]
+        return int(d[-1][3]['watchdog_trips']) if d else 0
+
+    def watchdog_reported(t_since: int, level: int, more_than: int = -1):
+        """A diagnostics message after ``t_since`` with ``level`` and a trip count above
+        ``more_than`` that covers the zero commands seen: each zero is a trip (counting trips
+        of a starved machine too), but a trip's zero can miss this probe when the loop resumes
+        at once and its commands push the zero out of the publisher's 10-deep history before
+        this busy process acknowledged it; a zero after a stop has nothing behind it."""
 
         def check():
-            d = rig.since('diags', t_zero)
-            return (
-                bool(d) and d[-1][1] == level and d[-1][3]['watchdog_trips'] == str(zero_count())
-            )
+            d = rig.since('diags', t_since)
+            if not d or d[-1][1] != level:
+                return False
+            trips = int(d[-1][3]['watchdog_trips'])
+            return trips >= zero_count() and trips > more_than
 
         return check
+
+    def diagnosis() -> str:
+        with rig._lock:
+            last = rig.diags[-1] if rig.diags else None
+        return (
+            f'last diagnostics: {last[1:3] if last else None}, trips '
+            f'{last[3]["watchdog_trips"] if last else None}; zero commands seen: {zero_count()}'
+        )
 
     # ---- SIGSTOP: a frozen sim
     os.kill(rig.procs['sim'].pid, signal.SIGSTOP)
@@ -676,7 +694,9 @@ def test_sim_stops_watchdog_zeroes_once_then_resumes_cleanly(rig_factory):
     rig.wait_for('the zero command', lambda: _zero_after(rig, t_stop) is not None)
     t_zero = _zero_after(rig, t_stop)
     rig.wait_for(
-        'diagnostics WARN with the trip counted', watchdog_reported(t_zero, DiagnosticStatus.WARN)
+        'diagnostics WARN with the trip counted',
+        watchdog_reported(t_zero, DiagnosticStatus.WARN, trips_before(t_stop)),
+        info=diagnosis,
     )
     stale = rig.since('diags', t_zero)[-1]
     assert 'stale' in stale[2], stale[2]
@@ -691,7 +711,9 @@ def test_sim_stops_watchdog_zeroes_once_then_resumes_cleanly(rig_factory):
     # (only now: a state the sim sent to the controller just before it stopped may have reached
     # this probe only after SIGCONT)
     ep = _stop_episode(rig, t_stop, t_cont)
-    rig.wait_for('diagnostics OK again', watchdog_reported(t_cont, DiagnosticStatus.OK))
+    rig.wait_for(
+        'diagnostics OK again', watchdog_reported(t_cont, DiagnosticStatus.OK), info=diagnosis
+    )
     resumed = [np.array(c) for _, c in rig.since('commands', t_cont)]
     first = resumed[0]
     with rig._lock:
@@ -733,13 +755,17 @@ def test_sim_stops_watchdog_zeroes_once_then_resumes_cleanly(rig_factory):
     rig.wait_for('the zero command after the kill', lambda: _zero_after(rig, t_kill) is not None)
     t_zero = _zero_after(rig, t_kill)
     rig.wait_for(
-        'diagnostics WARN with the trip counted', watchdog_reported(t_zero, DiagnosticStatus.WARN)
+        'diagnostics WARN with the trip counted',
+        watchdog_reported(t_zero, DiagnosticStatus.WARN, trips_before(t_kill)),
+        info=diagnosis,
     )
     t_new = time.time_ns()
     rig.start('sim', 'delan_control', 'sim', SIM)
     rig.wait_for('250 commands from the new sim', lambda: len(rig.since('commands', t_new)) >= 250)
     ep = _stop_episode(rig, t_kill, t_new)
-    rig.wait_for('diagnostics OK again', watchdog_reported(t_new, DiagnosticStatus.OK))
+    rig.wait_for(
+        'diagnostics OK again', watchdog_reported(t_new, DiagnosticStatus.OK), info=diagnosis
+    )
     diag = rig.since('diags', t_new)[-1][3]
     first = np.array(rig.since('commands', t_new)[0][1])
     print(
