@@ -76,7 +76,8 @@ from delan_control.evaluation import (
 from delan_control.launched import LaunchedSuite
 from delan_control.training_stop import TrainingStop
 from delan_control.trajectories import PiecewiseQuintic
-from delan_learning.train_config import FRICTION_MODELS
+from delan_learning.params.learner import loss_error
+from delan_learning.train_config import FRICTION_MODELS, LOSSES
 from delan_msgs.msg import ModelStatus, ModelUpdate
 
 #: the largest share of an effort limit that holding the start posture may take: the
@@ -312,6 +313,8 @@ class Demo:
                 'torch_threads': 1,
                 'training_niceness': 0,
                 'friction_model': self.args.learner_friction,
+                'loss': self.args.learner_loss,
+                'horizon': self.args.learner_horizon,
             },
             # held until the controller and the learner are up (phase_start)
             'reference': {'trajectory': 'hold', 'duration': self.args.segment, 'repeat': True},
@@ -597,6 +600,7 @@ class Demo:
         st = self.mon.status[-1][1]
         self.results['learner'] = {
             'model': self.args.learner_model,
+            'loss': self.args.learner_loss,
             'samples_seen': int(st.samples_seen),
             'training_steps': int(st.training_steps),
             'model_version': int(self.mon.updates[-1].model_version),
@@ -989,6 +993,20 @@ def build_parser() -> argparse.ArgumentParser:
         '(asymmetric Coulomb with a break-away bump: what the realistic preset simulates)',
     )
     ap.add_argument(
+        '--learner-loss',
+        default='inverse',
+        choices=LOSSES,
+        help="the learner's loss: inverse (torque error with estimated accelerations), "
+        'forward (positions and velocities of rollouts under the measured torques, no '
+        'acceleration estimate; delan only) or both',
+    )
+    ap.add_argument(
+        '--learner-horizon',
+        type=int,
+        default=10,
+        help='forward / both: joint states per rollout window',
+    )
+    ap.add_argument(
         '--excitation',
         type=float,
         default=120.0,
@@ -1096,7 +1114,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the demo; returns 1 when its verdict fails."""
-    args = build_parser().parse_args(argv)
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    why = loss_error(args.learner_loss, args.learner_model, 'auto')
+    if why is not None:
+        ap.error(why)
     try:
         args.robot = find_urdf(args.robot)
         args.params = args.params or bringup_path('config', 'sim_params.yaml')
