@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import tempfile
 import time
 from typing import Dict, List, Optional
@@ -65,6 +64,7 @@ from node_set import (
     TWO_LINK,
     NodeSet,
     cpu_s,
+    finish,
     identified_params,
     load_text,
     log,
@@ -336,13 +336,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         )
         nodes.start('delan_control', 'reference', {'trajectory': 'excitation', 'repeat': 'true'})
         if not args.no_learner:
-            nodes.start(
-                'delan_learning',
-                'learner',
+            nodes.start_learner(
                 {
-                    'checkpoint_dir': os.path.join(tmp, 'ckpt'),
-                    'resume': 'false',
-                    'torch_threads': 1,
                     'publish_period': 5.0,
                     **(
                         {'publish_max_nmse': args.publish_max_nmse}
@@ -552,11 +547,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 f'{"met" if target_met(r) else "NOT met"} '
                 f'(p99 {r["p99"]:.0f} us, {r["missed"]} missed)'
             )
-    if args.keep or code:
-        print(f'logs: {tmp}')
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return code
+    return finish(tmp, args.keep, code)
 
 
 if __name__ == '__main__':

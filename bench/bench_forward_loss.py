@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 import torch
+from reference_models import TruePlant, ZeroAcceleration
 
 from delan_common.robot_model import Mismatch, RobotModel
 from delan_control.datagen import generate_dataset
@@ -40,29 +41,6 @@ MISMATCH = Mismatch(payload_mass=0.6, viscous_scale=2.0, coulomb_scale=2.0)
 POSITION_NOISE, VELOCITY_NOISE = 1e-4, 2e-3  # the demo's sim [rad], [rad/s]
 
 
-class TruePlant(torch.nn.Module):
-    """The sim's own forward dynamics behind the model interface (numpy, no gradient)."""
-
-    def __init__(self, model: RobotModel):
-        super().__init__()
-        self.truth = model
-        self.joint_types = list(model.joint_types)
-
-    def forward_dynamics(self, q, qd, tau):
-        return torch.as_tensor(self.truth.forward(q.numpy(), qd.numpy(), tau.numpy()))
-
-
-class ZeroAcceleration(torch.nn.Module):
-    """The reference a learned forward model must beat: constant velocity, ``qdd = 0``."""
-
-    def __init__(self, joint_types):
-        super().__init__()
-        self.joint_types = list(joint_types)
-
-    def forward_dynamics(self, q, qd, tau):
-        return torch.zeros_like(q)
-
-
 def noisy(arrays: dict, level: float, seed: int) -> dict:
     """Positions and velocities with the demo's noise (velocity noise ``level`` times), and
     no accelerations (the pipeline estimates them)."""
@@ -71,6 +49,19 @@ def noisy(arrays: dict, level: float, seed: int) -> dict:
     out['q'] = arrays['q'] + POSITION_NOISE * rng.standard_normal(arrays['q'].shape)
     out['qd'] = arrays['qd'] + level * VELOCITY_NOISE * rng.standard_normal(arrays['qd'].shape)
     return out
+
+
+def unseen(args) -> dict:
+    """The metric's data: 2 trajectories of the mismatched plant that training never saw (seeds
+    from ``args.seed + 100``), ``args.duration`` s each at ``args.rate``."""
+    return generate_dataset(
+        os.path.normpath(URDF),
+        trajectories=2,
+        duration=args.duration,
+        rate=args.rate,
+        seed=args.seed + 100,
+        mismatch=MISMATCH,
+    )
 
 
 def score(model, test: dict, horizon: int) -> dict:
@@ -148,14 +139,7 @@ def main(argv=None) -> int:
         seed=args.seed,
         mismatch=MISMATCH,
     )
-    test = generate_dataset(
-        urdf,
-        trajectories=2,
-        duration=args.duration,
-        rate=args.rate,
-        seed=args.seed + 100,
-        mismatch=MISMATCH,
-    )
+    test = unseen(args)
     truth = TruePlant(RobotModel(urdf).mismatched(MISMATCH))
     rows = [
         ('-', 'true plant', score(truth, test, args.horizon_eval), 0, 0.0),

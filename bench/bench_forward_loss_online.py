@@ -43,11 +43,11 @@ from bench_forward_loss import (  # noqa: E402
     POSITION_NOISE,
     URDF,
     VELOCITY_NOISE,
-    TruePlant,
-    ZeroAcceleration,
     score,
+    unseen,
 )
 from node_set import provenance  # noqa: E402
+from reference_models import TruePlant, ZeroAcceleration  # noqa: E402
 
 from delan_common.excitation import random_fourier_trajectory  # noqa: E402
 from delan_common.robot_model import RobotModel  # noqa: E402
@@ -179,16 +179,7 @@ def main(argv=None) -> int:
     p.add_argument('--seed', type=int, default=0)
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    from delan_control.datagen import generate_dataset
-
-    test = generate_dataset(
-        os.path.normpath(URDF),
-        trajectories=2,
-        duration=args.duration,
-        rate=args.rate,
-        seed=args.seed + 100,
-        mismatch=MISMATCH,
-    )
+    test = unseen(args)
     truth = TruePlant(RobotModel(os.path.normpath(URDF)).mismatched(MISMATCH))
     rows = [
         ('-', 'true plant', score(truth, test, args.horizon_eval)),

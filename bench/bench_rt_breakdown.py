@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
@@ -45,6 +44,7 @@ from node_set import (
     ROOT,
     NodeSet,
     cpu_s,
+    finish,
     load_text,
     log,
     node_params,
@@ -292,17 +292,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             )
             for phase in phases:
                 if phase == 'on' and 'learner' not in nodes.procs:
-                    nodes.start(
-                        'delan_learning',
-                        'learner',
-                        {
-                            'checkpoint_dir': os.path.join(tmp, 'ckpt'),
-                            'resume': 'false',
-                            'torch_threads': 1,
-                            'publish_period': 5.0,
-                            'publish_max_nmse': 1e9,
-                        },
-                    )
+                    nodes.start_learner({'publish_period': 5.0, 'publish_max_nmse': 1e9})
                     nodes.wait('the learner', lambda: probe.status is not None, 90.0)
                 elif phase == 'off' and 'learner' in nodes.procs:
                     nodes.stop('learner')
@@ -329,11 +319,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         probe.close()
         rclpy.try_shutdown()
     report(rows, args, urdf, law)
-    if args.keep or code:
-        print(f'logs: {tmp}')
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return code
+    return finish(tmp, args.keep, code)
 
 
 def fifo_threads(pid: int) -> str:

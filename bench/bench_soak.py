@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import shutil
 import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
@@ -51,6 +50,7 @@ from node_set import (
     TWO_LINK,
     NodeSet,
     dir_bytes,
+    finish,
     load_text,
     log,
     pd_gains,
@@ -185,11 +185,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             'delan_control', 'torque_controller', {'model': 'pd', **pd_gains(urdf, args.rate)}
         )
         nodes.start('delan_control', 'reference', {'trajectory': 'excitation', 'repeat': 'true'})
-        nodes.start(
-            'delan_learning',
-            'learner',
-            {'checkpoint_dir': os.path.join(tmp, 'ckpt'), 'resume': 'false', 'torch_threads': 1},
-        )
+        nodes.start_learner()
         nodes.start('delan_learning', 'data_logger', {'bag_dir': bag_root})
         probe = Probe()
         nodes.wait('joint states', lambda: probe.state_count > 100, 60.0)
@@ -328,11 +324,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             diag1,
         )
         print(f'\n{load_text()} at the end; {provenance()}')
-    if args.keep or code:
-        print(f'logs: {tmp}')
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return code
+    return finish(tmp, args.keep, code)
 
 
 def summarise(

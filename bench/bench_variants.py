@@ -41,6 +41,7 @@ import time
 
 import numpy as np
 import torch
+from reference_models import TruePlant
 
 from delan_common.robot_model import RobotModel
 from delan_control.datagen import generate_dataset
@@ -53,18 +54,6 @@ URDF_DIR = os.path.join(os.path.dirname(__file__), '..', 'delan_bringup', 'urdf'
 ROBOTS = {'two_link': 'two_link_arm.urdf', 'seven_dof': 'seven_dof_arm.urdf'}
 KINDS = ('delan', 'blackbox_lagrangian', 'hamiltonian', 'mlp')
 SPEEDS = (1.0, 2.0)
-
-
-class TruePlant(torch.nn.Module):
-    """The simulator's own forward dynamics behind the model interface (numpy, no gradient)."""
-
-    def __init__(self, model: RobotModel):
-        super().__init__()
-        self.truth = model
-        self.joint_types = list(model.joint_types)
-
-    def forward_dynamics(self, q, qd, tau):
-        return torch.as_tensor(self.truth.forward(q.numpy(), qd.numpy(), tau.numpy()))
 
 
 class Frictionless(torch.nn.Module):

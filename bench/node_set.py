@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -174,6 +175,16 @@ def realtime_sim(rate: float) -> Dict:
     }
 
 
+def finish(folder: str, keep: bool, code: int) -> int:
+    """A benchmark's exit code ``code``; its folder kept and named when ``keep`` or after a
+    failure, else removed."""
+    if keep or code:
+        print(f'logs: {folder}')
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+    return code
+
+
 class NodeSet:
     """The suite's nodes as processes from the installed console scripts, each with the
     parameter file (``params_file``; None: none), ``urdf_path`` and its own overrides; logs in
@@ -200,6 +211,20 @@ class NodeSet:
         )
         self.procs[executable] = p
         return p
+
+    def start_learner(self, params: Optional[Dict] = None) -> subprocess.Popen:
+        """The learner as the benchmarks run it: from scratch, checkpoints in the folder's
+        ``ckpt``, one torch thread; ``params`` over those."""
+        return self.start(
+            'delan_learning',
+            'learner',
+            {
+                'checkpoint_dir': os.path.join(self.folder, 'ckpt'),
+                'resume': 'false',
+                'torch_threads': 1,
+                **(params or {}),
+            },
+        )
 
     def pids(self) -> Dict[str, int]:
         return {name: p.pid for name, p in self.procs.items()}

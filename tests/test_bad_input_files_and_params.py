@@ -24,6 +24,7 @@ from delan_control.nodes.torque_controller import TorqueControllerNode
 from delan_learning.checkpoint import FORMAT_VERSION, save_model
 from delan_learning.models import build_model
 from delan_learning.nodes.learner import LearnerNode
+from delan_testing.bad_parameters import torque_controller_bad_values
 from delan_testing.ros import ros_context, spin_in_thread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -287,28 +288,7 @@ def _same(a, b) -> bool:
 @pytest.mark.parametrize(
     'node_cls, bad',
     [
-        (
-            TorqueControllerNode,
-            [
-                ('kp', [-1.0]),
-                ('kd', [NAN, 1.0]),
-                ('kd', [math.inf]),
-                ('ct_kp', [1.0, 2.0, 3.0]),
-                ('ct_kd', [1e9]),
-                ('law', 'bang_bang'),
-                ('model', 'mpc'),
-                ('watchdog_timeout', -0.1),
-                ('effort_limit_scale', 0.0),
-                ('effort_limit_scale', 2.0),
-                ('switch_blend_time', -1.0),
-                ('urdf_path', SEVEN),
-                ('command_joints', ['elbow', 'shoulder']),
-                ('effort_controller_name', 'sim'),
-                ('effort_controller_timeout', 1.0),
-                ('state_publish_rate', -1.0),
-                ('state_publish_rate', NAN),
-            ],
-        ),
+        (TorqueControllerNode, torque_controller_bad_values(SEVEN)),
         (
             LearnerNode,
             [

@@ -19,24 +19,9 @@ from delan_control.control_cycle import (
 )
 from delan_control.control_laws import arm_gains
 from delan_control.model_switch import Slot
+from delan_testing.logs import Log
 
 GIVEN = {'ct_kp': [100.0], 'ct_kd': [20.0], 'kp': [10.0], 'kd': [1.0]}
-
-
-class Recorder:
-    """A logger that keeps what it was told."""
-
-    def __init__(self):
-        self.lines = []
-
-    def info(self, message, **kwargs):
-        self.lines.append(('info', message))
-
-    def warning(self, message, **kwargs):
-        self.lines.append(('warning', message))
-
-    def error(self, message, **kwargs):
-        self.lines.append(('error', message))
 
 
 class Constant:
@@ -56,7 +41,7 @@ def _robot(name='two_link_arm.urdf'):
 
 
 def _cycle(robot=None, actuated=(True, True), given=GIVEN, scale=1.0):
-    log = Recorder()
+    log = Log()
     robot = robot or _robot()
     cycle = ControlCycle(robot, np.array(actuated), dict(given), 250.0, scale, log)
     return cycle, log

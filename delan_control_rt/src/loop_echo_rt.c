@@ -23,8 +23,8 @@
 #include <std_msgs/msg/float64_multi_array.h>
 #include <diagnostic_msgs/msg/diagnostic_array.h>
 #include <diagnostic_msgs/msg/diagnostic_status.h>
-#include <diagnostic_msgs/msg/key_value.h>
 
+#include "loop_cycle.h"
 #include "loop_timing.h"
 
 #define MAX_JOINTS 64
@@ -36,47 +36,19 @@ static void on_signal(int sig) {(void)sig; g_stop = 1;}
         "[loop_echo_rt] %s failed: %s\n", #x, rcl_get_error_string().str); \
         return 1;}} while (0)
 
-/* the diagnostics' key-value pairs being filled: the next one is data[k] */
-typedef struct
-{
-  diagnostic_msgs__msg__KeyValue__Sequence * seq;
-  size_t k;
-} pairs_t;
-
-static void put_pair(void * ctx, const char * key, const char * value)
-{
-  pairs_t * p = ctx;
-  if (p->k >= p->seq->size) {return;}
-  rosidl_runtime_c__String__assign(&p->seq->data[p->k].key, key);
-  rosidl_runtime_c__String__assign(&p->seq->data[p->k].value, value);
-  p->k++;
-}
-
 static void publish_diagnostics(rcl_publisher_t * pub, const char * fqn, int64_t commands,
   loop_stats_t * stats, loop_breakdown_t * breakdown)
 {
   diagnostic_msgs__msg__DiagnosticArray arr;
-  diagnostic_msgs__msg__DiagnosticArray__init(&arr);
-  diagnostic_msgs__msg__DiagnosticStatus__Sequence__init(&arr.status, 1);
-  diagnostic_msgs__msg__DiagnosticStatus * st = &arr.status.data[0];
-  const int64_t now = loop_wall_ns();
-  arr.header.stamp.sec = (int32_t)(now / 1000000000LL);
-  arr.header.stamp.nanosec = (uint32_t)(now % 1000000000LL);
-  st->level = diagnostic_msgs__msg__DiagnosticStatus__OK;
+  diagnostic_msgs__msg__DiagnosticStatus * st = loop_diagnostics_init(&arr);
   rosidl_runtime_c__String__assign(&st->name, fqn);
   rosidl_runtime_c__String__assign(&st->hardware_id, fqn);
   rosidl_runtime_c__String__assign(&st->message, "echo: zero commands");
-  diagnostic_msgs__msg__KeyValue__Sequence__init(&st->values, 96);
-  pairs_t pairs = {&st->values, 0};
+  loop_pairs_t pairs = {&st->values, 0};
   char count[32];
   snprintf(count, sizeof(count), "%lld", (long long)commands);
-  put_pair(&pairs, "commands_sent", count);
-  loop_report(stats, breakdown, put_pair, &pairs);
-  const size_t capacity = st->values.size;
-  st->values.size = pairs.k;
-  if (rcl_publish(pub, &arr, NULL) != RCL_RET_OK) {rcl_reset_error();}
-  st->values.size = capacity;
-  diagnostic_msgs__msg__DiagnosticArray__fini(&arr);
+  loop_put_pair(&pairs, "commands_sent", count);
+  loop_diagnostics_publish(pub, &arr, pairs.k, stats, breakdown);
 }
 
 int main(int argc, char ** argv)
@@ -96,16 +68,10 @@ int main(int argc, char ** argv)
   const char * fqn = rcl_node_get_fully_qualified_name(&node);
 
   rcl_subscription_t sub_js = rcl_get_zero_initialized_subscription();
-  rmw_qos_profile_t js_qos = rmw_qos_profile_sensor_data;
-  js_qos.depth = 10;
-  CHECK(rclc_subscription_init(&sub_js, &node,
-    ROSIDL_GET_MSG_TYPE_SUPPORT(sensor_msgs, msg, JointState), "joint_states", &js_qos));
+  CHECK(loop_joint_states_init(&sub_js, &node));
   rcl_publisher_t pub_cmd = rcl_get_zero_initialized_publisher();
-  CHECK(rclc_publisher_init_default(&pub_cmd, &node,
-    ROSIDL_GET_MSG_TYPE_SUPPORT(std_msgs, msg, Float64MultiArray), "effort_controller/commands"));
   rcl_publisher_t pub_diag = rcl_get_zero_initialized_publisher();
-  CHECK(rclc_publisher_init_default(&pub_diag, &node,
-    ROSIDL_GET_MSG_TYPE_SUPPORT(diagnostic_msgs, msg, DiagnosticArray), "/diagnostics"));
+  CHECK(loop_publishers_init(&pub_cmd, &pub_diag, &node));
 
   std_msgs__msg__Float64MultiArray cmd;
   std_msgs__msg__Float64MultiArray__init(&cmd);
@@ -126,40 +92,17 @@ int main(int argc, char ** argv)
     if (rcl_wait_set_clear(&ws) != RCL_RET_OK) {rcl_reset_error();}
     if (rcl_wait_set_add_subscription(&ws, &sub_js, NULL) != RCL_RET_OK) {rcl_reset_error();}
     loop_cycle_t cycle;
-    cycle.wait_begin = loop_wall_ns();
-    rcl_ret_t rc = rcl_wait(&ws, wait > 0 ? wait : 0);
-    cycle.wake = loop_wall_ns();
-    const int64_t cpu_at_wake = loop_thread_cpu_ns();
-    loop_breakdown_idle(&breakdown, cycle.wake - cycle.wait_begin);
-    if (rc != RCL_RET_OK && rc != RCL_RET_TIMEOUT) {rcl_reset_error();}
-    if (ws.subscriptions[0]) {
-      /* everything queued; only the newest is answered, as by the controller */
-      int count = 0, newest = -1, slot = 0;
-      int64_t first_ns = 0;
-      rmw_message_info_t info, newest_info = rmw_get_zero_initialized_message_info();
-      while (rcl_take(&sub_js, js[slot], &info, NULL) == RCL_RET_OK) {
-        if (!count) {first_ns = info.source_timestamp;}
-        count++;
-        newest = slot;
-        newest_info = info;
-        slot ^= 1;
-      }
-      rcl_reset_error();
-      if (count) {
-        cycle.taken = loop_wall_ns();
-        loop_stats_received(&stats, first_ns, count);
-        const size_t n = js[newest]->name.size;
-        cmd.data.size = n < capacity ? n : capacity;
-        memset(cmd.data.data, 0, sizeof(double) * cmd.data.size);
-        cycle.computed = loop_wall_ns();
-        if (rcl_publish(&pub_cmd, &cmd, NULL) != RCL_RET_OK) {rcl_reset_error();}
-        cycle.published = loop_wall_ns();
-        cycle.cpu_ns = loop_thread_cpu_ns() - cpu_at_wake;
-        cycle.source = newest_info.source_timestamp;
-        commands++;
-        loop_stats_command(&stats, cycle.source, cycle.published);
-        loop_breakdown_cycle(&breakdown, &cycle);
-      }
+    loop_wait(&ws, wait, &breakdown, &cycle);
+    /* only the newest state is answered, as by the controller */
+    const int newest = ws.subscriptions[0] ? loop_take_newest(&sub_js, js, &stats, &cycle) : -1;
+    if (newest >= 0) {
+      const size_t n = js[newest]->name.size;
+      cmd.data.size = n < capacity ? n : capacity;
+      memset(cmd.data.data, 0, sizeof(double) * cmd.data.size);
+      cycle.computed = loop_wall_ns();
+      if (rcl_publish(&pub_cmd, &cmd, NULL) != RCL_RET_OK) {rcl_reset_error();}
+      loop_command_sent(&stats, &breakdown, &cycle);
+      commands++;
     }
     if (loop_mono_ns() >= next_diag) {
       publish_diagnostics(&pub_diag, fqn, commands, &stats, &breakdown);

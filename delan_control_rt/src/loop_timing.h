@@ -61,12 +61,13 @@ void loop_stats_command(loop_stats_t * s, int64_t state_ns, int64_t command_ns);
 
 enum {LOOP_DDS = 0, LOOP_TAKE, LOOP_COMPUTE, LOOP_PUBLISH, LOOP_WAIT, LOOP_CPU, LOOP_PARTS};
 
-/* the instants of one answered state [ns]: CLOCK_REALTIME, but cpu_ns */
+/* the instants of one answered state [ns]: CLOCK_REALTIME, but cpu_wake and cpu_ns */
 typedef struct
 {
   int64_t source;       /* the state's DDS source stamp (the writer's clock) */
   int64_t wait_begin;   /* the loop entered the rcl_wait that woke for it */
   int64_t wake;         /* that rcl_wait returned */
+  int64_t cpu_wake;     /* the loop thread's CPU time then */
   int64_t taken;        /* every queued state taken */
   int64_t computed;     /* the command computed */
   int64_t published;    /* rcl_publish returned */

@@ -47,6 +47,7 @@
 
 #include "control_law.h"
 #include "delan_model.h"
+#include "loop_cycle.h"
 #include "loop_timing.h"
 #include "param_server.h"
 #include "reference.h"
@@ -87,13 +88,6 @@ static double mono_s(void)
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-static int64_t wall_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 /* ------------------------------------------------------------------ parameters */
@@ -531,7 +525,7 @@ static int control(controller_t * c, const sensor_msgs__msg__JointState * m, dou
 {
   if (!map_state(c, m)) {return 0;}
   double t = m->header.stamp.sec + 1e-9 * m->header.stamp.nanosec;
-  if (t == 0.0) {t = wall_ns() * 1e-9;}
+  if (t == 0.0) {t = loop_wall_ns() * 1e-9;}
   const char * bad = stamp_check(c, t);
   if (bad) {return reject(c, bad, "header stamp");}
   /* no command before the receiver's joint order is known, nor when it was refused; nor is
@@ -681,7 +675,7 @@ static void on_reference(controller_t * c, const trajectory_msgs__msg__JointTraj
   if (!*err) {
     double * t = buf, * q = buf + points, * qd = q + points * n, * qdd = qd + points * n;
     double t0 = m->header.stamp.sec + 1e-9 * m->header.stamp.nanosec;
-    if (t0 == 0.0) {t0 = wall_ns() * 1e-9;}
+    if (t0 == 0.0) {t0 = loop_wall_ns() * 1e-9;}
     for (size_t k = 0; k < points; k++) {
       const trajectory_msgs__msg__JointTrajectoryPoint * p = &m->points.data[k];
       t[k] = t0 + p->time_from_start.sec + 1e-9 * p->time_from_start.nanosec;
@@ -721,23 +715,6 @@ static void publish_command(rcl_publisher_t * pub, std_msgs__msg__Float64MultiAr
   }
 }
 
-/* the diagnostics' key-value pairs being filled: the next one is data[k] */
-typedef struct
-{
-  diagnostic_msgs__msg__KeyValue__Sequence * seq;
-  size_t k;
-} pairs_t;
-
-/* a pair with its value as it is (of any length: the histograms) */
-static void put_pair(void * ctx, const char * key, const char * value)
-{
-  pairs_t * p = ctx;
-  if (p->k >= p->seq->size) {return;}
-  rosidl_runtime_c__String__assign(&p->seq->data[p->k].key, key);
-  rosidl_runtime_c__String__assign(&p->seq->data[p->k].value, value);
-  p->k++;
-}
-
 static void kv(diagnostic_msgs__msg__KeyValue__Sequence * seq, size_t * k, const char * key,
   const char * fmt, ...)
 {
@@ -746,8 +723,8 @@ static void kv(diagnostic_msgs__msg__KeyValue__Sequence * seq, size_t * k, const
   va_start(ap, fmt);
   vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
-  pairs_t p = {seq, *k};
-  put_pair(&p, key, buf);
+  loop_pairs_t p = {seq, *k};
+  loop_put_pair(&p, key, buf);
   *k = p.k;
 }
 
@@ -755,15 +732,9 @@ static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const c
   const char * hw)
 {
   diagnostic_msgs__msg__DiagnosticArray arr;
-  diagnostic_msgs__msg__DiagnosticArray__init(&arr);
-  diagnostic_msgs__msg__DiagnosticStatus__Sequence__init(&arr.status, 1);
-  diagnostic_msgs__msg__DiagnosticStatus * st = &arr.status.data[0];
-  int64_t now = wall_ns();
-  arr.header.stamp.sec = (int32_t)(now / 1000000000LL);
-  arr.header.stamp.nanosec = (uint32_t)(now % 1000000000LL);
+  diagnostic_msgs__msg__DiagnosticStatus * st = loop_diagnostics_init(&arr);
   /* the command order first (ERROR refused, WARN waiting or fallen back), then staleness */
   char message[1100] = "ok";
-  st->level = diagnostic_msgs__msg__DiagnosticStatus__OK;
   if (c->order_state == ORDER_REFUSED) {
     st->level = diagnostic_msgs__msg__DiagnosticStatus__ERROR;
     snprintf(message, sizeof(message), "%s", c->order_message);
@@ -781,7 +752,6 @@ static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const c
   rosidl_runtime_c__String__assign(&st->name, fqn);
   rosidl_runtime_c__String__assign(&st->hardware_id, hw);
   rosidl_runtime_c__String__assign(&st->message, message);
-  diagnostic_msgs__msg__KeyValue__Sequence__init(&st->values, 96);
   size_t k = 0;
   kv(&st->values, &k, "model", "%s", c->model_kind);
   kv(&st->values, &k, "model_version", "%lld",
@@ -803,13 +773,7 @@ static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const c
     "", c->order_state == ORDER_KNOWN && !c->order_warn ? c->receiver :
     c->order_state == ORDER_REFUSED ? c->receiver : "");
   /* the loop's timing and its breakdown (loop_timing.h), and the next period begins */
-  pairs_t pairs = {&st->values, k};
-  loop_report(&c->stats, &c->breakdown, put_pair, &pairs);
-  const size_t capacity = st->values.size;
-  st->values.size = pairs.k;
-  if (rcl_publish(pub, &arr, NULL) != RCL_RET_OK) {rcl_reset_error();}
-  st->values.size = capacity;
-  diagnostic_msgs__msg__DiagnosticArray__fini(&arr);
+  loop_diagnostics_publish(pub, &arr, k, &c->stats, &c->breakdown);
 }
 
 /* ------------------------------------------------------------------ set-up */
@@ -1362,10 +1326,7 @@ int main(int argc, char ** argv)
   }
 
   rcl_subscription_t sub_js = rcl_get_zero_initialized_subscription();
-  rmw_qos_profile_t js_qos = rmw_qos_profile_sensor_data;
-  js_qos.depth = 10;
-  CHECK(rclc_subscription_init(&sub_js, &node,
-    ROSIDL_GET_MSG_TYPE_SUPPORT(sensor_msgs, msg, JointState), "joint_states", &js_qos));
+  CHECK(loop_joint_states_init(&sub_js, &node));
   rcl_subscription_t sub_up = rcl_get_zero_initialized_subscription();
   rmw_qos_profile_t latched = rmw_qos_profile_default;
   latched.depth = 1;
@@ -1377,11 +1338,8 @@ int main(int argc, char ** argv)
     ROSIDL_GET_MSG_TYPE_SUPPORT(trajectory_msgs, msg, JointTrajectory), "reference_trajectory",
     &latched));
   rcl_publisher_t pub_cmd = rcl_get_zero_initialized_publisher();
-  CHECK(rclc_publisher_init_default(&pub_cmd, &node,
-    ROSIDL_GET_MSG_TYPE_SUPPORT(std_msgs, msg, Float64MultiArray), "effort_controller/commands"));
   rcl_publisher_t pub_diag = rcl_get_zero_initialized_publisher();
-  CHECK(rclc_publisher_init_default(&pub_diag, &node,
-    ROSIDL_GET_MSG_TYPE_SUPPORT(diagnostic_msgs, msg, DiagnosticArray), "/diagnostics"));
+  CHECK(loop_publishers_init(&pub_cmd, &pub_diag, &node));
 
   std_msgs__msg__Float64MultiArray cmd;
   std_msgs__msg__Float64MultiArray__init(&cmd);
@@ -1460,12 +1418,7 @@ int main(int argc, char ** argv)
     if (c.order_state == ORDER_PENDING) {SOFT(rcl_wait_set_add_client(&ws, &order_client, NULL));}
     /* the cycle's instants (loop_timing.h): the wait, the wake-up, the CPU time from there */
     loop_cycle_t cycle;
-    cycle.wait_begin = loop_wall_ns();
-    rcl_ret_t rc = rcl_wait(&ws, wait > 0 ? RCL_S_TO_NS(wait) : 0);
-    cycle.wake = loop_wall_ns();
-    const int64_t cpu_at_wake = loop_thread_cpu_ns();
-    loop_breakdown_idle(&c.breakdown, cycle.wake - cycle.wait_begin);
-    if (rc != RCL_RET_OK && rc != RCL_RET_TIMEOUT) {rcl_reset_error();}
+    loop_wait(&ws, wait > 0 ? RCL_S_TO_NS(wait) : 0, &c.breakdown, &cycle);
     if (c.order_state == ORDER_PENDING && ws.size_of_clients && ws.clients[0]) {
       rmw_request_id_t header;
       if (rcl_take_response(&order_client, &header, &order_resp) == RCL_RET_OK) {
@@ -1473,33 +1426,14 @@ int main(int argc, char ** argv)
       }
       rcl_reset_error();
     }
-    if (ws.subscriptions[0]) {
-      /* everything queued; only the newest is answered */
-      int count = 0, newest = -1, slot = 0;
-      int64_t first_ns = 0;
-      rmw_message_info_t info, newest_info = rmw_get_zero_initialized_message_info();
-      while (rcl_take(&sub_js, js[slot], &info, NULL) == RCL_RET_OK) {
-        if (!count) {first_ns = info.source_timestamp;}
-        count++;
-        newest = slot;
-        newest_info = info;
-        slot ^= 1;
-      }
-      rcl_reset_error();
-      if (count) {
-        cycle.taken = loop_wall_ns();
-        loop_stats_received(&c.stats, first_ns, count);
-        if (control(&c, js[newest], mono_s()) && c.order_state == ORDER_KNOWN) {
-          cycle.computed = loop_wall_ns();
-          publish_command(&pub_cmd, &cmd, &c, c.tau);
-          cycle.published = loop_wall_ns();
-          cycle.cpu_ns = loop_thread_cpu_ns() - cpu_at_wake;
-          cycle.source = newest_info.source_timestamp;
-          c.commands_sent++;
-          loop_stats_command(&c.stats, cycle.source, cycle.published);
-          loop_breakdown_cycle(&c.breakdown, &cycle);
-        }
-      }
+    /* only the newest state is answered */
+    const int newest = ws.subscriptions[0] ? loop_take_newest(&sub_js, js, &c.stats, &cycle) :
+      -1;
+    if (newest >= 0 && control(&c, js[newest], mono_s()) && c.order_state == ORDER_KNOWN) {
+      cycle.computed = loop_wall_ns();
+      publish_command(&pub_cmd, &cmd, &c, c.tau);
+      loop_command_sent(&c.stats, &c.breakdown, &cycle);
+      c.commands_sent++;
     }
     if (ws.subscriptions[1]) {
       rmw_message_info_t info;

@@ -11,7 +11,7 @@ import torch
 from rt_build import library
 
 from delan_learning.c_export import FORMAT_VERSION, export_bytes, export_delan, fnv1a64
-from delan_learning.lagrangian import DelanModel
+from delan_testing.models import random_delan
 
 CASES = [
     (['revolute'] * 7, False, 'softplus', 2, 'coulomb_viscous'),
@@ -23,20 +23,15 @@ CASES = [
 
 
 def delan(types, shared, activation, depth, friction_model='coulomb_viscous', seed=0):
-    torch.manual_seed(seed)
-    m = DelanModel(
+    return random_delan(
         types,
+        seed=seed,
         width=16,
         depth=depth,
         shared_trunk=shared,
         activation=activation,
         friction_model=friction_model,
-    ).double()
-    with torch.no_grad():
-        for p in m.parameters():
-            p.normal_(0.0, 0.4)
-        m.head_weight.mul_(m.head_mask)
-    return m.eval()
+    )
 
 
 def load(lib, path):

@@ -31,6 +31,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from test_exported_weights import delan, resigned
 from test_rt_node import GAINS, URDF, Bench, checkpoint, ros_args, rt_params, set_parameters
+from test_rt_params import BARE
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from delan_control.rt_params import controller_node
@@ -38,6 +39,7 @@ from delan_learning.c_export import FORMAT_VERSION, export_delan, weights_path
 from delan_learning.checkpoint import FORMAT_VERSION as CHECKPOINT_FORMAT
 from delan_learning.checkpoint import CheckpointError, load_model
 from delan_msgs.msg import ModelUpdate
+from delan_testing.bad_parameters import torque_controller_bad_values
 from delan_testing.processes import node_process
 
 NAMES = ['shoulder', 'elbow']  # two_link_arm.urdf's joints, model order
@@ -581,26 +583,7 @@ def test_bad_parameters_refused_old_value_kept(bench):
     tests/test_bad_input_files_and_params.py, set on the running compiled node, are refused
     with a reason and change nothing (parameters it does not have, such as urdf_path and
     state_publish_rate, are refused as not declared); a valid change is accepted after."""
-    nan = math.nan
-    bad = [
-        ('kp', [-1.0]),
-        ('kd', [nan, 1.0]),
-        ('kd', [math.inf]),
-        ('ct_kp', [1.0, 2.0, 3.0]),
-        ('ct_kd', [1e9]),
-        ('law', 'bang_bang'),
-        ('model', 'mpc'),
-        ('watchdog_timeout', -0.1),
-        ('effort_limit_scale', 0.0),
-        ('effort_limit_scale', 2.0),
-        ('switch_blend_time', -1.0),
-        ('urdf_path', URDF),
-        ('command_joints', ['elbow', 'shoulder']),
-        ('effort_controller_name', 'sim'),
-        ('effort_controller_timeout', 1.0),
-        ('state_publish_rate', -1.0),
-        ('state_publish_rate', nan),
-    ]
+    bad = torque_controller_bad_values(URDF)
     topic = bench.start_rt('rt_params', rt_params(command_joints=NAMES, watchdog_timeout=10.0))
     before, t = bench.first_answer(bench.pub, topic, NAMES, Q, QD, 100.0)
     declared = sorted({n for n, _ in bad} - {'urdf_path', 'state_publish_rate'})
@@ -623,16 +606,6 @@ def test_bad_parameters_refused_old_value_kept(bench):
     assert result.successful, result
     after = bench.answer1(bench.pub, topic, state(NAMES, Q, QD, t + 0.01))
     np.testing.assert_allclose(after, -6.0 * np.array(QD), rtol=0, atol=1e-12)
-
-
-BARE = """<robot name="bare">
-  <link name="base"/><link name="l1"/><link name="l2"/>
-  <joint name="j1" type="revolute"><parent link="base"/><child link="l1"/><axis xyz="0 0 1"/>
-    <limit lower="-2" upper="2" effort="10" velocity="2"/></joint>
-  <joint name="j2" type="revolute"><parent link="l1"/><child link="l2"/><axis xyz="0 1 0"/>
-    <origin xyz="0 0 0.3"/><limit lower="-2" upper="2" effort="10" velocity="2"/></joint>
-</robot>
-"""
 
 
 def test_urdfs_that_do_not_parse_or_lack_inertias(bench, tmp_path, monkeypatch):

@@ -10,7 +10,6 @@ import time
 import numpy as np
 import pytest
 import rclpy
-import torch
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
@@ -24,8 +23,8 @@ from delan_control.rt_params import ensure_weights, model_files, rt_parameters
 from delan_control.sysid import IdentifiedModel, nominal_parameters
 from delan_learning.c_export import export_delan, weights_path
 from delan_learning.checkpoint import load_model, save_model
-from delan_learning.lagrangian import DelanModel
 from delan_learning.residual_model import ResidualDelanModel
+from delan_testing.models import random_delan
 from delan_testing.processes import node_process
 
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
@@ -123,14 +122,9 @@ def rt_params(**extra):
 
 
 def checkpoint(tmp, names):
-    torch.manual_seed(3)
-    m = DelanModel(['revolute', 'revolute'], width=16, depth=2).double()
-    with torch.no_grad():
-        for p in m.parameters():
-            p.normal_(0.0, 0.3)
-        m.head_weight.mul_(m.head_mask)
+    m = random_delan(['revolute', 'revolute'], seed=3, std=0.3, width=16, depth=2)
     path = os.path.join(tmp, 'delan.pt')
-    save_model(m.eval(), path, {'joint_names': names})
+    save_model(m, path, {'joint_names': names})
     # the weights as the checkpoint holds them (it may store them rounded), as the Python node
     # loads them
     export_delan(load_model(path)[0], weights_path(path), names)
@@ -139,14 +133,16 @@ def checkpoint(tmp, names):
 
 def residual_checkpoint(tmp, names):
     """A delan_residual checkpoint (its weights exported as the launch files export them)."""
-    torch.manual_seed(4)
-    m = ResidualDelanModel(['revolute', 'revolute'], width=16, depth=2).double()
-    with torch.no_grad():
-        for p in m.parameters():
-            p.normal_(0.0, 0.3)
-        m.head_weight.mul_(m.head_mask)
+    m = random_delan(
+        ['revolute', 'revolute'],
+        seed=4,
+        std=0.3,
+        model_class=ResidualDelanModel,
+        width=16,
+        depth=2,
+    )
     path = os.path.join(tmp, 'residual.pt')
-    save_model(m.eval(), path, {'joint_names': names})
+    save_model(m, path, {'joint_names': names})
     ensure_weights(path, 'delan_residual')
     return path
 

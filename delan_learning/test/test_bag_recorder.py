@@ -23,28 +23,10 @@ from delan_learning.bags import (
 from delan_learning.bags import recorder as recorder_module
 from delan_learning.bags.checks import MessageChecker
 from delan_learning.bags.recorder import BagRecorder
+from delan_testing.logs import Log
 
 JS = TopicSpec('/joint_states', JOINT_STATE_TYPE, (qos_profile(),))
 CMD = TopicSpec('/effort_controller/commands', COMMAND_TYPE, (qos_profile(),))
-
-
-class Log:
-    """Collects what the recorder reports, by level."""
-
-    def __init__(self):
-        self.lines: List[tuple] = []
-
-    def info(self, message):
-        self.lines.append(('info', message))
-
-    def warning(self, message):
-        self.lines.append(('warning', message))
-
-    def error(self, message):
-        self.lines.append(('error', message))
-
-    def of(self, level):
-        return [m for lv, m in self.lines if lv == level]
 
 
 def recorder(tmp_path, log, topics=(JS,), **kwargs) -> BagRecorder:

@@ -9,10 +9,10 @@ from delan_common.dynamics import DynamicsModel
 from delan_learning.c_kernel import c_kernel
 from delan_learning.fastpath import dynamics_model
 from delan_learning.friction import FRICTION_MODELS
-from delan_learning.lagrangian import DelanModel
 from delan_learning.mlp import MlpInverseModel
 from delan_learning.numpy_delan import NumpyDelan
 from delan_learning.torch_dynamics import TorchDynamics
+from delan_testing.models import random_delan
 
 CASES = [
     (['revolute'] * 2, False, 'softplus'),
@@ -33,23 +33,16 @@ METHODS = {
 
 
 def model(types, shared, activation, depth=2, seed=0, friction_model='coulomb_viscous'):
-    torch.manual_seed(seed)
-    m = DelanModel(
+    return random_delan(
         types,
+        seed=seed,
+        scales=(0.5, 4.0),
         width=24,
         depth=depth,
         shared_trunk=shared,
         activation=activation,
         friction_model=friction_model,
-    ).double()
-    with torch.no_grad():
-        for p in m.parameters():
-            p.normal_(0.0, 0.4)
-        m.head_weight.mul_(m.head_mask)
-        m.h_scale.fill_(0.5)
-        m.v_scale.fill_(4.0)
-        m.tau_scale.uniform_(0.5, 2.0)
-    return m.eval()
+    )
 
 
 def torch_term(m, name, *xs):

@@ -10,6 +10,7 @@ from delan_common.dynamics import COULOMB_SMOOTHING
 from delan_learning.lagrangian import DelanModel
 from delan_learning.mlp import MlpInverseModel
 from delan_learning.models import build_model
+from delan_testing.models import random_delan
 
 LAYOUTS = [
     (['revolute', 'revolute'], False),
@@ -21,16 +22,16 @@ LAYOUTS = [
 
 def random_model(joint_types, shared=False, seed=0, dtype=torch.float64, width=32):
     """A DeLaN whose every weight, bias and scale is random (not the near-flat initialisation)."""
-    torch.manual_seed(seed)
-    m = DelanModel(joint_types, width=width, depth=2, shared_trunk=shared).to(dtype)
-    with torch.no_grad():
-        for p in m.parameters():
-            p.normal_(0.0, 0.5)
-        m.head_weight.mul_(m.head_mask)
-        m.h_scale.fill_(0.7)
-        m.v_scale.fill_(3.0)
-        m.tau_scale.uniform_(0.5, 2.0)
-    return m.eval()
+    return random_delan(
+        joint_types,
+        seed=seed,
+        std=0.5,
+        scales=(0.7, 3.0),
+        dtype=dtype,
+        width=width,
+        depth=2,
+        shared_trunk=shared,
+    )
 
 
 def random_states(n, B=16, seed=1, dtype=torch.float64):

@@ -24,22 +24,16 @@ from delan_learning.friction import (
 from delan_learning.lagrangian import DelanModel
 from delan_learning.numpy_delan import NumpyDelan
 from delan_learning.training import TrainConfig, train_model
+from delan_testing.models import random_delan
 
 TYPES = ['revolute', 'prismatic', 'continuous']
 
 
 def model(types=TYPES, friction_model='stribeck', seed=0):
     """Random weights and scales (float64)."""
-    torch.manual_seed(seed)
-    m = DelanModel(types, width=16, friction_model=friction_model).double()
-    with torch.no_grad():
-        for p in m.parameters():
-            p.normal_(0.0, 0.4)
-        m.head_weight.mul_(m.head_mask)
-        m.h_scale.fill_(0.5)
-        m.v_scale.fill_(4.0)
-        m.tau_scale.uniform_(0.5, 2.0)
-    return m.eval()
+    return random_delan(
+        types, seed=seed, scales=(0.5, 4.0), width=16, friction_model=friction_model
+    )
 
 
 def set_coefficients(m: DelanModel, coef: np.ndarray) -> None:

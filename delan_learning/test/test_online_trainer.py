@@ -21,26 +21,10 @@ from delan_learning.online_lr import OnlineLearningRate
 from delan_learning.online_trainer import OnlineTrainer, TrainingParams
 from delan_learning.publication import PublicationParams, PublicationPolicy
 from delan_learning.version_store import VersionStore
+from delan_testing.logs import Log
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
-
-
-class Log:
-    def __init__(self):
-        self.lines = []
-
-    def info(self, message):
-        self.lines.append(('info', message))
-
-    def warning(self, message):
-        self.lines.append(('warning', message))
-
-    def error(self, message):
-        self.lines.append(('error', message))
-
-    def said(self, level, text):
-        return any(lv == level and text in m for lv, m in self.lines)
 
 
 class Intake:

@@ -13,22 +13,9 @@ from delan_learning.c_export import weights_path
 from delan_learning.checkpoint import CheckpointError, load_model
 from delan_learning.models import build_model
 from delan_learning.version_store import VERSION_RE, VersionStore
+from delan_testing.logs import Log
 
 JOINTS = ['shoulder', 'elbow']
-
-
-class Log:
-    def __init__(self):
-        self.lines = []
-
-    def info(self, message):
-        self.lines.append(('info', message))
-
-    def warning(self, message):
-        self.lines.append(('warning', message))
-
-    def error(self, message):
-        self.lines.append(('error', message))
 
 
 def _model(kind: str = 'delan', seed: int = 0):
