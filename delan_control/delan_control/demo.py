@@ -30,18 +30,21 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import rclpy
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.client import Client
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from rclpy.signals import SignalHandlerOptions
+from rclpy.subscription import Subscription
+from rclpy.task import Future
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
@@ -78,7 +81,10 @@ from delan_control.training_stop import TrainingStop
 from delan_control.trajectories import PiecewiseQuintic
 from delan_learning.params.learner import loss_error
 from delan_learning.train_config import FRICTION_MODELS, LOSSES
-from delan_msgs.msg import ModelStatus, ModelUpdate
+
+# mypy, run from the repository root, takes the source's delan_msgs/msg/ (the .msg files) for
+# the package: the generated classes are not seen
+from delan_msgs.msg import ModelStatus, ModelUpdate  # type: ignore[attr-defined]
 
 #: the largest share of an effort limit that holding the start posture may take: the
 #: evaluation's figure eight, centred there, is sized to at most 0.8 (fit_figure_eight)
@@ -108,12 +114,26 @@ class Segment:
     qd: np.ndarray
     tau: np.ndarray
     q_ref: np.ndarray
-    rms: np.ndarray = field(default=None)
-    max_abs: np.ndarray = field(default=None)
+    rms: np.ndarray  # per joint [rad]
+    max_abs: np.ndarray
     diverged: Optional[str] = None  # why the run was stopped, None when it ran to the end
     #: commands the sim did not get within its lockstep_timeout during the run (a loaded
     #: machine: the arm moved on a stale command), None when the sim did not report
     lockstep_misses: Optional[int] = None
+
+
+def _answer(future: Future, timeout: float, what: str) -> Any:
+    """The answer to a service call, waited for here while the executor spins in its own thread
+    (the demo's phases are sequential); ``what`` names the call in the errors."""
+    deadline = time.monotonic() + timeout
+    while not future.done():
+        if time.monotonic() > deadline:
+            raise DemoError(f'{what} timed out')
+        time.sleep(0.01)
+    result = future.result()
+    if result is None:  # cancelled
+        raise DemoError(f'{what}: no answer')
+    return result
 
 
 class Monitor(Node):
@@ -147,7 +167,7 @@ class Monitor(Node):
         self.create_subscription(ModelStatus, 'learner/status', self._on_status, 10)
         # only counted, until the controller is known to command (stop_counting_commands):
         # each message is a pass of the executor, at the control rate
-        self._commands_sub = self.create_subscription(
+        self._commands_sub: Optional[Subscription] = self.create_subscription(
             Float64MultiArray, 'effort_controller/commands', self._on_command, 10, raw=True
         )
         self.create_subscription(ModelUpdate, 'learner/model_update', self._on_update, LATCHED)
@@ -158,7 +178,7 @@ class Monitor(Node):
             name: AsyncParameterClient(self, name)
             for name in ('torque_controller', 'reference', 'learner', 'sim')
         }
-        self.sim_reset = self.create_client(Trigger, 'sim/reset')
+        self.sim_reset: Client = self.create_client(Trigger, 'sim/reset')
 
     def _on_states(self, batch) -> None:
         t, rows = [], []
@@ -242,25 +262,17 @@ class Monitor(Node):
         if not self.sim_reset.wait_for_service(timeout_sec=timeout):
             raise DemoError("the sim's reset service is not available")
         future = self.sim_reset.call_async(Trigger.Request())
-        deadline = time.monotonic() + timeout
-        while not future.done():
-            if time.monotonic() > deadline:
-                raise DemoError('resetting the sim timed out')
-            time.sleep(0.01)
-        if not future.result().success:
-            raise DemoError(f'the sim refused to reset: {future.result().message}')
+        result = _answer(future, timeout, 'resetting the sim')
+        if not result.success:
+            raise DemoError(f'the sim refused to reset: {result.message}')
 
     def set_params(self, node: str, values: Dict, timeout: float = 30.0) -> None:
         client = self.params[node]
         if not client.wait_for_services(timeout_sec=timeout):
             raise DemoError(f'parameter services of {node} not available')
         future = client.set_parameters([Parameter(k, value=v) for k, v in values.items()])
-        deadline = time.monotonic() + timeout
-        while not future.done():
-            if time.monotonic() > deadline:
-                raise DemoError(f'setting {values} on {node} timed out')
-            time.sleep(0.01)
-        for name, res in zip(values, future.result().results):
+        answer = _answer(future, timeout, f'setting {values} on {node}')
+        for name, res in zip(values, answer.results):
             if not res.successful:
                 raise DemoError(f'{node} refused {name}={values[name]!r}: {res.reason}')
 
@@ -811,6 +823,7 @@ class Demo:
         )
         self.wait_until('the test reference', lambda: self.mon.reference_count() > n_ref, 30.0)
         misses_before = self.mon.lockstep[1]
+        assert self.mon.reference is not None  # its count grew
         t0, ref, _ = self.mon.reference
         t_a, t_b = t0 + approach, ref.end_time
         self.wait_sim(t0)

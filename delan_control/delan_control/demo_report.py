@@ -13,8 +13,9 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 
 from delan_common.dynamics import DynamicsModel  # noqa: E402
-from delan_common.robot_model import JOINT_EFFECT_FIELDS, Mismatch, RobotModel  # noqa: E402
+from delan_common.robot_model import Mismatch, RobotModel  # noqa: E402
 from delan_control.model_loader import load_dynamics_model  # noqa: E402
+from delan_control.params.sim import MISMATCH, NOISE  # noqa: E402
 from delan_learning.data import complete_derivatives, split_at_gaps  # noqa: E402
 
 MODEL_LABELS = {
@@ -203,21 +204,8 @@ def write_report(demo) -> str:
     return tracking + '\n\n' + prediction
 
 
-MISMATCH_KEYS = (
-    'mismatch_preset',
-    'mass_scale',
-    'inertia_scale',
-    'payload_mass',
-    'payload_offset',
-    'payload_radius',
-    'viscous',
-    'coulomb',
-    'friction_scale',
-    *JOINT_EFFECT_FIELDS,
-    'torque_noise',
-    'position_noise',
-    'velocity_noise',
-)
+#: the sim's parameters that make the plant differ from the URDF, as the report shows them
+MISMATCH_KEYS = MISMATCH + NOISE
 
 
 def _reached(timing: Dict) -> str:

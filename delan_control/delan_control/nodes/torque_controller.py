@@ -18,9 +18,10 @@ feedback, error, the model's torque and the command), at most ``state_publish_ra
 second: when one is due the loop only hands its arrays over, a worker thread of normal priority
 builds and publishes the message. Health on ``/diagnostics`` at 1 Hz.
 
-The node is wiring: the models and their switches are :mod:`delan_control.model_switch`'s, each
-cycle's command :mod:`delan_control.control_cycle`'s, the reference
-:mod:`delan_control.reference_tracking`'s.
+The node is wiring: what goes on between the parts (a cycle's reference, a restart, a parameter
+change, the status) is :mod:`delan_control.torque_control`'s; the models and their switches are
+:mod:`delan_control.model_switch`'s, each cycle's command :mod:`delan_control.control_cycle`'s,
+the reference :mod:`delan_control.reference_tracking`'s.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from delan_common.decimation import Decimator
 from delan_common.joint_state import JointStateError, JointStateMapper, StampGate
 from delan_common.param_table import ParamContext
 from delan_common.ros.cdr import CommandBytes, JointStateReader
@@ -46,22 +46,19 @@ from delan_common.ros.realtime import python_thread_ids, set_realtime_priority
 from delan_common.ros.rejections import RejectionCounter
 from delan_common.ros.robot_param import declare_robot
 from delan_common.ros.spin import run_node, steady_timer
-from delan_common.ros.stamps import seconds, set_seconds
+from delan_common.ros.stamps import seconds
 from delan_common.ros.state_taker import JointStateTaker, Taken, decode_joint_state
-from delan_control.continuity import StateContinuity
-from delan_control.control_cycle import FALLBACK_GAINS, ControlCycle, CycleState
-from delan_control.control_laws import ENERGY_LAW, EnergyLaw
-from delan_control.energy_control import actuated_mask
-from delan_control.evaluation import joint_errors
+from delan_control.control_cycle import FALLBACK_GAINS, CycleState
 from delan_control.loop_stats import LoopStats
-from delan_control.model_loader import LatestLoader, ModelLoadError, preload_model_libraries
-from delan_control.model_switch import ModelSwitch, UpdateRequest
-from delan_control.params.torque_controller import TABLE, energy_config
-from delan_control.reference_tracking import ReferenceTracker, reference_from_points
-from delan_control.rt_params import GAIN_NAMES
+from delan_control.model_loader import LatestLoader, preload_model_libraries
+from delan_control.model_switch import UpdateRequest
+from delan_control.params.torque_controller import TABLE
+from delan_control.reference_tracking import reference_from_points
+from delan_control.torque_control import TorqueControl
 from delan_msgs.msg import ControllerState, ModelUpdate
 
 from .command_order_client import CommandOrderClient, node_name_error
+from .controller_state_message import controller_state_message
 
 __all__ = ['FALLBACK_GAINS', 'TorqueControllerNode', 'main']
 
@@ -80,8 +77,8 @@ class TorqueControllerNode(Node):
     # the state of the parts, as the node's users (tests, benchmarks) read it
     model_kind = property(lambda self: self.models.kind)
     law = property(lambda self: self.models.law)
-    fallbacks = property(lambda self: self.cycle.fallbacks)
-    limits = property(lambda self: self.cycle.limits)
+    fallbacks = property(lambda self: self.control.cycle.fallbacks)
+    limits = property(lambda self: self.control.cycle.limits)
     _model = property(lambda self: self.models.model)
     _model_version = property(lambda self: self.models.version)
     _energy = property(lambda self: self.models.energy)
@@ -111,31 +108,11 @@ class TorqueControllerNode(Node):
         error = node_name_error(self, v.effort_controller_name)
         if error:
             raise ValueError(f'invalid parameter: {error}')
-        self.actuated = self._actuated(v.actuated_joints)
-        gains = {k: v[k] for k in GAIN_NAMES}
-        self.cycle = ControlCycle(
-            self.robot, self.actuated, gains, v.control_rate, v.effort_limit_scale, log
-        )
-        self.gains = self.cycle.gains
-        self._state_rate = Decimator(v.state_publish_rate)
         receiver, timeout = v.effort_controller_name, v.effort_controller_timeout
         self.orders = CommandOrderClient(self, self.robot, v.command_joints, receiver, timeout)
-        try:  # what law energy needs besides the model; why not, when it cannot be used
-            upright = np.broadcast_to(np.asarray(v.upright_position, dtype=np.float64), (n,))
-            energy_law = EnergyLaw(self.actuated, upright, self.cycle.limits, energy_config(v))
-            unavailable = ''
-        except ValueError as err:
-            energy_law, unavailable = None, str(err)
-        self.models = ModelSwitch(
-            self.robot,
-            v.model,
-            v.law,
-            v.switch_blend_time,
-            v.delan_checkpoint,
-            v.identified_params,
-            energy_law,
-            unavailable,
-        )
+        c = self.control = TorqueControl.from_params(self.robot, v, log)
+        self.models, self.tracker, self.continuity = c.models, c.tracker, c.continuity
+        self.gains = c.cycle.gains
         self.mapper = JointStateMapper(self.joint_names)
         self.stamps = StampGate()
         self.rejected = RejectionCounter(log, 'joint state')
@@ -143,18 +120,6 @@ class TorqueControllerNode(Node):
         self.commands_sent = 0
         self.loop_stats = LoopStats()
         self._reader = JointStateReader()
-        self.tracker = ReferenceTracker(
-            self.robot.velocity_limits, v.resume_tolerance, v.resume_time, tracked=self.actuated
-        )
-        # a position the arm cannot have moved to (a sim reset, a re-homed driver) is handled
-        # as a restart of the joint states, as their return after a stall
-        self.continuity = StateContinuity(v.watchdog_timeout, self.robot.velocity_limits)
-        try:
-            self.models.start(log.warning)
-        except ModelLoadError:
-            raise
-        except ValueError as err:  # law energy on a model it cannot be built on
-            raise ValueError(f'invalid parameter: {err}') from None
         # learner versions are loaded (and law energy built on them) off the executor thread
         self._update_loader = LatestLoader(
             self.models.load_update,
@@ -190,7 +155,7 @@ class TorqueControllerNode(Node):
         # Staleness is wall time (time.monotonic), so the checks run on the steady clock: with
         # use_sim_time a ROS-time timer stops with /clock -- exactly when the sim is gone.
         self._watchdog_timer = steady_timer(self, v.watchdog_timeout / 2.0, self._watchdog)
-        passive = [j for j, a in zip(self.joint_names, self.actuated) if not a]
+        passive = self.control.passive_joints()
         log.info(
             f'controlling {self.joint_names} with model={self.model_kind} law={self.law}'
             + (f'; passive (never commanded): {passive}' if passive else '')
@@ -203,38 +168,14 @@ class TorqueControllerNode(Node):
             exclude=python_thread_ids(self._update_loader.thread, self._state_worker.thread),
         )
 
-    def _actuated(self, names: List[str]) -> np.ndarray:
-        """``(n,)`` bool of the ``actuated_joints`` parameter ([] = every joint)."""
-        if not names:
-            return np.ones(len(self.joint_names), dtype=bool)
-        try:
-            return actuated_mask(list(names), self.joint_names)
-        except ValueError as err:
-            raise ValueError(f'invalid parameter: actuated_joints: {err}') from None
-
     # ---------------------------------------------------------------- parameters and models
     def _apply_params(self, params) -> None:
-        law = None
-        for p in params:
-            if p.name in GAIN_NAMES:
-                self.cycle.set_gain(p.name, list(p.value))  # [nan]: derived from the URDF
-            elif p.name == 'law':
-                law = p.value
-            elif p.name == 'switch_blend_time':
-                self.models.blend_time = p.value
-            elif p.name == 'watchdog_timeout':
-                self.continuity.timeout = p.value
-                self.destroy_timer(self._watchdog_timer)
-                self._watchdog_timer = steady_timer(self, p.value / 2.0, self._watchdog)
-            elif p.name == 'effort_limit_scale':
-                self.cycle.set_effort_scale(p.value)
-            elif p.name == 'state_publish_rate':
-                self._state_rate.rate_hz = p.value
-            elif p.name in ('delan_checkpoint', 'identified_params'):
-                setattr(self.models, p.name, p.value)
-            elif p.name in ('resume_tolerance', 'resume_time'):
-                setattr(self.tracker, p.name, p.value)
-        for message in self.models.apply(law):
+        changes = {p.name: p.value for p in params}
+        if 'watchdog_timeout' in changes:
+            self.destroy_timer(self._watchdog_timer)
+            period = changes['watchdog_timeout'] / 2.0
+            self._watchdog_timer = steady_timer(self, period, self._watchdog)
+        for message in self.control.apply(changes):
             self.get_logger().info(message)
 
     def _on_model_update(self, msg: ModelUpdate) -> None:
@@ -309,27 +250,10 @@ class TorqueControllerNode(Node):
         if order is None:
             return False
         now = time.monotonic()
-        # after a stall or a jump the reference is rejoined smoothly, or dropped when far
-        restart = self.continuity.take(now, t, js.position)
-        if restart is not None:
-            resumed = self.tracker.resume(t, js.position, js.velocity)
-            note = resumed.describe(restart.cause, t, self.tracker.resume_tolerance)
-            # one call site per severity (rclpy refuses another severity at a call site)
-            if note is not None and note[0] == 'warning':
-                self.get_logger().warning(note[1])
-            elif note is not None:
-                self.get_logger().info(note[1])
-            self.get_logger().info(restart.message)
-        slot = self.models.slot(t)
-        if slot.law == ENERGY_LAW:  # no reference: the upright, where the law works towards
-            q_ref, qd_ref, qdd_ref = self.models.energy_law.reference()
-            holding = False
-        else:
-            q_ref, qd_ref, qdd_ref, holding = self.tracker.target(t, js.position, js.velocity)
-        state = self.cycle.run(t, slot, js, (q_ref, qd_ref, qdd_ref), holding)
+        state = self.control.command(now, t, js)
         self._publish_command(order.to_command(state.command))
         self.commands_sent += 1
-        if self._state_rate.due(now):
+        if self.control.state_rate.due(now):
             self._state_worker.submit(state)
         return True
 
@@ -343,26 +267,9 @@ class TorqueControllerNode(Node):
 
     def _publish_state(self, s: CycleState) -> None:
         """State worker thread: ``~/controller_state`` of one cycle."""
-        msg = ControllerState(
-            joint_names=self.joint_names,
-            model=s.model,
-            model_version=s.model_version,
-            law=s.law,
-            fallback=s.fallback,
-            holding=s.holding,
+        self.state_pub.publish(
+            controller_state_message(s, self.joint_names, self.robot.joint_types)
         )
-        set_seconds(msg.header.stamp, s.stamp)
-        ref, fb, err = msg.reference, msg.feedback, msg.error
-        ref.positions, ref.velocities = s.q_ref.tolist(), s.qd_ref.tolist()
-        ref.accelerations = s.qdd_ref.tolist()
-        fb.positions, fb.velocities = s.q.tolist(), s.qd.tolist()
-        if s.effort is not None:
-            fb.effort = s.effort.tolist()
-        err.positions = joint_errors(s.q_ref, s.q, self.robot.joint_types).tolist()
-        err.velocities = (s.qd_ref - s.qd).tolist()
-        msg.feedforward = [0.0] * len(s.q) if s.feedforward is None else s.feedforward.tolist()
-        msg.command = s.command.tolist()
-        self.state_pub.publish(msg)
 
     def _state_failed(self, state: CycleState, err: Exception) -> None:
         if self.context.ok():
@@ -384,39 +291,13 @@ class TorqueControllerNode(Node):
 
     # ---------------------------------------------------------------- diagnostics
     def _diagnostics_report(self):
-        """(level, message, values) of the 1 Hz status on /diagnostics: ERROR when the command
-        order was refused, WARN while waiting for it, once fallen back to the model order and
-        while joint states are stale."""
-        order, energy = self.orders.order, self.models.energy
-        level_name, msg = self.orders.status()
-        level = LEVELS[level_name]
-        if order is not None and self.continuity.stale:
-            level, msg = WARN, 'joint states stale: not commanding'
-        return (
-            level,
-            msg,
-            {
-                'model': self.model_kind,
-                'model_version': self.models.version,
-                'law': self.law,
-                'commands_sent': self.commands_sent,
-                'fallbacks': self.fallbacks,
-                'watchdog_trips': self.continuity.trips,
-                'references_received': self.tracker.received,
-                'references_dropped': self.tracker.dropped,
-                'references_rejoined': self.tracker.rejoined,
-                'rejected_joint_states': self.rejected.total,
-                'rejected_references': self.rejected_refs.total,
-                'command_order': self.orders.source,
-                'command_joints': ' '.join(order.joints) if order is not None else '',
-                'state_publish_rate': self._state_rate.rate_hz,
-                'passive_joints': ' '.join(
-                    j for j, a in zip(self.joint_names, self.actuated) if not a
-                ),
-                **dict(energy.diagnostics() if energy and self.law == ENERGY_LAW else ()),
-                **dict(self.loop_stats.diagnostics(self._taker.errors)),
-            },
+        """The 1 Hz status on /diagnostics (TorqueControl.status)."""
+        rejected = (self.rejected.total, self.rejected_refs.total)
+        loop = self.loop_stats.diagnostics(self._taker.errors)
+        level, message, values = self.control.status(
+            self.orders, self.commands_sent, rejected, loop
         )
+        return LEVELS[level], message, values
 
     def close(self) -> None:
         """Stop the control loop and the loader (run_node calls it; idempotent)."""

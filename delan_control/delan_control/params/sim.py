@@ -288,8 +288,10 @@ TABLE = (
     ),
 )
 
-#: the parameters of the plant's mismatch (``robot_model.Mismatch.from_params``)
+#: the parameters of the plant's mismatch (``robot_model.Mismatch.from_params``), the preset
+#: first: the others override it
 MISMATCH = (
+    'mismatch_preset',
     'mass_scale',
     'inertia_scale',
     'payload_mass',
@@ -298,6 +300,7 @@ MISMATCH = (
     'viscous',
     'coulomb',
     'friction_scale',
-    'mismatch_preset',
     *JOINT_EFFECT_FIELDS,
 )
+#: the parameters of the plant's noise: a disturbance torque, measurement noise
+NOISE = ('torque_noise', 'position_noise', 'velocity_noise')
