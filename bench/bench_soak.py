@@ -93,6 +93,7 @@ def verify_bag(bag_root: str, rate: float) -> Dict:
     from rosbags.rosbag2 import Reader
 
     from delan_learning.bags import ros2_typestore
+    from delan_learning.bags.types import register_installed_type
 
     store = ros2_typestore()
     counts: Dict[str, int] = {}
@@ -106,6 +107,8 @@ def verify_bag(bag_root: str, rate: float) -> Dict:
         with Reader(os.path.join(bag_root, path)) as reader:
             for conn in reader.connections:
                 metadata_counts[conn.topic] = metadata_counts.get(conn.topic, 0) + conn.msgcount
+                if conn.msgtype not in store.fielddefs:  # the suite's own (ControllerState)
+                    register_installed_type(conn.msgtype)
             for conn, t, raw in reader.messages():
                 msg = store.deserialize_cdr(raw, conn.msgtype)
                 counts[conn.topic] = counts.get(conn.topic, 0) + 1
