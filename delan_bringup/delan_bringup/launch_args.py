@@ -18,7 +18,7 @@ from launch.launch_context import LaunchContext
 from launch.logging import get_logger
 from launch.substitutions import LaunchConfiguration
 
-from delan_common.model_kinds import CONTROLLER_KINDS, LEARNED_KINDS
+from delan_common.model_kinds import CONTROLLER_KINDS, LEARNED_KINDS, ONLINE_KINDS
 
 DEFAULT_URDF = 'two_link_arm.urdf'
 
@@ -56,9 +56,10 @@ def declare_suite_arguments() -> List[DeclareLaunchArgument]:
         DeclareLaunchArgument(
             'learner_model',
             default_value='',
-            choices=['', *LEARNED_KINDS],
+            choices=['', *ONLINE_KINDS],
             description="What the learner learns ('' = delan_residual when model:= is, else "
-            'delan)',
+            'delan); mlp, blackbox_lagrangian and hamiltonian are learned for comparison, no '
+            'controller follows them',
         ),
         DeclareLaunchArgument('robot', default_value='', description='Deprecated name of urdf'),
         DeclareLaunchArgument(

@@ -60,6 +60,7 @@ def test_old_checkpoint_name_alone_keeps_pd():
         ({'urdf': 'a.urdf', 'robot': 'b.urdf'}, 'disagree'),
         ({'controller': 'delan', 'model': 'a.pt', 'delan_checkpoint': 'b.pt'}, 'two checkpoints'),
         ({'model': 'delan_residual', 'learner_model': 'delan'}, 'cannot follow'),
+        ({'model': 'delan', 'learner_model': 'hamiltonian'}, 'cannot follow'),
     ],
 )
 def test_contradictions_are_clear_errors(values, message):

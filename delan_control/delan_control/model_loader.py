@@ -82,7 +82,12 @@ def _nominal(robot: RobotDescription):
 def _learned(kind: str, robot: RobotDescription, checkpoint: str):
     """A learner's checkpoint as ``kind``; a residual (``delan_residual``) is added to the URDF's
     model. The checkpoint's own kind must match: a residual used as a whole model would command
-    a fraction of the torque the arm needs, a whole model used as a residual twice it."""
+    a fraction of the torque the arm needs, a whole model used as a residual twice it. A
+    variant or the MLP (which the learner may learn too) is refused whatever ``kind`` is: the
+    control laws need a mass matrix (the MLP has none), positive definite (the black-box
+    Lagrangian's is not, by construction), every cycle within the control period (the
+    Hamiltonian form takes several autograd passes; its networks are DeLaN's: learn
+    model:=delan to control with them)."""
     try:
         from delan_learning.checkpoint import CheckpointError, load_model
         from delan_learning.fastpath import dynamics_model
@@ -97,14 +102,23 @@ def _learned(kind: str, robot: RobotDescription, checkpoint: str):
         )
     try:
         model, meta = load_model(checkpoint, expected_joint_names=robot.joint_names)
-        loaded = dynamics_model(model, robot.joint_names)
     except (CheckpointError, OSError) as err:
         raise ModelLoadError(str(err)) from None
-    if meta.get('model_kind') != kind:
+    held = meta.get('model_kind')
+    if held not in LEARNED_KINDS:
         raise ModelLoadError(
-            f'{checkpoint} holds a {meta.get("model_kind")!r} model, not '
-            f'{kind!r} (learner parameter model:={kind})'
+            f'{checkpoint} holds a {held!r} model, which no controller commands with (the '
+            f'learner learns it for comparison); for control run the learner with '
+            f'model:={kind}'
         )
+    if held != kind:
+        raise ModelLoadError(
+            f'{checkpoint} holds a {held!r} model, not {kind!r} (learner parameter model:={kind})'
+        )
+    try:
+        loaded = dynamics_model(model, robot.joint_names)
+    except OSError as err:  # the C kernel
+        raise ModelLoadError(str(err)) from None
     try:
         loaded.model_version = int(meta.get('model_version') or 0)
     except (TypeError, ValueError):

@@ -78,6 +78,7 @@ class ModelSwitch:
         self.old_model: Optional[DynamicsModel] = None  # the model fading out
         self.old_energy: Optional[EnergySwingUp] = None
         self.latest_update: Any = None  # the learner's newest announcement
+        self.updates_refused = 0  # learner versions that could not be used (load_update)
         self._blend = BumplessBlend(blend_time)
         self._lock = threading.RLock()
         self._pending: Optional[Prepared] = None  # loaded by the validators of a change
@@ -217,11 +218,19 @@ class ModelSwitch:
     def load_update(
         self, request: UpdateRequest
     ) -> Tuple[Optional[DynamicsModel], Optional[EnergySwingUp]]:
-        """``(model, law energy on it or None)`` of a learner version."""
-        model = load_dynamics_model(
-            request.kind, self.robot, checkpoint=request.update.checkpoint_path
-        )
-        return model, self._energy_for(model, request.kind, request.law)
+        """``(model, law energy on it or None)`` of a learner version. A version that cannot
+        be used raises ``ValueError`` (``ModelLoadError``: of another kind, a variant or the MLP
+        that no controller commands with, a broken file) and is counted in
+        :attr:`updates_refused`; the running model stays."""
+        try:
+            model = load_dynamics_model(
+                request.kind, self.robot, checkpoint=request.update.checkpoint_path
+            )
+            return model, self._energy_for(model, request.kind, request.law)
+        except ValueError:
+            with self._lock:
+                self.updates_refused += 1
+            raise
 
     def adopt_update(
         self,

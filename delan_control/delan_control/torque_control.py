@@ -190,6 +190,7 @@ class TorqueControl:
             'law': models.law,
             'commands_sent': commands_sent,
             'fallbacks': self.cycle.fallbacks,
+            'updates_refused': models.updates_refused,
             'watchdog_trips': self.continuity.trips,
             'references_received': tracker.received,
             'references_dropped': tracker.dropped,

@@ -221,6 +221,7 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
 
     import torch
 
+    from delan_learning import models
     from delan_learning.checkpoint import save_model
     from delan_learning.training import TrainConfig, train_model
 
@@ -242,13 +243,12 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
         integrator=args.integrator,
         torque_timing=args.torque_timing,
     )
-    model_config: Dict = {'width': args.width, 'depth': args.depth}
-    if args.model != 'mlp':
-        model_config['friction'] = not args.no_friction
-    if args.friction_model != DEFAULT_FRICTION_MODEL:
-        if args.model not in ('delan', 'hamiltonian'):
-            return _fail(prog, f'--friction-model is for DeLaN models, not {args.model}')
-        model_config['friction_model'] = args.friction_model
+    try:
+        model_config = models.model_config(
+            args.model, args.width, args.depth, not args.no_friction, args.friction_model
+        )
+    except ValueError:
+        return _fail(prog, f'--friction-model is for DeLaN models, not {args.model}')
     try:
         result = train_model(data, args.model, config, model_config)
     except ValueError as err:  # e.g. no window without a gap for the forward loss

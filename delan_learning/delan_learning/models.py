@@ -16,8 +16,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from delan_common.model_kinds import TRAINABLE_KINDS
+from delan_common.model_kinds import FRICTION_LAW_KINDS, TRAINABLE_KINDS
 from delan_learning.features import check_joint_types
+from delan_learning.train_config import DEFAULT_FRICTION_MODEL, friction_model_error
 
 #: the kinds built here; ``delan_residual`` is the residual on a nominal model (residual_model.py)
 MODEL_KINDS = TRAINABLE_KINDS
@@ -187,6 +188,29 @@ def joint_inertia_estimates(
         if np.isfinite(coef):
             out[j] = np.clip(coef, 1e-4 * upper[j], upper[j])
     return out
+
+
+def model_config(
+    kind: str,
+    width: int,
+    depth: int,
+    friction: bool = True,
+    friction_model: str = DEFAULT_FRICTION_MODEL,
+) -> Dict[str, Any]:
+    """The :func:`build_model` arguments of a ``kind`` model from the settings ``delan-train``
+    and the learner share, which not every kind takes: the MLP has no friction term (its
+    network learns friction with the rest: ``friction`` does not apply), and only the
+    :data:`~delan_common.model_kinds.FRICTION_LAW_KINDS` choose a friction law. ValueError for
+    another law on another kind (:func:`~delan_learning.train_config.friction_model_error`)."""
+    error = friction_model_error(kind, friction_model)
+    if error is not None:
+        raise ValueError(error)
+    config: Dict[str, Any] = {'width': width, 'depth': depth}
+    if kind != 'mlp':
+        config['friction'] = bool(friction)
+    if kind in FRICTION_LAW_KINDS:
+        config['friction_model'] = friction_model
+    return config
 
 
 def build_model(kind: str, joint_types: Sequence[str], **config: Any) -> DynamicsModule:

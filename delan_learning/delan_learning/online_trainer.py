@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from delan_common.urdf_joints import RobotDescription
-from delan_learning.models import build_model
+from delan_learning.models import build_model, model_config
 from delan_learning.online import Log, SplitBuffers, evaluate_total, fit_targets
 from delan_learning.online_lr import OnlineLearningRate
 from delan_learning.publication import PublicationPolicy, TrainerWeights, Verdict
@@ -312,10 +312,7 @@ class OnlineTrainer:
             model = build_model(
                 p.model,
                 self.robot.joint_types,
-                width=p.width,
-                depth=p.depth,
-                friction=p.friction,
-                friction_model=p.friction_model,
+                **model_config(p.model, p.width, p.depth, p.friction, p.friction_model),
             )
         cfg = TrainConfig(
             batch_size=p.batch_size,

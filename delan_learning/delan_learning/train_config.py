@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from delan_common.model_kinds import FRICTION_LAW_KINDS
+
 #: values of ``TrainConfig.loss``
 LOSSES = ('inverse', 'forward', 'both')
 #: values of ``TrainConfig.loss_metric``
@@ -16,6 +18,19 @@ TORQUE_TIMINGS = ('start', 'end')
 #: here so that command lines list them without importing torch)
 FRICTION_MODELS = ('coulomb_viscous', 'stribeck')
 DEFAULT_FRICTION_MODEL = 'coulomb_viscous'
+
+
+def friction_model_error(kind: str, friction_model: str) -> Optional[str]:
+    """Why a ``kind`` model cannot have ``friction_model`` (None: it can): another law than the
+    default only for the kinds on DeLaN's networks (ignored, the user would get a law other
+    than the one asked for)."""
+    if friction_model == DEFAULT_FRICTION_MODEL or kind in FRICTION_LAW_KINDS:
+        return None
+    return (
+        f"friction_model {friction_model!r} is for the models on DeLaN's networks "
+        f'({", ".join(FRICTION_LAW_KINDS)}); the {kind!r} model has '
+        + ('no friction term' if kind == 'mlp' else 'viscous + Coulomb friction only')
+    )
 
 
 @dataclass

@@ -5,6 +5,12 @@ compiled controller's weights beside it (``.cw``) for model ``delan``, and only 
 ``keep_versions`` stay. Version numbers go on from the highest in the folder -- after a
 restart without resume and after a reset too: pruning keeps the highest numbers, so numbering
 from 1 among an earlier run's versions would delete each new version as it is announced.
+
+No weights are written for the variants (``mlp``, ``blackbox_lagrangian``, ``hamiltonian``):
+the ``.cw`` format is DeLaN's networks for the C kernel (:mod:`delan_learning.c_export`), which
+the MLP and the black-box Lagrangian do not have, and no controller commands with a variant (a
+hamiltonian's networks are DeLaN's, but exported they would be followed as a delan model). The
+compiled controller finds no weights beside such a version and refuses it, keeping its model.
 """
 
 from __future__ import annotations
@@ -27,6 +33,14 @@ PARTIAL_GLOB = '.model_v*.pt.*.tmp'
 
 #: a checkpoint as read: (model, metadata)
 Loaded = Tuple[DynamicsModule, Dict[str, Any]]
+
+
+def _remove(path: str) -> None:
+    """Delete ``path`` if it is there."""
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 def new_model_id() -> str:
@@ -76,6 +90,10 @@ class VersionStore:
         save_model(model, path, metadata)
         if self.model_kind == 'delan':
             self._export_weights(path, version)
+        else:
+            # weights an earlier delan run left under this name (its checkpoints deleted by
+            # hand, the numbers started over) would be followed as this version
+            _remove(weights_path(path))
         return path
 
     def _export_weights(self, path: str, version: int) -> None:
@@ -89,11 +107,8 @@ class VersionStore:
     def prune(self) -> None:
         """Delete all but the newest ``keep_versions`` versions (and their weights files)."""
         for _, path in self.versions()[: -self.keep_versions]:
-            for f in (path, weights_path(path)):
-                try:
-                    os.remove(f)
-                except OSError:
-                    pass
+            _remove(path)
+            _remove(weights_path(path))
 
     def remove_partial(self) -> None:
         for path in glob.glob(os.path.join(self.directory, PARTIAL_GLOB)):

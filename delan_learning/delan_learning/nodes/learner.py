@@ -12,7 +12,13 @@ latched ``~/model_update`` topic, where controllers pick it up without restart.
 
 ``~/dynamics_estimate`` carries what the published version predicts for the incoming samples
 next to the measured torque, at most ``estimate_publish_rate`` samples per second of their
-stamps (:mod:`delan_learning.learner_estimates`). Health on ``/diagnostics`` at 1 Hz.
+stamps (:mod:`delan_learning.learner_estimates`: the terms a kind does not have are empty, its
+energies NaN). Health on ``/diagnostics`` at 1 Hz.
+
+``model`` may be any trainable kind (:data:`~delan_common.model_kinds.ONLINE_KINDS`): the
+variants are learned, validated and published as DeLaN is, for comparison; only delan's versions
+get the compiled controller's weights beside them (:mod:`delan_learning.version_store`), and a
+controller follows delan and delan_residual only.
 
 This node only translates: parameters, messages, services and timers to and from those classes.
 """
@@ -282,14 +288,8 @@ class LearnerNode(Node):
                 position=s.q.tolist(),
                 velocity=s.qd.tolist(),
                 acceleration=s.qdd.tolist(),
-                mass_matrix=est.mass_matrix[k].reshape(-1).tolist(),
-                coriolis_torque=est.coriolis[k].tolist(),
-                gravity_torque=est.gravity[k].tolist(),
-                friction_torque=est.friction[k].tolist(),
-                predicted_torque=est.predicted[k].tolist(),
                 measured_torque=s.tau.tolist(),
-                kinetic_energy=float(est.kinetic[k]),
-                potential_energy=float(est.potential[k]),
+                **est.fields(k),
             )
             set_seconds(msg.header.stamp, s.t)
             self.estimate_pub.publish(msg)

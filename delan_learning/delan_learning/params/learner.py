@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from delan_common.model_kinds import FORWARD_KINDS, LEARNED_KINDS
+from delan_common.model_kinds import FORWARD_KINDS, ONLINE_KINDS
 from delan_common.param_table import Param, ParamContext
 from delan_common.urdf_joints import END_STOP_TOLERANCE
 from delan_learning.online import ACCELERATION_SOURCES
@@ -14,6 +14,7 @@ from delan_learning.train_config import (
     LOSS_METRICS,
     LOSSES,
     TORQUE_TIMINGS,
+    friction_model_error,
 )
 
 
@@ -23,10 +24,15 @@ def loss_error(loss: str, model: str, loss_metric: str) -> Optional[str]:
     if loss == 'inverse':
         return None
     if model not in FORWARD_KINDS:
+        why = (
+            "it learns a torque on top of the URDF's model"
+            if model == 'delan_residual'
+            else 'a black-box inverse model: its forward model is a numerical solve'
+        )
         return (
             f'loss {loss!r} trains through the forward dynamics, which the {model!r} model '
-            'does not have in a differentiable form (it learns a torque on top of the '
-            "URDF's model); use loss inverse, or model delan"
+            f'does not have in a differentiable form ({why}); use loss inverse, or model '
+            + ', '.join(FORWARD_KINDS)
         )
     if loss_metric not in ('auto', 'torque'):
         return (
@@ -41,14 +47,22 @@ def _loss_fits_model(value: Any, ctx: ParamContext) -> Optional[str]:
     return loss_error(value, ctx.values['model'], ctx.values['loss_metric'])
 
 
+def _friction_law_fits_model(value: Any, ctx: ParamContext) -> Optional[str]:
+    """friction_model: one the model kind has (declared after model)."""
+    return friction_model_error(ctx.values['model'], value)
+
+
 TABLE = (
     Param(
         'model',
         'delan',
-        'What is learned: delan (the whole dynamics) or '
+        'What is learned: delan (the whole dynamics), '
         "delan_residual (what the URDF's rigid-body model misses, on top "
-        'of it)',
-        choices=LEARNED_KINDS,
+        'of it), or, to compare them on the same stream, the black-box mlp (inverse dynamics '
+        'only) or the variants blackbox_lagrangian (one MLP for L(q, qd)) and hamiltonian '
+        "(DeLaN's networks in Hamiltonian form). Every kind is published the same way; a "
+        'controller follows delan and delan_residual only and refuses a version of the others',
+        choices=ONLINE_KINDS,
         read_only=True,
     ),
     Param(
@@ -58,7 +72,7 @@ TABLE = (
         "joint over its torque spread), acceleration (through the URDF's inverse "
         'inertia: the motion the error would cause, large where joint axes line up '
         'or links are light) or both; auto = both for delan_residual, torque for '
-        'delan',
+        'the others',
         choices=('auto',) + LOSS_METRICS,
         read_only=True,
     ),
@@ -68,7 +82,8 @@ TABLE = (
         'What training minimises: inverse (the torque error of the inverse model, with the '
         'estimated acceleration), forward (the error of the positions and velocities the '
         'forward model predicts horizon samples ahead from a measured state under the measured '
-        'efforts: no acceleration estimate enters, for noisy velocities; delan only) or both '
+        'efforts: no acceleration estimate enters, for noisy velocities; not for '
+        'delan_residual and mlp) or both '
         '(their sum). Validation, the quality gate and publication stay on the torque nMSE. A '
         'change applies from the next training round: the trainer is rebuilt around the current '
         'weights (the optimiser state starts over) and the versions trained with the new loss '
@@ -104,8 +119,9 @@ TABLE = (
         'buffer_capacity',
         200000,
         'Replay buffer size [samples]; bounds '
-        'memory to 32 * n_joints + 8 bytes per sample, + 8 * n_joints + 8 for delan (the '
-        'measured effort and stream position the forward loss needs), + 8 * n_joints for '
+        'memory to 32 * n_joints + 8 bytes per sample, + 8 * n_joints + 8 for delan, '
+        'blackbox_lagrangian and hamiltonian (the measured effort and stream position the '
+        'forward loss needs), + 8 * n_joints for '
         'delan_residual, + 4 * n_joints^2 for a loss_metric other than '
         'torque',
         min=100,
@@ -149,14 +165,21 @@ TABLE = (
     ),
     Param('width', 64, 'Hidden units per layer', min=4, max=1024, read_only=True),
     Param('depth', 2, 'Hidden layers', min=1, max=8, read_only=True),
-    Param('friction', True, 'Learn viscous + Coulomb friction', read_only=True),
+    Param(
+        'friction',
+        True,
+        'Learn viscous + Coulomb friction (mlp: no friction term, its network learns friction '
+        'with the rest)',
+        read_only=True,
+    ),
     Param(
         'friction_model',
         'coulomb_viscous',
         'The friction law learned (with friction): coulomb_viscous (viscous + symmetric '
         'Coulomb) or stribeck (asymmetric Coulomb with a break-away bump, viscous; '
-        'delan_learning/friction.py)',
+        'delan_learning/friction.py; delan, delan_residual and hamiltonian only)',
         choices=FRICTION_MODELS,
+        check=_friction_law_fits_model,
         read_only=True,
     ),
     Param('seed', 0, 'Seed of weights and minibatches', min=0, max=2**31 - 1, read_only=True),
