@@ -116,8 +116,8 @@ def test_short_demo_on_the_seven_dof_arm(tmp_path):
 
     Its learning time stays fixed: stopped early at a validation target (0.03-0.04 on every
     joint, after 40-60 s), the version under test tracked with up to 0.41-0.57 of nominal's
-    error at 2x, against 0.16-0.23 after the 120 s here; the validation nMSE of a young model
-    is too loose a guide for this bound."""
+    error at 2x, against 0.16-0.23 after 120 s and 0.32 after the 90 s here (0.16 at 1x); the
+    validation nMSE of a young model is too loose a guide for this bound."""
     out = tmp_path / 'demo7'
     res = subprocess.run(
         [
@@ -129,9 +129,9 @@ def test_short_demo_on_the_seven_dof_arm(tmp_path):
             '--robot',
             'seven_dof_arm.urdf',
             '--excitation',
-            '60',
+            '45',
             '--max-extra',
-            '60',
+            '45',
             '--plateau',
             '0',
             '--test-duration',
