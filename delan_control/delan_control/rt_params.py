@@ -202,14 +202,15 @@ def controller_node(
 
 def ensure_weights(checkpoint: str, kind: str = '') -> str:
     """The compiled node's weights file of ``checkpoint`` (``<checkpoint>.cw``), exported now
-    (``delan_learning.c_export``, the model as the checkpoint holds it) when it is missing or
-    older than the checkpoint; ``''`` for no checkpoint. With ``kind`` (delan or
-    delan_residual), a checkpoint holding another kind raises ``ValueError``, as the Python node
-    refuses it: a residual used as a whole model commands a fraction of the torque, a whole
-    model used as a residual twice it."""
+    (``delan_learning.c_export``, the model as the checkpoint holds it, its kind as the file's
+    role) when it is missing, older than the checkpoint or (with ``kind``) of another role, as
+    an earlier writer without roles left a residual's; ``''`` for no checkpoint. With ``kind``
+    (delan or delan_residual), a checkpoint holding another kind raises ``ValueError``, as the
+    Python node refuses it: a residual used as a whole model commands a fraction of the torque,
+    a whole model used as a residual twice it."""
     if not checkpoint:
         return ''
-    from delan_learning.c_export import export_delan, weights_path
+    from delan_learning.c_export import export_delan, file_role, weights_path
     from delan_learning.checkpoint import load_model
 
     path = weights_path(checkpoint)
@@ -220,6 +221,6 @@ def ensure_weights(checkpoint: str, kind: str = '') -> str:
             raise ValueError(
                 f'{checkpoint} holds a {meta.get("model_kind")!r} model, not {kind!r}'
             )
-        if stale:
+        if stale or file_role(path) != kind:
             export_delan(model, path, meta.get('joint_names'))
     return path

@@ -12,6 +12,10 @@
 #include "delan_kernel.inc"
 
 #define HEADER_BYTES 96
+/* the role field (c_export.ROLES) after the header, from format version 3 */
+#define ROLE_SINCE 3
+#define ROLES 2
+static const char * const role_kinds[ROLES] = {"delan", "delan_residual"};
 /* friction coefficient rows by law (delan_learning/friction.py COEFFICIENTS) and the first
  * format version that has the law */
 #define FRICTION_LAWS 3
@@ -22,6 +26,7 @@ struct delan_model
 {
   delan_t k;
   int64_t version;
+  int role;              /* index into role_kinds */
   char ** names;
   unsigned char * blob;  /* the file */
   double * arrays;       /* its arrays, aligned copies the kernel points into */
@@ -70,7 +75,18 @@ delan_model * delan_model_load(const char * path, char * err, size_t err_len)
     FAIL("%s: unknown friction law %d for format version %u", path, k->friction,
       (unsigned)version);
   }
-  bin_cursor_t c = {blob + HEADER_BYTES, size - 8 - HEADER_BYTES};
+  size_t header = HEADER_BYTES;
+  if (version >= ROLE_SINCE) {
+    header += 4;
+    if (size < header + 8) {
+      FAIL("%s: %zu bytes, too short for a DeLaN weights file", path, size);
+    }
+    int32_t role;
+    memcpy(&role, blob + HEADER_BYTES, 4);
+    if (role < 0 || role >= ROLES) {FAIL("%s: unknown model role %d", path, role);}
+    M->role = role;
+  }
+  bin_cursor_t c = {blob + header, size - 8 - header};
   M->names = calloc((size_t)n, sizeof(char *));
   if (!M->names) {FAIL("out of memory");}
   for (int i = 0; i < n; i++) {
@@ -150,6 +166,7 @@ void delan_model_free(delan_model * M)
 int delan_model_dof(const delan_model * M) {return M->k.n;}
 const char * delan_model_joint_name(const delan_model * M, int i) {return M->names[i];}
 int64_t delan_model_version(const delan_model * M) {return M->version;}
+const char * delan_model_kind(const delan_model * M) {return role_kinds[M->role];}
 
 int delan_model_inverse(
   const delan_model * M, const double * q, const double * qd, const double * qdd, double * tau)

@@ -326,6 +326,8 @@ typedef struct
   int have_last_q;
   /* counters (diagnostics) */
   int64_t commands_sent, fallbacks, watchdog_trips, rejected, model_loads;
+  int64_t updates_refused;          /* learner versions refused (adopt_model), as the Python
+                                     * node's updates_refused */
   int64_t references, references_rejected, references_rejoined, references_dropped;
   char last_reject[160];
   /* rejected joint states by reason (REJECT_REASONS) and when each was last logged; when the
@@ -599,11 +601,19 @@ static int same_joints(const controller_t * c, const char * path, int n,
 static const char * delan_name(const void * m, int i) {return delan_model_joint_name(m, i);}
 static const char * rb_name(const void * m, int i) {return rigid_body_joint_name(m, i);}
 
-/* the DeLaN weights at path, on the controller's joints; NULL with the reason */
-static delan_model * load_delan(const controller_t * c, const char * path, char * err,
-  size_t err_len)
+/* the DeLaN weights at path, on the controller's joints, for model kind (delan or
+ * delan_residual: the file's role must be the same, as the same networks are a fraction of the
+ * torque as a residual's and the whole of it as a model's); NULL with the reason */
+static delan_model * load_delan(const controller_t * c, const char * kind, const char * path,
+  char * err, size_t err_len)
 {
   delan_model * m = delan_model_load(path, err, err_len);
+  if (m && strcmp(delan_model_kind(m), kind) != 0) {
+    snprintf(err, err_len, "%s holds the weights of a %s model, not of %.100s", path,
+      delan_model_kind(m), kind);
+    delan_model_free(m);
+    m = NULL;
+  }
   if (m && !same_joints(c, path, delan_model_dof(m), delan_name, m, err, err_len)) {
     delan_model_free(m);
     m = NULL;
@@ -611,12 +621,13 @@ static delan_model * load_delan(const controller_t * c, const char * path, char 
   return m;
 }
 
-/* a learner version: switched to bumplessly; 0 when refused */
+/* a learner version: switched to bumplessly; 0 when refused (logged, counted) */
 static int adopt_model(controller_t * c, const char * path)
 {
   char err[4600];
-  delan_model * m = load_delan(c, path, err, sizeof(err));
+  delan_model * m = load_delan(c, c->model_kind, path, err, sizeof(err));
   if (!m) {
+    c->updates_refused++;
     fprintf(stderr, "[torque_controller_rt] model refused: %s\n", err);
     return 0;
   }
@@ -763,6 +774,7 @@ static void publish_diagnostics(rcl_publisher_t * pub, controller_t * c, const c
   kv(&st->values, &k, "rejected_joint_states", "%lld", (long long)c->rejected);
   kv(&st->values, &k, "last_rejection", "%s", c->last_reject);
   kv(&st->values, &k, "model_loads", "%lld", (long long)c->model_loads);
+  kv(&st->values, &k, "updates_refused", "%lld", (long long)c->updates_refused);
   kv(&st->values, &k, "holding", "%s", c->ref ? "false" : "true");
   kv(&st->values, &k, "references_received", "%lld", (long long)c->references);
   kv(&st->values, &k, "rejected_references", "%lld", (long long)c->references_rejected);
@@ -1078,7 +1090,7 @@ static int load_models(const controller_t * c, const params_t * P, int initial, 
   delan_model * d = NULL;
   if (*path) {
     char why[4600];
-    if (!(d = load_delan(c, path, why, sizeof(why)))) {
+    if (!(d = load_delan(c, kind, path, why, sizeof(why)))) {
       snprintf(err, err_len, "model=%s: %.440s", kind, why);
     }
   } else if (!initial) {

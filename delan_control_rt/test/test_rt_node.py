@@ -21,9 +21,11 @@ from std_msgs.msg import Float64MultiArray
 from delan_common.robot_model import RobotModel
 from delan_control.rt_params import ensure_weights, model_files, rt_parameters
 from delan_control.sysid import IdentifiedModel, nominal_parameters
-from delan_learning.c_export import export_delan, weights_path
+from delan_learning.c_export import export_delan, file_role, weights_path
 from delan_learning.checkpoint import load_model, save_model
 from delan_learning.residual_model import ResidualDelanModel
+from delan_learning.version_store import VersionStore
+from delan_testing.logs import Log
 from delan_testing.models import random_delan
 from delan_testing.processes import node_process
 
@@ -147,6 +149,36 @@ def residual_checkpoint(tmp, names):
     return path
 
 
+def learner_version(tmp, kind, model, version, names):
+    """``model`` saved as the learner saves ``version`` of a ``kind`` learner (VersionStore: the
+    checkpoint and, written by the store, its compiled weights); the checkpoint's path."""
+    store = VersionStore(os.path.join(tmp, f'learner_{kind}'), 3, names, kind, Log())
+    path = store.write(model, version, {'joint_names': names, 'model_version': version})
+    assert file_role(weights_path(path)) == kind  # the store wrote them, of the kind's role
+    return path
+
+
+def update_publisher(bench):
+    """A publisher of learner/model_update, latched as the learner's."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    from delan_msgs.msg import ModelUpdate
+
+    latched = QoSProfile(
+        depth=1,
+        reliability=ReliabilityPolicy.RELIABLE,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL,
+    )
+    pub = bench.node.create_publisher(ModelUpdate, 'learner/model_update', latched)
+
+    def publish(path, version, names):
+        update = ModelUpdate(model_id='test', model_version=version, checkpoint_path=path)
+        update.joint_names = names
+        pub.publish(update)
+
+    return publish
+
+
 def identified_file(tmp):
     """Identified parameters (delan-sysid's format) that differ from the URDF's."""
     kinematics = RobotModel(URDF)
@@ -215,11 +247,7 @@ def test_same_commands_as_the_python_node_with_rigid_body_models(bench, tmp_path
     """pinocchio, identified and delan_residual: the C node's RNEA on the files rt_params
     exports (as the launch files do) against the Python node switched to each model; a
     delan_residual without a checkpoint takes the learner's version from learner/model_update
-    and adds it to the URDF's model."""
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-
-    from delan_msgs.msg import ModelUpdate
-
+    (its weights as the learner writes them) and adds it to the URDF's model."""
     tmp = str(tmp_path)
     params = rt_params()
     names = params['joint_names']
@@ -283,14 +311,8 @@ def test_same_commands_as_the_python_node_with_rigid_body_models(bench, tmp_path
     # the follower: PD until a learner version, then the URDF's model + that residual
     (a_pd,) = answer(bench, [rt['follow']], names, q, qd)
     assert np.abs(a_pd - answers['delan_residual']).max() > 1e-3
-    latched = QoSProfile(
-        depth=1,
-        reliability=ReliabilityPolicy.RELIABLE,
-        durability=DurabilityPolicy.TRANSIENT_LOCAL,
-    )
-    update = ModelUpdate(model_id='test', model_version=3, checkpoint_path=residual)
-    update.joint_names = names
-    bench.node.create_publisher(ModelUpdate, 'learner/model_update', latched).publish(update)
+    version = learner_version(tmp, 'delan_residual', load_model(residual)[0], 3, names)
+    update_publisher(bench)(version, 3, names)
     bench.until(
         lambda: bench.diag.get('/rt_follow', {}).get('model_loads') == '1',
         20.0,
@@ -301,6 +323,66 @@ def test_same_commands_as_the_python_node_with_rigid_body_models(bench, tmp_path
     # three different models: three different commands
     assert np.abs(answers['identified'] - answers['pinocchio']).max() > 1e-3
     assert np.abs(answers['delan_residual'] - answers['pinocchio']).max() > 1e-3
+
+
+def test_a_learner_version_is_followed_only_by_a_node_of_its_kind(bench, tmp_path):
+    """The weights the learner writes say whether they are a whole model or a residual: a node
+    following the learner with model delan takes a delan version and refuses a delan_residual
+    one (a fraction of the torque the arm needs), a delan_residual node the other way round
+    (the whole model added to the URDF's would be twice it); a refusal is logged with the
+    reason, counted in updates_refused, and the node commands with the model it had."""
+    tmp = str(tmp_path)
+    params = rt_params()
+    names = params['joint_names']
+    rigid_body = model_files('delan_residual', URDF, folder=tmp)
+    common = {**params, **rigid_body, 'switch_blend_time': 0.0, 'watchdog_timeout': 10.0}
+    nodes = {
+        kind: bench.start(
+            'delan_control_rt', 'torque_controller_rt', f'rt_{kind}', {**common, 'model': kind}
+        )
+        for kind in ('delan', 'delan_residual')
+    }
+    types = ['revolute', 'revolute']
+    versions = {
+        'delan': learner_version(tmp, 'delan', random_delan(types, seed=3, std=0.3), 1, names),
+        'delan_residual': learner_version(
+            tmp,
+            'delan_residual',
+            random_delan(types, seed=4, std=0.3, model_class=ResidualDelanModel),
+            2,
+            names,
+        ),
+    }
+    q, qd = [0.305, -0.497], [0.2, -0.1]
+    topics = list(nodes.values())
+    before = answer(bench, topics, names, q, qd, timeout=40.0)  # PD: no version yet
+    np.testing.assert_array_equal(before[0], before[1])
+    publish = update_publisher(bench)
+    other = {'delan': 'delan_residual', 'delan_residual': 'delan'}
+
+    def counts(kind):
+        """(model_loads, model_version, updates_refused) in rt_<kind>'s diagnostics."""
+        d = bench.diag.get(f'/rt_{kind}', {})
+        return tuple(d.get(k) for k in ('model_loads', 'model_version', 'updates_refused'))
+
+    for number, (kind, path) in enumerate(versions.items(), start=1):
+        publish(path, number, names)
+        refuser = other[kind]
+        bench.until(
+            lambda: counts(kind)[:2] == ('1', str(number)) and counts(refuser)[2] == '1',
+            20.0,
+            f'v{number} taken by rt_{kind}, refused by rt_{refuser}',
+        )
+        with open(os.path.join(tmp, f'rt_{refuser}.log')) as f:
+            refusals = [x for x in f.read().splitlines() if 'model refused: ' in x]
+        reason = f'{weights_path(path)} holds the weights of a {kind} model, not of {refuser}'
+        assert len(refusals) == 1 and reason in refusals[0], refusals
+        after = answer(bench, topics, names, q, qd)
+        changed, kept = (topics.index(nodes[k]) for k in (kind, refuser))
+        assert np.abs(after[changed] - before[changed]).max() > 1e-3, kind
+        np.testing.assert_array_equal(after[kept], before[kept], err_msg=refuser)
+        before = after
+    assert counts('delan') == ('1', '1', '1') and counts('delan_residual') == ('1', '2', '1')
 
 
 def test_urdf_feedback_laws_as_by_the_python_node(bench, tmp_path):

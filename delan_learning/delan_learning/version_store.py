@@ -1,10 +1,12 @@
 """The online learner's checkpoint folder: one file per published version, ``model_vNNNNN.pt``.
 
 A version is written atomically (:func:`~delan_learning.checkpoint.save_model`), with the
-compiled controller's weights beside it (``.cw``) for model ``delan``, and only the newest
-``keep_versions`` stay. Version numbers go on from the highest in the folder -- after a
-restart without resume and after a reset too: pruning keeps the highest numbers, so numbering
-from 1 among an earlier run's versions would delete each new version as it is announced.
+compiled controller's weights beside it (``.cw``) for the kinds it commands with, ``delan`` and
+``delan_residual`` (the file records which: the compiled node refuses a residual's weights as a
+whole model and a whole model's as a residual), and only the newest ``keep_versions`` stay.
+Version numbers go on from the highest in the folder -- after a restart without resume and
+after a reset too: pruning keeps the highest numbers, so numbering from 1 among an earlier
+run's versions would delete each new version as it is announced.
 
 No weights are written for the variants (``mlp``, ``blackbox_lagrangian``, ``hamiltonian``):
 the ``.cw`` format is DeLaN's networks for the C kernel (:mod:`delan_learning.c_export`), which
@@ -21,7 +23,7 @@ import re
 import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from delan_learning.c_export import export_delan, weights_path
+from delan_learning.c_export import ROLES, export_delan, weights_path
 from delan_learning.checkpoint import CheckpointError, load_model, save_model
 from delan_learning.models import DynamicsModule
 from delan_learning.online import Log
@@ -84,15 +86,17 @@ class VersionStore:
         return max([v for v, _ in self.versions()], default=0)
 
     def write(self, model: DynamicsModule, version: int, metadata: Dict[str, Any]) -> str:
-        """Save ``model`` as ``version`` (and its compiled weights for model ``delan``); its
-        path. The file is complete before this returns: announce the version only then."""
+        """Save ``model`` as ``version`` (and its compiled weights for ``delan`` and
+        ``delan_residual``); its path. The file is complete before this returns: announce the
+        version only then."""
         path = self.path(version)
         save_model(model, path, metadata)
-        if self.model_kind == 'delan':
+        if self.model_kind in ROLES:
             self._export_weights(path, version)
         else:
-            # weights an earlier delan run left under this name (its checkpoints deleted by
-            # hand, the numbers started over) would be followed as this version
+            # weights an earlier delan or delan_residual run left under this name (its
+            # checkpoints deleted by hand, the numbers started over) would be followed as this
+            # version
             _remove(weights_path(path))
         return path
 

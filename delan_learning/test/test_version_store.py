@@ -5,11 +5,12 @@ checkpoints of a save cut short removed, and what it refuses to continue from.""
 from __future__ import annotations
 
 import os
+import struct
 
 import pytest
 import torch
 
-from delan_learning.c_export import weights_path
+from delan_learning.c_export import export_bytes, file_role, weights_path
 from delan_learning.checkpoint import CheckpointError, load_model
 from delan_learning.models import build_model
 from delan_learning.version_store import VERSION_RE, VersionStore
@@ -49,9 +50,27 @@ def test_versions_are_written_numbered_with_weights_and_pruned_to_keep_versions(
     assert store.versions() == [(3, paths[2])]
 
 
-def test_a_residual_version_has_no_compiled_weights(tmp_path):
-    store = _store(tmp_path, kind='delan_residual')
-    path = store.write(_model('delan_residual'), 1, _meta(1))
+def test_each_version_of_a_kind_it_commands_has_weights_of_its_role(tmp_path):
+    """A residual's compiled weights say so (format version 3, role field 1), which a compiled
+    node following a whole model refuses; a whole model's are written as before (version 1).
+    Either equals the export of the checkpoint's model."""
+    for kind, version, role in (('delan', 1, None), ('delan_residual', 3, 1)):
+        store = _store(tmp_path / kind, kind=kind)
+        path = store.write(_model(kind), 7, _meta(7))
+        assert file_role(weights_path(path)) == kind
+        with open(weights_path(path), 'rb') as f:
+            data = f.read()
+        assert struct.unpack_from('<I', data, 8)[0] == version
+        if role is not None:
+            assert struct.unpack_from('<i', data, 96)[0] == role
+        assert data == export_bytes(load_model(path)[0], JOINTS, 7)
+
+
+@pytest.mark.parametrize('kind', ['hamiltonian', 'mlp'])
+def test_a_variant_version_has_no_compiled_weights(tmp_path, kind):
+    """Not even weights an earlier delan run left under the version's name."""
+    _store(tmp_path).write(_model(), 1, _meta(1))
+    path = _store(tmp_path, kind=kind).write(_model(kind), 1, _meta(1))
     assert os.path.isfile(path) and not os.path.exists(weights_path(path))
 
 
