@@ -69,6 +69,7 @@ class CommandOrder:
 
     @property
     def is_model_order(self) -> bool:
+        """Whether the receiver's order is the model's (:meth:`to_command` then copies nothing)."""
         return self.index is None
 
     def to_command(self, tau: np.ndarray) -> np.ndarray:

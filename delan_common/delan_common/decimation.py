@@ -25,6 +25,7 @@ class Decimator:
 
     @property
     def rate_hz(self) -> float:
+        """Events passed per second at most; 0 passes nothing."""
         return 0.0 if math.isinf(self._period) else 1.0 / self._period
 
     @rate_hz.setter

@@ -26,6 +26,7 @@ class FourierTrajectory:
 
     @property
     def period(self) -> float:
+        """Period of the trajectory [s] at this ``speed``."""
         return 1.0 / (self.base_freq * self.speed)
 
     def sample(self, t: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -41,6 +42,7 @@ class FourierTrajectory:
         return q, qd, qdd
 
     def at_speed(self, speed: float) -> 'FourierTrajectory':
+        """The same path played at another ``speed`` (a time scaling)."""
         return FourierTrajectory(self.q0, self.a, self.b, self.base_freq, speed)
 
 

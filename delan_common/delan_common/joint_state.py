@@ -73,6 +73,9 @@ class JointStateMapper:
         return self._index
 
     def map(self, msg) -> MappedJointState:
+        """A JointState message in model order: ``q, qd (n,)`` (``qd`` zeros when the message has
+        none and none is required) and ``tau (n,)`` or None. Raises :class:`JointStateError` with
+        its reason for an unusable message (names, lengths, non-finite values)."""
         names = list(msg.name)
         n_msg = len(names)
         if n_msg == 0:
@@ -153,4 +156,6 @@ class StampGate:
         )
 
     def reset(self) -> None:
+        """Forget the stamps seen: the next stamp is accepted whatever it is (the sender
+        restarted)."""
         self.last = self._candidate = None

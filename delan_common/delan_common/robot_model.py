@@ -189,9 +189,13 @@ class RobotSpec:
 
     @property
     def n(self) -> int:
+        """Number of actuated joints."""
         return len(self.joint_names)
 
     def to_dict(self) -> Dict:
+        """JSON-ready dict of every field (infinite limits as float infinities, the ``*_given``
+        flags as bools)."""
+
         def arr(x):
             return [
                 float(v) if math.isfinite(v) else (math.inf if v > 0 else -math.inf) for v in x
@@ -518,10 +522,14 @@ class RobotModel:
     def from_urdf_file(
         cls, path: str, mismatch: Optional[Mismatch] = None, **selection
     ) -> 'RobotModel':
+        """The model of a URDF file (a path or a name :func:`find_urdf` resolves); ``selection`` as
+        for the constructor."""
         return cls(path, mismatch, **selection)
 
     @classmethod
     def from_xml(cls, xml: str, mismatch: Optional[Mismatch] = None, **selection) -> 'RobotModel':
+        """The model of a ``robot_description`` string; RobotDescriptionError when it is not XML (a
+        path given by mistake would otherwise be read from disk)."""
         if not is_xml(xml):
             raise RobotDescriptionError('robot_description does not look like XML')
         return cls(xml, mismatch, **selection)
@@ -856,17 +864,22 @@ class RobotModel:
     # ------------------------------------------------------------------ spec helpers
     @property
     def n(self) -> int:
+        """Number of actuated (selected) joints."""
         return len(self.joint_names)
 
     @property
     def joint_types(self) -> List[str]:
+        """URDF types of the joints in model order ('revolute', 'continuous', 'prismatic')."""
         return self.spec.joint_types
 
     @property
     def effort_limit(self) -> np.ndarray:
+        """The URDF's effort limits ``(n,)``, +inf where it gives none
+        (:meth:`operating_effort_limit` fills those)."""
         return self.spec.effort_limit
 
     def clamp_effort(self, tau: np.ndarray) -> np.ndarray:
+        """Torques ``tau`` (``(n,)`` or ``(B, n)``) clipped to ``+-effort_limit`` per joint."""
         lim = self.spec.effort_limit
         return np.minimum(np.maximum(tau, -lim), lim)
 

@@ -515,6 +515,8 @@ class RobotDescription:
         effort_limits: Optional[Sequence[float]] = None,
         velocity_limits: Optional[Sequence[float]] = None,
     ) -> 'RobotDescription':
+        """Read a URDF (path, XML string or xacro) and select its joints (:func:`select_joints`);
+        ``effort_limits`` / ``velocity_limits`` override the URDF's, one per selected joint."""
         xml, source = read_description(xml_or_path)
         sel = select_joints(
             parse_xml(xml, source),
@@ -541,10 +543,12 @@ class RobotDescription:
 
     @property
     def joint_names(self) -> List[str]:
+        """Names of the selected joints, in model order."""
         return [j.name for j in self.joints]
 
     @property
     def joint_types(self) -> List[str]:
+        """URDF types of the selected joints ('revolute', 'continuous', 'prismatic')."""
         return [j.type for j in self.joints]
 
     def _array(self, field: str):
@@ -554,22 +558,27 @@ class RobotDescription:
 
     @property
     def lower(self):
+        """Lower position limits ``(n,)``; -inf where the URDF gives none."""
         return self._array('lower').astype(float)
 
     @property
     def upper(self):
+        """Upper position limits ``(n,)``; +inf where the URDF gives none."""
         return self._array('upper').astype(float)
 
     @property
     def velocity_limits(self):
+        """Velocity limits ``(n,)``; +inf where neither the URDF nor an override gives one."""
         return self._array('velocity').astype(float)
 
     @property
     def effort_limits(self):
+        """Effort limits ``(n,)``; +inf where neither the URDF nor an override gives one."""
         return self._array('effort').astype(float)
 
     @property
     def position_given(self):
+        """Per joint ``(n,)``: whether the URDF gives a position range (``lower < upper``)."""
         return self._array('position_given').astype(bool)
 
     @property
@@ -582,6 +591,8 @@ class RobotDescription:
 
     @property
     def velocity_given(self):
+        """Per joint ``(n,)``: whether the velocity limit is a real one (URDF or override), not
+        missing or a placeholder."""
         return self._array('velocity_given').astype(bool)
 
     def home(self):
@@ -591,4 +602,5 @@ class RobotDescription:
 
     @property
     def effort_given(self):
+        """Per joint ``(n,)``: whether the effort limit comes from the URDF or an override."""
         return self._array('effort_given').astype(bool)

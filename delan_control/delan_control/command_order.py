@@ -76,6 +76,8 @@ class ReceiverOrderQuery:
         )
 
     def sent(self, now: float) -> None:
+        """Record that a request went out at ``now`` [s], so :meth:`request_due` waits before
+        asking again."""
         self._sent = now
 
     def answer(self, joints: Optional[Sequence[str]], what: str = '') -> Optional[OrderDecision]:

@@ -40,11 +40,14 @@ class Logger(Protocol):
     """What the cycle logs through: a node's logger (rclpy's takes ``throttle_duration_sec``
     and throttles per call site)."""
 
-    def info(self, message: str, **kwargs: Any) -> Any: ...
+    def info(self, message: str, **kwargs: Any) -> Any:
+        """Report an informational message."""
 
-    def warning(self, message: str, **kwargs: Any) -> Any: ...
+    def warning(self, message: str, **kwargs: Any) -> Any:
+        """Report a warning."""
 
-    def error(self, message: str, **kwargs: Any) -> Any: ...
+    def error(self, message: str, **kwargs: Any) -> Any:
+        """Report an error."""
 
 
 class CycleState(NamedTuple):

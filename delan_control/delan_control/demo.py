@@ -216,6 +216,8 @@ class Monitor(Node):
         self.commands += 1
 
     def stop_counting_commands(self) -> None:
+        """Drop the command subscription once the controller is known to command: counting each
+        message costs a pass of the executor at the control rate."""
         if self._commands_sub is not None:
             self.destroy_subscription(self._commands_sub)
             self._commands_sub = None
@@ -235,14 +237,18 @@ class Monitor(Node):
 
     # -- queries from the orchestrating thread
     def sim_time(self) -> float:
+        """Stamp [s] of the newest joint state received (sim time); -1 before the first."""
         with self._lock:
             return self._t[-1] if self._t else -1.0
 
     def samples(self) -> int:
+        """Number of joint states recorded so far."""
         with self._lock:
             return len(self._t)
 
     def data_between(self, t_start: float, t_end: float):
+        """Recorded joint states stamped in ``[t_start, t_end]``: ``t (N,)`` and position, velocity
+        and effort ``(N, n)`` each (effort NaN where a message had none)."""
         with self._lock:
             t = np.asarray(self._t)
             rows = np.asarray(self._rows)
@@ -251,10 +257,12 @@ class Monitor(Node):
         return t[sel], rows[sel, :n], rows[sel, n : 2 * n], rows[sel, 2 * n :]
 
     def reference_count(self) -> int:
+        """Number of reference trajectories received so far (each new one is counted)."""
         with self._lock:
             return self._ref_count
 
     def close(self) -> None:
+        """Stop the joint-state taker (its thread), before the node is destroyed."""
         self._taker.close()
 
     def reset_sim(self, timeout: float = 30.0) -> None:
@@ -267,6 +275,8 @@ class Monitor(Node):
             raise DemoError(f'the sim refused to reset: {result.message}')
 
     def set_params(self, node: str, values: Dict, timeout: float = 30.0) -> None:
+        """Set parameters of ``node`` through its parameter services, as ``ros2 param set`` would;
+        DemoError when the services are missing or a value is refused."""
         client = self.params[node]
         if not client.wait_for_services(timeout_sec=timeout):
             raise DemoError(f'parameter services of {node} not available')
@@ -298,6 +308,7 @@ class Demo:
         self.results: Dict = {}
 
     def node_params(self, node: str) -> Dict:
+        """``node``'s ``ros__parameters`` section of the parameter file (empty when absent)."""
         return dict(self.params_yaml.get(f'/**/{node}', {}).get('ros__parameters', {}))
 
     # ------------------------------------------------------------------ processes
@@ -390,6 +401,7 @@ class Demo:
         }
 
     def check_alive(self) -> None:
+        """DemoError when a node the demo did not stop has exited, naming its log files."""
         for name, code in dict(self.suite.exits).items():
             if name not in self.stopped:
                 raise DemoError(
@@ -406,6 +418,8 @@ class Demo:
 
     # ------------------------------------------------------------------ waiting
     def wait_until(self, what: str, predicate, timeout: float, progress=None) -> None:
+        """Poll ``predicate()`` until true; DemoError on ``timeout`` [s] or a dead node.
+        ``progress()``, when given, is logged every 5 s."""
         deadline = time.monotonic() + timeout
         last = 0.0
         while not predicate():
@@ -418,6 +432,8 @@ class Demo:
             time.sleep(0.05)
 
     def wait_sim(self, until: float, progress=None) -> None:
+        """Wait until the sim time reaches ``until`` [s], with a timeout scaled to the sim time
+        left (the sim runs slower than real time on a loaded CPU)."""
         self.wait_until(
             f'sim time {until:.1f} s',
             lambda: self.mon.sim_time() >= until,
@@ -426,6 +442,8 @@ class Demo:
         )
 
     def learner_progress(self) -> str:
+        """One log line: the sim time and the learner's newest status (samples, steps, model
+        version, validation nMSE)."""
         if not self.mon.status:
             return f'sim t={self.mon.sim_time():.1f} s, learner starting'
         st = self.mon.status[-1][1]
@@ -437,6 +455,8 @@ class Demo:
 
     # ------------------------------------------------------------------ phases
     def run(self) -> int:
+        """Launch the suite and the monitor, run :meth:`phases`, shut everything down; the exit
+        status (1 already when the start posture cannot be held)."""
         for d in (self.out, self.logs_dir):
             os.makedirs(d, exist_ok=True)
         log(f'robot {self.robot.source}: joints {self.robot.joint_names}')
@@ -591,6 +611,9 @@ class Demo:
         return gains
 
     def phase_excitation(self) -> None:
+        """Phase 1: excite under the excitation controller while the bag is logged and the learner
+        trains, until a model is learned (:meth:`learn_to_target`); then pause the learner and
+        record its results."""
         t0 = self.mon.sim_time()
         wall = self.t_excitation = time.monotonic()
         log(
@@ -728,6 +751,8 @@ class Demo:
             log('note: the learner was still improving when the extra excitation time ran out')
 
     def phase_identification(self) -> None:
+        """Phase 2: stop the data logger, read its bag back and run the least-squares
+        identification on it; the identified model is saved to ``identified.json``."""
         from delan_control.sysid import identify_dataset
         from delan_learning.bags import read_bag_arrays
 
@@ -908,6 +933,8 @@ class Demo:
 
     @property
     def effort_limit(self) -> np.ndarray:
+        """Per-joint effort limits ``(n,)`` the controllers command within
+        (:meth:`RobotModel.operating_effort_limit`)."""
         return self.model.operating_effort_limit()
 
     def verdict(self):

@@ -60,6 +60,9 @@ class RegressorConditioning:
         return (Phi * row_weight[None, :, None] * scales[None, None, :]).reshape(-1, scales.size)
 
     def condition_number(self, robot: RobotModel, q, qd, qdd) -> float:
+        """Condition number of the scaled, row-weighted regressor's identifiable columns over the
+        states ``q, qd, qdd (T, n)``: how well they excite the parameters (inf when rank
+        deficient)."""
         A = self._matrix(robot, q, qd, qdd, self.scales, self.row_weight)[:, self.columns]
         s = np.linalg.svd(A, compute_uv=False)
         return float(s[0] / s[-1]) if s[-1] > 0 else float('inf')

@@ -168,11 +168,15 @@ class LatestLoader:
         self.thread.start()
 
     def submit(self, request: Any) -> None:
+        """Ask for ``request`` to be loaded; it replaces a request still waiting (one being loaded
+        runs on)."""
         with self._cond:
             self._request, self._has_request = request, True
             self._cond.notify()
 
     def close(self, timeout: float = 5.0) -> None:
+        """Stop the loader thread after the load in progress, waiting up to ``timeout`` [s];
+        waiting requests are dropped."""
         with self._cond:
             self._closed = True
             self._cond.notify()

@@ -216,6 +216,8 @@ class Plant:
     def reset(
         self, q0: Optional[ArrayLike] = None, qd0: Optional[ArrayLike] = None, t: float = 0.0
     ) -> None:
+        """Put the arm at ``q0, qd0`` ``(n,)`` (default: zeros) at time ``t`` [s], with the step
+        count and the last torque cleared."""
         n = self.n
         self.q = np.zeros(n) if q0 is None else _per_joint(q0, n, 'q0').copy()
         self.qd = np.zeros(n) if qd0 is None else _per_joint(qd0, n, 'qd0').copy()
@@ -251,6 +253,8 @@ class Plant:
 
     @property
     def position_noise(self) -> np.ndarray:
+        """Std of the position measurement noise per joint ``(n,)`` [rad or m], added by
+        :meth:`measure`."""
         return self._position_noise
 
     @position_noise.setter
@@ -260,6 +264,8 @@ class Plant:
 
     @property
     def velocity_noise(self) -> np.ndarray:
+        """Std of the velocity measurement noise per joint ``(n,)`` [rad/s or m/s], added by
+        :meth:`measure`."""
         return self._velocity_noise
 
     @velocity_noise.setter

@@ -48,6 +48,8 @@ class EvaluationSetup:
     def from_params(
         cls, urdf: str, params_file: str, joints: Optional[list] = None
     ) -> 'EvaluationSetup':
+        """The setup of the robot ``urdf`` (its ``joints``) and the ``sim`` and ``reference``
+        nodes' parameters in ``params_file``."""
         robot = RobotDescription.load(urdf, joints=joints or None)
         nominal = RobotModel(urdf, **robot.selection_kwargs())
         sim = node_parameters(params_file, 'sim')
@@ -62,6 +64,7 @@ class EvaluationSetup:
 
     @property
     def rate(self) -> float:
+        """The sim's ``publish_rate`` [Hz]: the control rate of the evaluation."""
         return float(self.sim.get('publish_rate', 500.0))
 
     def gains(self) -> Gains:

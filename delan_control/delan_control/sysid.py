@@ -375,6 +375,7 @@ class IdentifiedModel:
 
     @property
     def n(self) -> int:
+        """Number of joints."""
         return self.robot.n
 
     def physically_consistent(self) -> List[bool]:
@@ -407,9 +408,13 @@ class IdentifiedModel:
         return 0.5 * (H + H.T)
 
     def friction(self, qd: np.ndarray) -> np.ndarray:
+        """Identified viscous + smooth Coulomb friction torque ``(..., n)`` at velocities
+        ``qd``."""
         return friction_torque(np.asarray(qd, dtype=np.float64), self.viscous, self.coulomb)
 
     def inverse(self, q, qd, qdd) -> np.ndarray:
+        """Torque ``(n,)`` or ``(B, n)`` for the motion ``(q, qd, qdd)``: rigid body (the
+        identified inertial parameters) plus identified friction."""
         (q, qd, qdd), single = self._prep(q, qd, qdd)
         out = np.empty_like(q)
         for i in range(q.shape[0]):
@@ -418,12 +423,15 @@ class IdentifiedModel:
         return out[0] if single else out
 
     def gravity(self, q) -> np.ndarray:
+        """Gravity torque ``g(q)``, ``(n,)`` or ``(B, n)`` (no friction)."""
         (q,), single = self._prep(q)
         z = np.zeros(self.n)
         out = np.stack([self._rnea1(qi, z, z) for qi in q])
         return out[0] if single else out
 
     def coriolis(self, q, qd) -> np.ndarray:
+        """Coriolis and centrifugal torque ``C(q, qd) qd``, ``(n,)`` or ``(B, n)``: the RNEA at
+        zero acceleration less gravity (no friction)."""
         (q, qd), single = self._prep(q, qd)
         z = np.zeros(self.n)
         out = np.stack(
@@ -432,11 +440,14 @@ class IdentifiedModel:
         return out[0] if single else out
 
     def mass_matrix(self, q) -> np.ndarray:
+        """Symmetric joint-space inertia ``H(q)``, ``(n, n)`` or ``(B, n, n)``."""
         (q,), single = self._prep(q)
         out = np.stack([self._mass1(qi) for qi in q])
         return out[0] if single else out
 
     def forward(self, q, qd, tau) -> np.ndarray:
+        """Acceleration ``(n,)`` or ``(B, n)`` that torques ``tau`` give at ``(q, qd)``: ``H^-1
+        (tau - friction - C qd - g)``."""
         (q, qd, tau), single = self._prep(q, qd, tau)
         z = np.zeros(self.n)
         out = np.empty_like(q)
@@ -464,6 +475,8 @@ class IdentifiedModel:
 
     # -- persistence
     def to_dict(self) -> Dict:
+        """JSON-ready document: the parameters, the fit report, the robot description and joint
+        selection, so :meth:`load` rebuilds the model without the URDF file."""
         return {
             'format': FORMAT,
             'robot': self.robot.name,
@@ -479,6 +492,8 @@ class IdentifiedModel:
         }
 
     def save(self, path: str) -> None:
+        """Write :meth:`to_dict` as JSON to ``path``, through a temporary file so a reader never
+        sees half a file."""
         tmp = f'{path}.tmp'
         with open(tmp, 'w', encoding='utf-8') as fh:
             json.dump(self.to_dict(), fh, indent=1)
@@ -486,6 +501,8 @@ class IdentifiedModel:
 
     @classmethod
     def load(cls, path: str) -> 'IdentifiedModel':
+        """The model :meth:`save` wrote; ValueError for an unreadable, foreign or inconsistent file
+        (another format or Coulomb smoothing, joint names that do not match)."""
         try:
             with open(path, 'r', encoding='utf-8') as fh:
                 doc = json.load(fh)

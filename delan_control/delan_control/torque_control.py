@@ -60,7 +60,8 @@ class OrderSource(Protocol):
     order: Optional[CommandOrder]  # None: not known yet, or refused
     source: str
 
-    def status(self) -> Tuple[str, str]: ...
+    def status(self) -> Tuple[str, str]:
+        """``(level, message)`` for diagnostics (level: info, warning or error)."""
 
 
 class TorqueControl:

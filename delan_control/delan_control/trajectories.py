@@ -50,6 +50,8 @@ class FigureEight:
     ramp: float = 1.0  # [s at speed 1] quintic ramp of the amplitude from 0 to 1
 
     def sample(self, t):
+        """q, qd, qdd ``(T, n)`` at times ``t`` (``(T,)`` or a scalar), amplitude ramp included;
+        ``speed`` scales time, so the derivatives scale by ``speed`` and ``speed^2``."""
         t = np.asarray(t, dtype=np.float64).reshape(-1, 1) * self.speed
         n = self.center.size
         k = np.where(np.arange(n) % 2 == 0, 1.0, 2.0)
@@ -70,6 +72,7 @@ class FigureEight:
         return q, qd, qdd
 
     def at_speed(self, speed: float) -> 'FigureEight':
+        """The same path at another ``speed`` (the evaluation tracks it at 1x and 2x)."""
         return FigureEight(self.center, self.amplitude, self.period, speed, self.ramp)
 
 
@@ -205,9 +208,12 @@ class PiecewiseQuintic:
 
     @property
     def end_time(self) -> float:
+        """Time of the last waypoint [s]: after it the trajectory holds still."""
         return float(self.t[-1])
 
     def sample(self, t):
+        """q, qd, qdd ``(T, n)`` at times ``t`` ``(T,)`` (a scalar: ``T = 1``, on a faster path),
+        holding the first / last waypoint at rest outside the waypoints' times."""
         t = np.atleast_1d(np.asarray(t, dtype=np.float64))
         if t.size == 1:
             return self._sample_one(float(t[0]))

@@ -102,6 +102,8 @@ class BlackboxLagrangianModel(DynamicsModule):
             self.friction_raw = nn.Parameter(torch.full((2, n), start))  # (viscous, coulomb)
 
     def config(self) -> Dict[str, Any]:
+        """JSON-able constructor arguments (without ``joint_types``): what a checkpoint stores to
+        rebuild the model."""
         return {
             'width': self.width,
             'depth': self.depth,
@@ -113,6 +115,8 @@ class BlackboxLagrangianModel(DynamicsModule):
     def init_scales(
         self, q: torch.Tensor, qd: torch.Tensor, qdd: torch.Tensor, tau: torch.Tensor
     ) -> None:
+        """Set the fixed scales ``e_scale``, ``qd_gain`` and the friction's torque unit from
+        training data ``(N, n)`` (class docstring)."""
         s = data_scales(
             *(
                 np.asarray(torch.as_tensor(x).detach().cpu(), dtype=np.float64)
@@ -236,6 +240,8 @@ class BlackboxLagrangianModel(DynamicsModule):
         return E if create else E.detach()
 
     def energy(self, q: torch.Tensor, qd: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Always NotImplementedError: a black-box ``L`` does not split into kinetic and potential
+        energy (:meth:`total_energy` is its energy)."""
         raise NotImplementedError(
             'a black-box Lagrangian has no separate kinetic and potential energy; '
             'total_energy(q, qd) is its energy E = qd . dL/dqd - L'

@@ -39,6 +39,7 @@ class DeprecatedAlias(argparse.Action):
         values: Any,
         option_string: Optional[str] = None,
     ) -> None:
+        """Store the value under the new option's ``dest``; warn on the first use only."""
         if not self._warned:
             sys.stderr.write(
                 f'{parser.prog}: warning: {option_string} is deprecated, use {self.canonical}\n'

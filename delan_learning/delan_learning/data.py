@@ -359,6 +359,7 @@ class Dataset:
 
     @property
     def n_dof(self) -> int:
+        """Number of joints."""
         return self.q.shape[1]
 
     @property

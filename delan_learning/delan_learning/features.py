@@ -73,6 +73,8 @@ class JointFeatures(nn.Module):
         return torch.cat((s, c, q.index_select(-1, self.lin_idx)), dim=-1), s, c
 
     def forward(self, q: torch.Tensor) -> torch.Tensor:
+        """Features ``z (B, m)`` of ``q (B, n)``: ``sin``, ``cos`` of the angular joints, then the
+        linear ones."""
         return self.encode(q)[0]
 
     def tangent(self, s: torch.Tensor, c: torch.Tensor, dq: torch.Tensor) -> torch.Tensor:

@@ -50,10 +50,13 @@ class HamiltonianModel(DynamicsModule):
         self.delan = DelanModel(self.joint_types, **config)
 
     def config(self) -> Dict[str, Any]:
+        """DeLaN's constructor arguments: the networks are DeLaN's, so a checkpoint rebuilds them
+        the same way."""
         return self.delan.config()
 
     @property
     def use_friction(self) -> bool:
+        """Whether the model learns a friction term (DeLaN's setting)."""
         return bool(self.delan.use_friction)
 
     @property
@@ -65,6 +68,7 @@ class HamiltonianModel(DynamicsModule):
     def init_scales(
         self, q: torch.Tensor, qd: torch.Tensor, qdd: torch.Tensor, tau: torch.Tensor
     ) -> None:
+        """Set DeLaN's fixed data scales from training data ``(N, n)``; once per model."""
         self.delan.init_scales(q, qd, qdd, tau)
         self.scales_initialised.fill_(True)
 
@@ -98,6 +102,7 @@ class HamiltonianModel(DynamicsModule):
 
     # -- dynamics -------------------------------------------------------------------------------
     def friction(self, qd: torch.Tensor) -> torch.Tensor:
+        """Friction torque ``tau_f (B, n)`` at ``qd``: DeLaN's law and coefficients."""
         return self.delan.friction(qd)
 
     def inverse(self, q: torch.Tensor, qd: torch.Tensor, qdd: torch.Tensor) -> torch.Tensor:
@@ -128,9 +133,11 @@ class HamiltonianModel(DynamicsModule):
         return qdd if create else qdd.detach()
 
     def mass_matrix(self, q: torch.Tensor) -> torch.Tensor:
+        """``M(q) = L L^T + eps I`` ``(B, n, n)``: DeLaN's, the same for the same weights."""
         return self.delan.mass_matrix(q)
 
     def gravity(self, q: torch.Tensor) -> torch.Tensor:
+        """``g(q) = dV/dq`` ``(B, n)``: DeLaN's analytic evaluation of the shared potential."""
         return self.delan.gravity(q)
 
     def coriolis(self, q: torch.Tensor, qd: torch.Tensor) -> torch.Tensor:

@@ -204,6 +204,8 @@ class DelanModel(DynamicsModule):
     STATE_DEFAULTS = {'h_rel': lambda model: torch.ones_like(model.h_rel)}
 
     def config(self) -> Dict[str, Any]:
+        """JSON-able constructor arguments (without ``joint_types``): what a checkpoint stores to
+        rebuild the model."""
         return {
             'width': self.width,
             'depth': self.depth,
@@ -217,6 +219,9 @@ class DelanModel(DynamicsModule):
 
     @torch.no_grad()
     def init_scales(self, q, qd, qdd, tau) -> None:
+        """Set the fixed inertia, potential and torque scales from training data ``(N, n)``
+        (:func:`data_scales`) and, for the Stribeck law, start its coefficients at a least-squares
+        fit."""
         arrays = [
             np.asarray(torch.as_tensor(x).detach().cpu(), dtype=np.float64)
             for x in (q, qd, qdd, tau)
@@ -328,6 +333,7 @@ class DelanModel(DynamicsModule):
         return friction_law.friction_torque(coef, qd)
 
     def inverse(self, q, qd, qdd):
+        """``tau = H qdd + c + g + tau_f`` ``(B, n)`` of the motion ``(B, n)`` each."""
         tau = self._terms(q, qd, qdd)[2]
         return tau + self.friction(qd) if self.use_friction else tau
 
@@ -351,14 +357,17 @@ class DelanModel(DynamicsModule):
         return self._matrix(self._network(q).l)
 
     def mass_matrix(self, q):
+        """``H(q) = L L^T + eps I`` ``(B, n, n)``: symmetric positive definite for every weight."""
         return self._H(self._network(q).l)
 
     def gravity(self, q):
+        """``g(q) = dV/dq`` ``(B, n)``, by one reverse pass through the network."""
         p = self._network(q)
         g_out = (self.v_scale * self.v_col.to(q.dtype)).expand_as(p.out)
         return self._grad_q(p, g_out)
 
     def coriolis(self, q, qd):
+        """``c(q, qd) = dH/dt qd - 1/2 d/dq (qd^T H qd)`` ``(B, n)``."""
         return self._terms(q, qd, None, 1.0, 0.0)[2]
 
     def mass_matrix_rate(self, q, qd):
@@ -372,6 +381,8 @@ class DelanModel(DynamicsModule):
         return self._network(q).out[..., self.n_l] * self.v_scale
 
     def energy(self, q, qd):
+        """Kinetic ``T = qd^T H qd / 2`` and potential ``V`` energy, ``(B,)`` each (``V`` up to a
+        constant)."""
         p = self._network(q)
         u = torch.matmul(p.l * torch.matmul(qd, self.sel_r.to(q.dtype)), self.sel_c.to(q.dtype))
         T = 0.5 * (u * u).sum(-1) + 0.5 * self.eps * (qd * qd).sum(-1)

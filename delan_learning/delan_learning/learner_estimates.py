@@ -99,6 +99,8 @@ class SnapshotEstimator:
         return NominalPlusResidual(self.nominal, model) if self.nominal is not None else model
 
     def __call__(self, snapshot: Any, samples: Sequence[Sample]) -> Estimates:
+        """The terms of ``snapshot``'s dynamics at ``samples`` (:class:`Estimates`), by its numpy
+        twin where it has one, else by the torch model itself."""
         if self._snapshot is not snapshot:
             self._snapshot, self._model = snapshot, self._evaluator(snapshot)
         q, qd, qdd = (np.array([getattr(s, k) for s in samples]) for k in ('q', 'qd', 'qdd'))

@@ -29,7 +29,8 @@ FIRST_STAMPS = 21
 class Rejections(Protocol):
     """Counts refused joint states by reason (``RejectionCounter``)."""
 
-    def reject(self, reason: str, detail: str) -> None: ...
+    def reject(self, reason: str, detail: str) -> None:
+        """Count one refused joint state under ``reason``; ``detail`` is for the log."""
 
 
 class SampleIntake:
@@ -75,6 +76,8 @@ class SampleIntake:
 
     @property
     def range_factor(self) -> float:
+        """Multiple of the URDF's effort and velocity limits beyond which a joint state is refused
+        (a glitch, not a motion)."""
         return self._range_factor
 
     @range_factor.setter

@@ -62,10 +62,14 @@ class MlpInverseModel(DynamicsModule):
         self.register_buffer('tau_scale', torch.ones(n))
 
     def config(self) -> Dict[str, Any]:
+        """JSON-able constructor arguments (without ``joint_types``): what a checkpoint stores to
+        rebuild the model."""
         return {'width': self.width, 'depth': self.depth, 'activation': self.activation}
 
     @torch.no_grad()
     def init_scales(self, q, qd, qdd, tau) -> None:
+        """Set the fixed input (velocity, acceleration) and output (torque mean and spread) scales
+        from training data ``(N, n)``, so the network works at unit scale."""
         s = data_scales(
             *(
                 np.asarray(torch.as_tensor(x).detach().cpu(), dtype=np.float64)
@@ -79,6 +83,8 @@ class MlpInverseModel(DynamicsModule):
         self.scales_initialised.fill_(True)
 
     def inverse(self, q, qd, qdd):
+        """Torque ``(B, n)``: the network of the joint features and the scaled ``qd, qdd`` ``(B,
+        n)``, mapped back to torque units."""
         h = torch.cat((self.features(q), qd / self.qd_scale, qdd / self.qdd_scale), dim=-1)
         for lin in self.layers:
             h = activation(F.linear(h, lin.weight, lin.bias), self.activation)

@@ -51,10 +51,13 @@ class DynamicsModule(nn.Module):
 
     @property
     def device(self) -> torch.device:
+        """Device of the model's tensors (read from its buffers: every model has
+        ``scales_initialised``)."""
         return next(iter(self.buffers())).device
 
     @property
     def dtype(self) -> torch.dtype:
+        """Floating dtype of the model's parameters."""
         return next(iter(self.parameters())).dtype
 
     def init_scales(
@@ -69,6 +72,8 @@ class DynamicsModule(nn.Module):
         return self.inverse(q, qd, qdd)
 
     def inverse(self, q: torch.Tensor, qd: torch.Tensor, qdd: torch.Tensor) -> torch.Tensor:
+        """Torque ``tau (B, n)`` that the motion ``q, qd, qdd (B, n)`` takes; every subclass
+        defines it."""
         raise NotImplementedError
 
     def forward_dynamics(
@@ -84,18 +89,26 @@ class DynamicsModule(nn.Module):
         )
 
     def mass_matrix(self, q: torch.Tensor) -> torch.Tensor:
+        """Inertia matrix ``H(q) (B, n, n)``; NotImplementedError for a black-box model."""
         self._undefined('mass matrix H(q)')
 
     def coriolis(self, q: torch.Tensor, qd: torch.Tensor) -> torch.Tensor:
+        """Coriolis/centrifugal torque ``c(q, qd) (B, n)``; NotImplementedError for a black-box
+        model."""
         self._undefined('Coriolis/centrifugal term c(q, qd)')
 
     def gravity(self, q: torch.Tensor) -> torch.Tensor:
+        """Gravity torque ``g(q) (B, n)``; NotImplementedError for a black-box model."""
         self._undefined('gravity term g(q)')
 
     def friction(self, qd: torch.Tensor) -> torch.Tensor:
+        """Friction torque ``(B, n)`` at velocities ``qd``, where the model has a separate term;
+        NotImplementedError otherwise."""
         self._undefined('separate friction term')
 
     def energy(self, q: torch.Tensor, qd: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Kinetic and potential energy ``(T, V)``, each ``(B,)``; NotImplementedError for a
+        black-box model."""
         self._undefined('energy (T, V)')
 
 

@@ -279,6 +279,8 @@ class NumpyDelan:
         return [np.asarray(x, dtype=np.float64) for x in xs]
 
     def friction(self, qd: np.ndarray) -> np.ndarray:
+        """Learned friction torque at ``qd`` (``(n,)`` or ``(B, n)``); zeros for a model without
+        friction."""
         (qd,) = self._in(qd)
         if not self.use_friction:
             return np.zeros_like(qd)
@@ -330,6 +332,9 @@ class NumpyDelan:
         return tau
 
     def inverse(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
+        """Torque ``(n,)`` or ``(B, n)`` for the motion ``(q, qd, qdd)``. One state tries the
+        compiled kernel, then the single-state numpy path (each falls through when it cannot run or
+        gives non-finite torques); batches take the vectorised path."""
         q, qd, qdd = self._in(q, qd, qdd)
         if self._c is not None and q.shape == qd.shape == qdd.shape == (self.n_dof,):
             tau = self._c_inverse(q, qd, qdd)
@@ -346,6 +351,7 @@ class NumpyDelan:
         return tau
 
     def mass_matrix(self, q: np.ndarray) -> np.ndarray:
+        """Inertia matrix ``H(q) = L L^T + eps I``, ``(n, n)`` or ``(B, n, n)``."""
         (q,) = self._in(q)
         L = self._cholesky_factor(self._network(q)[4])
         return L @ np.swapaxes(L, -1, -2) + self.eps * self.eye
@@ -355,20 +361,26 @@ class NumpyDelan:
         return (l @ self.S).reshape(l.shape[:-1] + (n, n))
 
     def forward(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray) -> np.ndarray:
+        """Acceleration ``H^-1 (tau - c - g - tau_f)``, ``(n,)`` or ``(B, n)``, by a Cholesky
+        solve."""
         q, qd, tau = self._in(q, qd, tau)
         rhs = tau - self._terms(q, qd) - self.friction(qd)
         return _cholesky_solve(self.mass_matrix(q), rhs)
 
     def coriolis(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        """Coriolis/centrifugal torque ``c(q, qd)``, ``(n,)`` or ``(B, n)``."""
         q, qd = self._in(q, qd)
         return self._terms(q, qd, None, True, False)
 
     def gravity(self, q: np.ndarray) -> np.ndarray:
+        """Gravity torque ``g(q) = dV/dq``, ``(n,)`` or ``(B, n)``."""
         (q,) = self._in(q)
         s, c, slopes, out, *_ = self._network(q)
         return self._grad_q(s, c, slopes, np.broadcast_to(self.v_col * self.v_scale, out.shape))
 
     def energy(self, q: np.ndarray, qd: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Kinetic ``T = qd^T H qd / 2`` and potential ``V`` energy: scalars for one state,
+        ``(B,)`` each for a batch (``V`` up to a constant)."""
         q, qd = self._in(q, qd)
         _, _, _, out, l, *_ = self._network(q)
         u = (l * (qd @ self.R)) @ self.C

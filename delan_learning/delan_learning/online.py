@@ -25,11 +25,14 @@ from delan_learning.torque_kernel import interval_weights
 class Log(Protocol):
     """Where the learner's pieces report (an rclpy logger, a ``logging.Logger``)."""
 
-    def info(self, message: str) -> Any: ...
+    def info(self, message: str) -> Any:
+        """Report an informational message."""
 
-    def warning(self, message: str) -> Any: ...
+    def warning(self, message: str) -> Any:
+        """Report a warning."""
 
-    def error(self, message: str) -> Any: ...
+    def error(self, message: str) -> Any:
+        """Report an error."""
 
 
 def held_out(t: float, every: int) -> bool:
@@ -174,6 +177,8 @@ class DelayedDifferentiator:
         self._pos = 0  # of the next push
 
     def reset(self) -> None:
+        """Start the window afresh: the next push does not follow the last one (a skipped stream
+        number)."""
         self._count = 0
         self._next = 0
         self._pos += 1
@@ -184,6 +189,8 @@ class DelayedDifferentiator:
         self._pos += 1
 
     def push(self, t: float, q: np.ndarray, qd: np.ndarray, tau: np.ndarray) -> Optional[Sample]:
+        """Add one joint state; the sample ``window // 2`` pushes old with its estimated ``qdd``,
+        or None until the window is full (after the start, a gap or a reset)."""
         if self._count and not (0.0 < t - self._last_t <= self.max_gap):
             self.reset()
             self.restarts += 1
@@ -269,10 +276,13 @@ class ReplayBuffer:
 
     @property
     def nbytes(self) -> int:
+        """Bytes the preallocated arrays take (the bound on the buffer's memory)."""
         extra = 0 if self._seq is None else self._seq.nbytes
         return sum(a.nbytes for a in self._data.values()) + self._t.nbytes + extra
 
     def add(self, s: Sample) -> None:
+        """Write a sample over the oldest row once full; ValueError when the buffer keeps a column
+        (``tau_prior``, ``metric``) the sample lacks."""
         i = self._next
         self._data['q'][i] = s.q
         self._data['qd'][i] = s.qd
@@ -301,14 +311,18 @@ class ReplayBuffer:
         return float(self._t[(self._next - 1) % self.capacity]) if self.size else -math.inf
 
     def clear(self) -> None:
+        """Forget the rows (the arrays stay allocated; ``total_added`` keeps counting)."""
         self._next = 0
         self.size = 0
 
     def sample(self, batch: int, rng: np.random.Generator) -> Dict[str, np.ndarray]:
+        """Rows drawn uniformly with replacement, ``batch`` of them (all ``size`` when ``batch`` <=
+        0), as copies of every column."""
         idx = rng.integers(0, self.size, size=min(batch, self.size) if batch > 0 else self.size)
         return {f: a[idx].copy() for f, a in self._data.items()}
 
     def all(self) -> Dict[str, np.ndarray]:
+        """Copies of every column of the rows held, in ring (not stream) order."""
         return {f: a[: self.size].copy() for f, a in self._data.items()}
 
     def since(self, t0: float, limit: int = 0) -> Dict[str, np.ndarray]:
@@ -400,6 +414,7 @@ class SplitBuffers:
         )
 
     def add(self, sample: Sample) -> None:
+        """Add a sample to the validation or the training buffer, by its :func:`held_out` chunk."""
         with self.lock:
             if held_out(sample.t, self.validation_every):
                 self.val.add(sample)
@@ -413,9 +428,11 @@ class SplitBuffers:
 
     @property
     def size(self) -> int:
+        """Rows held, training and validation together."""
         return sum(self.sizes())
 
     def clear(self) -> None:
+        """Forget the rows of both buffers."""
         with self.lock:
             self.train.clear()
             self.val.clear()
@@ -451,9 +468,12 @@ class SplitBuffers:
         return data, val
 
     def newest_t(self) -> float:
+        """Stamp of the newest row in either buffer (-inf when empty)."""
         with self.lock:
             return max(self.train.newest_t, self.val.newest_t)
 
     def validation_since(self, t: float) -> Dict[str, np.ndarray]:
+        """Validation rows stamped after ``t`` [s], the newest :data:`VALIDATION_SAMPLES` at most
+        (the publication policy judges a version on them)."""
         with self.lock:
             return self.val.since(t, limit=VALIDATION_SAMPLES)

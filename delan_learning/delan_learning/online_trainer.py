@@ -117,7 +117,8 @@ class Intake(Protocol):
 
     samples_seen: int
 
-    def restart(self) -> None: ...
+    def restart(self) -> None:
+        """Start the stream afresh after the buffers were cleared (a reset of the learner)."""
 
 
 class OnlineTrainer:
@@ -159,6 +160,7 @@ class OnlineTrainer:
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
+        """Start the training thread (:meth:`run`); :meth:`close` stops it."""
         self._thread = threading.Thread(target=self.run, name='delan-trainer', daemon=True)
         self._thread.start()
 

@@ -83,12 +83,16 @@ class TrainerWeights:
         self.trainer = trainer
 
     def current(self) -> State:
+        """A deep copy of the model's state dict, unaffected by further training."""
         return copy.deepcopy(self.trainer.model.state_dict())
 
     def load(self, state: State) -> None:
+        """Load ``state`` into the model being trained."""
         self.trainer.model.load_state_dict(state)
 
     def evaluate(self, data: Data, state: Optional[State] = None) -> Dict[str, Any]:
+        """:func:`evaluate_total` of ``state`` (None: the current weights) on ``data``; the current
+        weights are put back afterwards, even on an error."""
         if state is None:
             return evaluate_total(self.trainer, data)
         current = self.current()

@@ -20,7 +20,7 @@ and judged by the same integration. No ROS, no acceleration estimate.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Sequence, Tuple, cast
+from typing import Callable, Dict, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 import torch
@@ -157,8 +157,8 @@ def rollout_errors(
     q: torch.Tensor,
     qd: torch.Tensor,
     tau: torch.Tensor,
-    index: np.ndarray,
-    dt: np.ndarray,
+    index: Union[np.ndarray, torch.Tensor],
+    dt: Union[np.ndarray, torch.Tensor],
     integrator: str = 'rk4',
     torque_timing: str = 'start',
     chunk: int = 4096,

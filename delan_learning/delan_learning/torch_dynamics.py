@@ -50,22 +50,32 @@ class TorchDynamics:
         return out[0] if single else out
 
     def inverse(self, q, qd, qdd):
+        """Torque ``(n,)`` or ``(B, n)`` for the motion ``(q, qd, qdd)`` (the model's inverse
+        dynamics)."""
         return self._call(self.model.inverse, q, qd, qdd)
 
     def forward(self, q, qd, tau):
+        """Acceleration ``(n,)`` or ``(B, n)`` that torques ``tau`` give at ``(q, qd)`` (the
+        model's ``forward_dynamics``)."""
         return self._call(self.model.forward_dynamics, q, qd, tau)
 
     def mass_matrix(self, q):
+        """Inertia matrix ``H(q)``, ``(n, n)`` or ``(B, n, n)``."""
         return self._call(self.model.mass_matrix, q)
 
     def coriolis(self, q, qd):
+        """Coriolis/centrifugal torque ``c(q, qd)``, ``(n,)`` or ``(B, n)``."""
         return self._call(self.model.coriolis, q, qd)
 
     def gravity(self, q):
+        """Gravity torque ``g(q)``, ``(n,)`` or ``(B, n)``."""
         return self._call(self.model.gravity, q)
 
     def friction(self, qd):
+        """Learned friction torque at velocities ``qd``, ``(n,)`` or ``(B, n)``."""
         return self._call(self.model.friction, qd)
 
     def energy(self, q, qd):
+        """Kinetic and potential energy ``(T, V)``: scalars for one state, ``(B,)`` each for a
+        batch."""
         return self._call(self.model.energy, q, qd)

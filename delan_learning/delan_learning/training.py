@@ -72,6 +72,8 @@ class TorqueNormalizer:
         return cls(mean, np.maximum(std, max(1e-6, 1e-3 * float(std.max()))), accel)
 
     def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready ``mean``, ``std`` (and ``accel_scale`` when set), as a checkpoint stores
+        it."""
         d: Dict[str, Any] = {'mean': self.mean.tolist(), 'std': self.std.tolist()}
         if self.accel_scale is not None:
             d['accel_scale'] = self.accel_scale
@@ -79,6 +81,7 @@ class TorqueNormalizer:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> 'TorqueNormalizer':
+        """The normaliser :meth:`to_dict` wrote."""
         return cls(np.asarray(d['mean']), np.asarray(d['std']), d.get('accel_scale'))
 
 
@@ -187,7 +190,9 @@ class _Pool:
     def take(self, idx: torch.Tensor) -> Union[Batch, Windows]:
         if self.index is None:
             metric = None if self.samples.metric is None else self.samples.metric[idx]
-            return Batch(*self.packed[idx].split(self.n, dim=1)[:4], metric=metric)
+            q, qd, qdd, tau = self.packed[idx].split(self.n, dim=1)[:4]
+            return Batch(q, qd, qdd, tau, metric=metric)
+        assert self.dt is not None  # windows come with their step lengths
         q, qd, qdd, tau, *effort = self.packed[self.index[idx]].split(self.n, dim=-1)
         return Windows(q, qd, qdd, tau, self.dt[idx], effort[0] if effort else None)
 
@@ -232,6 +237,7 @@ class Trainer:
     # -- data -----------------------------------------------------------------------------------
     def to_batch(self, data: ArrayData) -> Batch:
         """Tensors on the trainer's device/dtype from a Dataset, a dict of arrays or a Batch."""
+        items: Tuple[Any, ...]
         if isinstance(data, Batch):
             items = tuple(data)
         elif isinstance(data, Dataset):
@@ -239,16 +245,16 @@ class Trainer:
         else:
             metric = data.get('metric') if self.config.loss_metric != 'torque' else None
             items = tuple(data[k] for k in ('q', 'qd', 'qdd', 'tau')) + (metric,)
-        return Batch(
-            *(
-                None
-                if x is None
-                else torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x).to(
-                    device=self.device, dtype=self.dtype
-                )
-                for x in items
+        # Batch's fields, with the metric (the fifth) None where the data have none
+        tensors: List[Any] = [
+            None
+            if x is None
+            else torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x).to(
+                device=self.device, dtype=self.dtype
             )
-        )
+            for x in items
+        ]
+        return Batch(*tensors)
 
     @property
     def uses_windows(self) -> bool:
@@ -264,6 +270,8 @@ class Trainer:
         if not self.uses_windows:
             return _Pool(full)
         effort = None
+        t: Optional[np.ndarray]
+        traj: Optional[np.ndarray]
         if isinstance(data, Dataset):
             t, traj = data.t, data.traj
         elif isinstance(data, Mapping):
@@ -312,19 +320,26 @@ class Trainer:
         self.normalizer = normalizer
         self._inv_std = torch.as_tensor(1.0 / normalizer.std, device=self.device, dtype=self.dtype)
 
+    def _initialised_normalizer(self) -> Tuple[TorqueNormalizer, torch.Tensor]:
+        """The normaliser and its ``1 / std (n,)``, which every loss and metric needs: set from
+        the constructor or the first data (:meth:`_ensure_initialised`)."""
+        if self.normalizer is None or self._inv_std is None:
+            raise RuntimeError('the trainer has no TorqueNormalizer before it has seen data')
+        return self.normalizer, self._inv_std
+
     def _ensure_initialised(self, batch: Batch) -> None:
-        if self.normalizer is None:
+        normalizer = self.normalizer
+        if normalizer is None:
             metric = None if batch.metric is None else batch.metric.detach().cpu().numpy()
-            self._set_normalizer(
-                TorqueNormalizer.from_torques(batch.tau.detach().cpu().numpy(), metric)
-            )
+            normalizer = TorqueNormalizer.from_torques(batch.tau.detach().cpu().numpy(), metric)
+            self._set_normalizer(normalizer)
         if self.config.loss_metric != 'torque':
             if batch.metric is None:
                 raise ValueError(
                     f'loss_metric {self.config.loss_metric!r} needs a metric per '
                     "sample in the data ('metric': RobotModel.acceleration_metric)"
                 )
-            if self.normalizer.accel_scale is None:
+            if normalizer.accel_scale is None:
                 raise ValueError(
                     f'loss_metric {self.config.loss_metric!r} needs a '
                     'TorqueNormalizer with accel_scale '
@@ -356,13 +371,17 @@ class Trainer:
 
     def _torque_loss(self, err: torch.Tensor, metric: Optional[torch.Tensor]) -> torch.Tensor:
         kind = self.config.loss_metric
-        loss = 0.0
+        normalizer, inv_std = self._initialised_normalizer()
+        loss: Union[float, torch.Tensor] = 0.0
         if kind != 'acceleration':
-            e = err * self._inv_std
+            e = err * inv_std
             loss = (e * e).mean()
         if kind != 'torque':
+            # _ensure_initialised refused data without metrics and a normaliser without scale
+            assert metric is not None and normalizer.accel_scale is not None
             a = torch.einsum('bij,bj->bi', metric, err)
-            loss = loss + (a * a).mean() / self.normalizer.accel_scale
+            loss = loss + (a * a).mean() / normalizer.accel_scale
+        assert isinstance(loss, torch.Tensor)  # loss_metric is one of LOSS_METRICS
         return loss
 
     def forward_loss(self, w: Windows) -> torch.Tensor:
@@ -386,8 +405,9 @@ class Trainer:
         eq, ev = eq * self._inv_q, ev * self._inv_qd
         return 0.5 * ((eq * eq).mean() + (ev * ev).mean())
 
-    def step(self, batch: ArrayData, lr: Optional[float] = None) -> float:
+    def step(self, batch: Union[ArrayData, Windows], lr: Optional[float] = None) -> float:
         """One optimiser step on ``batch`` (any size); returns the loss before the step."""
+        b: Union[Batch, Windows]
         if isinstance(batch, Windows):
             b = batch
             self._ensure_initialised(b.first())
@@ -475,8 +495,7 @@ class Trainer:
         ``chunk``: samples per forward pass. Small chunks are as fast and keep the peak small:
         with 16384 the online learner's allocator held ~110 MB of freed memory from its
         validation passes (plateau 379 MB RSS vs 290 MB, bench/bench_learner_memory.py)."""
-        pool = data if isinstance(data, _Pool) else None
-        b = pool.samples if pool is not None else self.to_batch(data)
+        b = data.samples if isinstance(data, _Pool) else self.to_batch(data)
         self._ensure_initialised(b)
         self.model.eval()
         preds = [
@@ -487,28 +506,33 @@ class Trainer:
         mse = (err * err).mean(0).cpu().numpy()
         var = b.tau.double().var(0, unbiased=False).cpu().numpy()
         var = np.where(constant_torque(np.sqrt(var)), var.max(initial=0.0), var)
+        normalizer, _ = self._initialised_normalizer()
         loss = (
-            float(np.mean(mse / self.normalizer.std**2))
+            float(np.mean(mse / normalizer.std**2))
             if self.config.loss_metric == 'torque'
-            else float(self._torque_loss(err, b.metric.double()))
+            else float(self._torque_loss(err, None if b.metric is None else b.metric.double()))
         )
         out = {'loss': loss, 'mse': mse.tolist(), 'nmse': (mse / np.maximum(var, 1e-12)).tolist()}
         if self.uses_windows and rollouts is not False:
             out.update(
-                self._evaluate_rollouts(pool if pool is not None else self._pool(data), loss)
+                self._evaluate_rollouts(
+                    data if isinstance(data, _Pool) else self._pool(data), loss
+                )
             )
         return out
 
     def _evaluate_rollouts(self, pool: _Pool, inverse_loss: float) -> Dict[str, Any]:
         cfg = self.config
         s = pool.samples
+        index, dt = pool.index, pool.dt
+        assert index is not None and dt is not None  # a pool of windows (uses_windows)
         eq, ev = ro.rollout_errors(
             self.model,
             s.q,
             s.qd,
             pool.rollout_tau,
-            pool.index,
-            pool.dt,
+            index,
+            dt,
             cfg.integrator,
             cfg.torque_timing,
         )
@@ -520,7 +544,7 @@ class Trainer:
             'loss': forward
             if cfg.loss == 'forward'
             else inverse_loss + cfg.forward_weight * forward,
-            'rollout': ro.horizon_metrics(eq, ev, names, pool.dt.cpu().numpy()),
+            'rollout': ro.horizon_metrics(eq, ev, names, dt.cpu().numpy()),
         }
 
     # -- offline --------------------------------------------------------------------------------
@@ -551,11 +575,13 @@ class Trainer:
             raise ValueError(f'unknown lr_schedule {cfg.lr_schedule!r}')
         epochs = cfg.epochs if epochs is None else int(epochs)
         pool = self._pool(train)
-        vb = self.to_batch(val) if val is not None else None
-        if vb is not None and len(vb.q) == 0:
-            vb = None
-        if vb is not None and self.uses_windows:
-            vb = self._pool(val)
+        vb: Union[Batch, _Pool, None] = None
+        if val is not None:
+            vb = self.to_batch(val)
+            if len(vb.q) == 0:
+                vb = None
+            elif self.uses_windows:
+                vb = self._pool(val)
         N = len(pool)
         bs = min(cfg.batch_size, N)
         steps_per_epoch = math.ceil(N / bs)
@@ -743,18 +769,19 @@ def train_model(
     torch.manual_seed(config.seed)
     train, val = split_by_trajectory(data, config.val_fraction, config.seed)
     model = build_model(kind, data.joint_types, **(model_config or {}))
-    trainer = Trainer(model, config, TorqueNormalizer.from_torques(train.tau), device=device)
+    normalizer = TorqueNormalizer.from_torques(train.tau)
+    trainer = Trainer(model, config, normalizer, device=device)
     history = trainer.fit(train, val, callback=callback)
     model = trainer.model.double().eval()
     model.joint_names = list(data.joint_names)
-    scorer = Trainer(model, config, trainer.normalizer, dtype=torch.float64)
+    scorer = Trainer(model, config, normalizer, dtype=torch.float64)
     if trainer.state_scales is not None:
         scorer.set_state_scales(*trainer.state_scales)
     final = scorer.evaluate(val if val is not None else train)
     metadata = {
         'joint_names': list(data.joint_names),
         'joint_types': list(data.joint_types),
-        'torque_normalisation': trainer.normalizer.to_dict(),
+        'torque_normalisation': normalizer.to_dict(),
         'training': {
             'config': asdict(config),
             'epochs_run': history[-1]['epoch'] if history else 0,
@@ -768,4 +795,4 @@ def train_model(
             'data': data.source,
         },
     }
-    return TrainResult(model, history, trainer.normalizer, metadata)
+    return TrainResult(model, history, normalizer, metadata)

@@ -70,6 +70,7 @@ class VersionStore:
         self.remove_partial()
 
     def path(self, version: int) -> str:
+        """The file of ``version`` (zero-padded, so names sort as numbers)."""
         return os.path.join(self.directory, f'model_v{version:05d}.pt')
 
     def versions(self) -> List[Tuple[int, str]]:
@@ -115,6 +116,7 @@ class VersionStore:
             _remove(weights_path(path))
 
     def remove_partial(self) -> None:
+        """Delete the temporary files of saves cut short (a killed learner), with a warning."""
         for path in glob.glob(os.path.join(self.directory, PARTIAL_GLOB)):
             try:
                 os.unlink(path)

@@ -49,6 +49,7 @@ class JointStateReader:
 
     @staticmethod
     def supports(data: bytes) -> bool:
+        """Whether ``data`` is plain little-endian CDR, the only encoding :meth:`read` parses."""
         return data[:2] == _CDR_LE
 
     def read(self, data: bytes) -> RawJointState:
@@ -181,6 +182,8 @@ class CommandBytes:
 
     @classmethod
     def create(cls, n: int) -> Optional['CommandBytes']:
+        """A template for ``n`` values, or None where serialisation is missing or the layout cannot
+        be verified (a round trip of known values through the middleware)."""
         marker = np.arange(n) + 7777.125 + 0.987654321
         try:
             buf = bytearray(serialize_message(Float64MultiArray(data=marker.tolist())))
@@ -200,5 +203,7 @@ class CommandBytes:
         return out
 
     def pack(self, values: np.ndarray) -> bytes:
+        """The serialised message carrying ``values`` ``(n,)`` (written into the template in place;
+        the returned bytes are a copy)."""
         self._values[:] = values
         return bytes(self._buf)

@@ -69,6 +69,8 @@ class DiagnosticsReporter:
         self.timer = steady_timer(node, period_s, self.publish)
 
     def publish(self) -> None:
+        """Publish one report now; an exception is logged (throttled) and swallowed, as a report
+        must never stop the node."""
         try:
             level, message, values = self._report()
             msg = DiagnosticArray(

@@ -21,9 +21,12 @@ class RejectionCounter:
 
     @property
     def total(self) -> int:
+        """Rejections so far, all reasons together."""
         return sum(self.counts.values())
 
     def reject(self, reason: str, detail: str) -> None:
+        """Count one rejection under ``reason`` and log it with ``detail``, unless that reason was
+        logged within the last ``log_period_s``."""
         self.counts[reason] += 1
         now = time.monotonic()
         if now - self._last_log.get(reason, -1e9) >= self._period:

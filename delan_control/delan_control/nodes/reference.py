@@ -161,6 +161,7 @@ class ReferenceNode(Node):
             taker.close()
 
     def destroy_node(self):
+        """Stop taking joint states (:meth:`close`) before the node goes."""
         self.close()
         return super().destroy_node()
 

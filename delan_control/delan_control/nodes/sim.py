@@ -297,6 +297,7 @@ class SimNode(Node):
             thread.join(timeout=2.0)
 
     def destroy_node(self):
+        """Stop the physics thread (:meth:`close`) before the node goes."""
         self.close()
         return super().destroy_node()
 

@@ -306,6 +306,7 @@ class TorqueControllerNode(Node):
                 getattr(self, worker).close()
 
     def destroy_node(self):
+        """Stop the control loop and the loader (:meth:`close`) before the node goes."""
         self.close()
         return super().destroy_node()
 

@@ -32,11 +32,14 @@ LOG_PERIOD_S = 2.0  # one log line per kind of trouble at most this often
 class Log(Protocol):
     """Where the recorder reports (an rclpy logger, a ``logging.Logger``)."""
 
-    def info(self, message: str) -> Any: ...
+    def info(self, message: str) -> Any:
+        """Report an informational message."""
 
-    def warning(self, message: str) -> Any: ...
+    def warning(self, message: str) -> Any:
+        """Report a warning."""
 
-    def error(self, message: str) -> Any: ...
+    def error(self, message: str) -> Any:
+        """Report an error."""
 
 
 class BagRecorder:

@@ -28,6 +28,8 @@ class Source:
     messages: Optional[List[Tuple[str, int, bytes]]] = None  # salvaged: materialised
 
     def iter(self, topics: Optional[Sequence[str]] = None) -> Iterator[Tuple[str, int, bytes]]:
+        """``(topic, timestamp [ns], serialised data)`` of each message (of ``topics`` only, when
+        given); BagError when an intact-looking bag turns out damaged while reading."""
         wanted = None if topics is None else set(topics)
         if self.reader is not None:
             conns = [c for c in self.reader.connections if wanted is None or c.topic in wanted]
@@ -46,6 +48,7 @@ class Source:
                     yield topic, timestamp, data
 
     def close(self) -> None:
+        """Close the rosbags reader, if any (a salvaged source holds none)."""
         if self.reader is not None and self.reader.is_open:
             self.reader.close()
 

@@ -101,6 +101,8 @@ class SplitBagWriter:
 
     @property
     def is_open(self) -> bool:
+        """Whether a split is open for writing (from :meth:`open` or the first :meth:`write` until
+        :meth:`close` or :meth:`abort`)."""
         return self._writer is not None
 
     @property
