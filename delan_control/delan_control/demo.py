@@ -81,10 +81,7 @@ from delan_control.training_stop import TrainingStop
 from delan_control.trajectories import PiecewiseQuintic
 from delan_learning.params.learner import loss_error
 from delan_learning.train_config import FRICTION_MODELS, LOSSES
-
-# mypy, run from the repository root, takes the source's delan_msgs/msg/ (the .msg files) for
-# the package: the generated classes are not seen
-from delan_msgs.msg import ModelStatus, ModelUpdate  # type: ignore[attr-defined]
+from delan_msgs.msg import ModelStatus, ModelUpdate
 
 #: the largest share of an effort limit that holding the start posture may take: the
 #: evaluation's figure eight, centred there, is sized to at most 0.8 (fit_figure_eight)
