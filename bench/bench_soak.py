@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
@@ -125,8 +126,12 @@ def verify_bag(bag_root: str, rate: float) -> Dict:
                         and np.all(np.isfinite(msg.position))
                     ):
                         bad += 1
-                elif not (len(msg.data) and np.all(np.isfinite(msg.data))):
-                    bad += 1
+                elif conn.msgtype == 'std_msgs/msg/Float64MultiArray':
+                    if not (len(msg.data) and np.all(np.isfinite(msg.data))):
+                        bad += 1
+                elif conn.msgtype == 'delan_msgs/msg/ControllerState':
+                    if not (len(msg.command) and np.all(np.isfinite(msg.command))):
+                        bad += 1
     st = np.sort(np.asarray(stamps, dtype=np.int64))
     period = 1e9 / rate
     steps = np.round(np.diff(st) / period).astype(np.int64) if len(st) > 1 else np.zeros(0)
@@ -311,7 +316,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         rclpy.try_shutdown()
 
     if rows:
-        summarise(
+        passed = summarise(
             args,
             rows,
             mem0,
@@ -327,6 +332,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             diag1,
         )
         print(f'\n{load_text()} at the end; {provenance()}')
+        if not passed:
+            print('soak FAILED: see the verdicts', file=sys.stderr)
+            code = code or 1
     return finish(tmp, args.keep, code)
 
 
@@ -344,8 +352,8 @@ def summarise(
     soak_s: float,
     diag0: Dict,
     diag1: Dict,
-) -> None:
-    """The summary tables and one verdict line per criterion."""
+) -> bool:
+    """The summary tables and one verdict line per criterion; True when every one passed."""
     verdicts = []
     # ---------------------------------------------------------------- memory
     bound = memory_bound_mb(args.rate, len(rows) * args.window)
@@ -468,6 +476,7 @@ def summarise(
     print('\nVerdicts:')
     for what, ok, detail in verdicts:
         print(f'  {"PASS" if ok else "FAIL"}  {what}: {detail}')
+    return all(ok for _, ok, _ in verdicts)
 
 
 if __name__ == '__main__':
