@@ -21,6 +21,7 @@ from delan_common.ros.qos import LATCHED
 from delan_control.nodes.torque_controller import TorqueControllerNode
 from delan_learning.nodes.learner import LearnerNode
 from delan_msgs.msg import ModelStatus
+from delan_testing.bad_joint_states import BAD_JOINT_STATES
 from delan_testing.ros import ros_context, spin_in_thread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -142,41 +143,8 @@ def bench(tmp_path):
             b.close()
 
 
-NAN, INF = math.nan, math.inf
-BAD = [  # id, fields of the message, reason in the learner, reason in the controller
-    ('position_too_short', dict(position=[0.1]), 'length_mismatch', 'length_mismatch'),
-    ('velocity_too_long', dict(velocity=[0.0, 0.0, 0.0]), 'length_mismatch', 'length_mismatch'),
-    ('effort_too_short', dict(effort=[1.0]), 'length_mismatch', 'length_mismatch'),
-    ('all_empty', dict(name=[], position=[], velocity=[], effort=[]), 'empty', 'empty'),
-    (
-        'names_but_no_values',
-        dict(position=[], velocity=[], effort=[]),
-        'length_mismatch',
-        'length_mismatch',
-    ),
-    ('nan_position', dict(position=[NAN, 0.2]), 'non_finite', 'non_finite'),
-    ('inf_velocity', dict(velocity=[0.0, -INF]), 'non_finite', 'non_finite'),
-    ('nan_effort', dict(effort=[NAN, 0.0]), 'non_finite', 'non_finite'),
-    ('unknown_name', dict(name=['shoulder', 'wrist']), 'missing_joints', 'missing_joints'),
-    (
-        'missing_joint',
-        dict(name=['shoulder'], position=[0.1], velocity=[0.0], effort=[0.0]),
-        'missing_joints',
-        'missing_joints',
-    ),
-    (
-        'duplicated_name',
-        dict(
-            name=['shoulder', 'shoulder', 'elbow'],
-            position=[0.1, 0.1, 0.2],
-            velocity=[0, 0, 0],
-            effort=[0, 0, 0],
-        ),
-        'duplicate_names',
-        'duplicate_names',
-    ),
-    ('no_velocity', dict(velocity=[]), 'no_velocity', 'no_velocity'),
-]
+#: id, fields of the message, reason in the learner, reason in the controller (the same)
+BAD = [(kind, fields, reason, reason) for kind, (fields, reason) in BAD_JOINT_STATES.items()]
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,7 @@ from delan_learning.c_export import FORMAT_VERSION, export_delan, weights_path
 from delan_learning.checkpoint import FORMAT_VERSION as CHECKPOINT_FORMAT
 from delan_learning.checkpoint import CheckpointError, load_model
 from delan_msgs.msg import ModelUpdate
+from delan_testing.bad_joint_states import BAD_JOINT_STATES
 from delan_testing.bad_parameters import torque_controller_bad_values
 from delan_testing.processes import node_process
 
@@ -167,32 +168,7 @@ def bench(tmp_path):
     b.close()
 
 
-#: id -> (fields of the state, the reason): tests/test_bad_input_joint_states.py's BAD
-BAD = {
-    'position_too_short': (dict(position=[0.1]), 'length_mismatch'),
-    'velocity_too_long': (dict(velocity=[0.0, 0.0, 0.0]), 'length_mismatch'),
-    'effort_too_short': (dict(effort=[1.0]), 'length_mismatch'),
-    'all_empty': (dict(names=[], position=[], velocity=[], effort=[]), 'empty'),
-    'names_but_no_values': (dict(position=[], velocity=[], effort=[]), 'length_mismatch'),
-    'nan_position': (dict(position=[math.nan, 0.2]), 'non_finite'),
-    'inf_velocity': (dict(velocity=[0.0, -math.inf]), 'non_finite'),
-    'nan_effort': (dict(effort=[math.nan, 0.0]), 'non_finite'),
-    'unknown_name': (dict(names=['shoulder', 'wrist']), 'missing_joints'),
-    'missing_joint': (
-        dict(names=['shoulder'], position=[0.1], velocity=[0.0], effort=[0.0]),
-        'missing_joints',
-    ),
-    'duplicated_name': (
-        dict(
-            names=['shoulder', 'shoulder', 'elbow'],
-            position=[0.1, 0.1, 0.2],
-            velocity=[0.0, 0.0, 0.0],
-            effort=[0.0, 0.0, 0.0],
-        ),
-        'duplicate_names',
-    ),
-    'no_velocity': (dict(velocity=[]), 'no_velocity'),
-}
+BAD = BAD_JOINT_STATES
 #: the kinds each of four controllers gets, one reason once per controller
 BAD_SPLIT = [
     ['position_too_short', 'nan_position', 'unknown_name'],
@@ -204,8 +180,8 @@ BAD_SPLIT = [
 
 def bad_state(kind, t):
     """The state of BAD's ``kind``, stamped ``t``."""
-    f = {'names': NAMES, 'position': Q, 'velocity': QD, 'effort': TAU, **BAD[kind][0]}
-    return state(f['names'], f['position'], f['velocity'], t, f['effort'])
+    f = {'name': NAMES, 'position': Q, 'velocity': QD, 'effort': TAU, **BAD[kind][0]}
+    return state(f['name'], f['position'], f['velocity'], t, f['effort'])
 
 
 def test_bad_joint_states_rejected_by_reason_counted_logged_and_the_node_goes_on(bench):
