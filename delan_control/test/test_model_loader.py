@@ -92,20 +92,12 @@ def test_delan_residual_is_the_urdf_model_plus_the_checkpoint_and_kinds_do_not_m
     from delan_common.robot_model import RobotModel, find_urdf
     from delan_common.urdf_joints import RobotDescription
     from delan_control.model_loader import load_dynamics_model
-    from delan_learning.checkpoint import save_model
     from delan_learning.fastpath import dynamics_model
     from delan_learning.models import build_model
+    from delan_testing.models import small_checkpoints
 
     robot = RobotDescription.load(find_urdf(urdf))
-    paths = {}
-    for kind in LEARNED_KINDS:
-        torch.manual_seed(0)
-        paths[kind] = str(tmp_path / f'{kind}.pt')
-        save_model(
-            build_model(kind, robot.joint_types, width=16, depth=1).double(),
-            paths[kind],
-            {'joint_names': robot.joint_names, 'model_version': 3},
-        )
+    paths = small_checkpoints(tmp_path, robot, LEARNED_KINDS, width=16)
     model = load_dynamics_model('delan_residual', robot, checkpoint=paths['delan_residual'])
     assert model.model_version == 3 and model.joint_names == robot.joint_names
     nominal = RobotModel.from_description(robot)

@@ -20,22 +20,11 @@ VARIANTS = ('blackbox_lagrangian', 'hamiltonian', 'mlp')
 @pytest.fixture(scope='module')
 def checkpoints(tmp_path_factory):
     """``{kind: path}``: a small model of each kind for the 2-link arm, as the learner's v3."""
-    import torch
-
-    from delan_learning.checkpoint import save_model
-    from delan_learning.models import build_model
+    from delan_testing.models import small_checkpoints
 
     robot = RobotDescription.load(find_urdf('two_link_arm.urdf'))
     folder = tmp_path_factory.mktemp('variants')
-    paths = {}
-    for kind in ('delan',) + VARIANTS:
-        torch.manual_seed(0)
-        paths[kind] = str(folder / f'{kind}.pt')
-        save_model(
-            build_model(kind, robot.joint_types, width=8, depth=1).double(),
-            paths[kind],
-            {'joint_names': robot.joint_names, 'model_version': 3},
-        )
+    paths = small_checkpoints(folder, robot, ('delan',) + VARIANTS, width=8)
     return robot, paths
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple, Type
+import os
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Type, Union
 
 import torch
 
@@ -36,3 +37,28 @@ def random_delan(
             m.v_scale.fill_(scales[1])
             m.tau_scale.uniform_(0.5, 2.0)
     return m.eval()
+
+
+def small_checkpoints(
+    folder: Union[str, os.PathLike],
+    robot: Any,
+    kinds: Iterable[str],
+    *,
+    width: int,
+    version: int = 3,
+) -> Dict[str, str]:
+    """``{kind: path}``: a freshly built model of each kind (``width`` x 1 layer, seed 0) for
+    ``robot`` (a ``RobotDescription``), saved in ``folder`` as a learner's version ``version``."""
+    from delan_learning.checkpoint import save_model
+    from delan_learning.models import build_model
+
+    paths = {}
+    for kind in kinds:
+        torch.manual_seed(0)
+        paths[kind] = os.path.join(str(folder), f'{kind}.pt')
+        save_model(
+            build_model(kind, robot.joint_types, width=width, depth=1).double(),
+            paths[kind],
+            {'joint_names': robot.joint_names, 'model_version': version},
+        )
+    return paths
