@@ -105,7 +105,11 @@ class ReferenceTracker:
             if ref is None:
                 return Resumed('holding')
             q_ref, qd_ref, _ = (a[0] for a in ref.sample(t))
-            grown = np.stack([q - q_ref, qd - qd_ref])
+            # a rejoin under way goes on from where it is at t, with what the gap added
+            offset = np.zeros((3, q_ref.size))
+            if self._rejoin is not None:
+                offset = np.stack([a[0] for a in self._rejoin.sample(t)])
+            grown = np.stack([q - q_ref, qd - qd_ref]) - offset[:2]
             if self._deviation is not None:
                 grown = grown - self._deviation
             grown = np.where(self.tracked, grown, 0.0)
@@ -117,7 +121,12 @@ class ReferenceTracker:
                 self.dropped += 1
                 return Resumed('dropped', error)
             self._rejoin = rejoin_offset(
-                t, grown[0], grown[1], self.velocity_limits, self.resume_time
+                t,
+                offset[0] + grown[0],
+                offset[1] + grown[1],
+                self.velocity_limits,
+                self.resume_time,
+                dqdd=offset[2],
             )
             self.rejoined += 1
             return Resumed('rejoining', error, self._rejoin.end_time)

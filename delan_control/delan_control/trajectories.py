@@ -305,8 +305,10 @@ def rejoin_offset(
     velocity_limit: np.ndarray,
     min_time: float = 1.0,
     speed_fraction: float = 0.25,
+    dqdd: Optional[np.ndarray] = None,
 ) -> PiecewiseQuintic:
-    """The offset "arm minus reference" from ``(dq, dqd)`` at ``t0`` smoothly down to zero.
+    """The offset "arm minus reference" from ``(dq, dqd, dqdd)`` at ``t0`` smoothly down to
+    zero (``dqdd`` None: zero, the offset of a reference the arm was on).
 
     Added to a reference the arm fell behind (joint states stopped for a while, the reference
     went on), the command starts where the arm is and moves as it moves -- no torque step on the
@@ -320,8 +322,9 @@ def rejoin_offset(
     vmax = np.where(np.isfinite(vmax) & (vmax > 0), vmax, 1.0)
     T = max(float(min_time), float(np.max(1.875 * np.abs(dq) / (speed_fraction * vmax))), 1e-3)
     zero = np.zeros_like(dq)
+    acc = zero if dqdd is None else np.asarray(dqdd, float)
     return PiecewiseQuintic(
-        np.array([t0, t0 + T]), np.stack([dq, zero]), np.stack([dqd, zero]), np.stack([zero, zero])
+        np.array([t0, t0 + T]), np.stack([dq, zero]), np.stack([dqd, zero]), np.stack([acc, zero])
     )
 
 

@@ -91,6 +91,45 @@ def test_the_feedback_before_a_stall_is_kept_and_a_driver_that_resumes_in_place_
     np.testing.assert_allclose(q_ref, q, atol=1e-6)  # the lag is still fed back
 
 
+def test_a_stall_during_a_rejoin_continues_it_without_a_step_in_the_target():
+    """Joint states stall again while the target is still on its way back to the reference
+    (a driver that stutters, a controller started after its reference): the rejoin goes on
+    from where it was, with what the new gap added, and the target's position, velocity and
+    acceleration carry on across the gap (an acceleration step is a torque step of H x it)."""
+    tr = ReferenceTracker(VMAX, resume_tolerance=5.0, resume_time=1.0)
+    tr.resume(0.0, np.zeros(2), np.zeros(2))
+    tr.set_reference(_ramp())
+    _track(tr, 0.0, 2.0)
+    # the first stall: back at 6 s where the arm stopped at 2 s, 0.4 rad behind
+    r1 = tr.resume(6.0, *_exact(tr, 2.0))
+    assert r1.action == 'rejoining' and r1.until > 6.5
+    t_stop = 6.0 + 0.4 * (r1.until - 6.0)  # mid-rejoin: the offset moves and accelerates
+    for t in np.arange(6.0, t_stop, 0.004):  # the arm on the target
+        q_ref, qd_ref, qdd_ref, _ = tr.target(t, np.zeros(2), np.zeros(2))
+        tr.target(t, q_ref, qd_ref)
+    assert tr.rejoining and abs(qdd_ref[0]) > 0.01
+    # a driver that resumes in place and in time (its clock stopped with it): nothing grew,
+    # the rejoin goes on unchanged
+    assert tr.resume(t, q_ref, qd_ref).action == 'unchanged' and tr.rejoined == 1
+    # one whose clock ran on (the target moved on meanwhile, the arm did not): 4 ms (a sim
+    # paused with its clock, one period), then 0.3 s
+    t_back = t + 0.004
+    r2 = tr.resume(t_back, q_ref, qd_ref)
+    assert r2.action == 'rejoining' and tr.rejoined == 2
+    q2, qd2, qdd2, _ = tr.target(t_back, q_ref, qd_ref)
+    np.testing.assert_allclose(q2, q_ref, atol=1e-9)
+    np.testing.assert_allclose(qd2, qd_ref, atol=1e-9)
+    # the acceleration changes as the old rejoin's did in 4 ms (its jerk < 60 x 0.4 / T^3)
+    np.testing.assert_allclose(qdd2, qdd_ref, atol=0.004 * 60 * 0.4 / (r1.until - 6.0) ** 3)
+    r3 = tr.resume(t_back + 0.3, q2, qd2)
+    # only what this gap added: how far the target (reference + rejoin) moved in 0.3 s
+    assert r3.action == 'rejoining' and tr.rejoined == 3
+    assert 0.3 * 0.1 < r3.error <= 0.3 * (0.1 + 1.875 * 0.4 / (r1.until - 6.0))
+    q_end, _ = _track(tr, t_back + 0.3, r3.until + 0.05)
+    assert not tr.rejoining
+    np.testing.assert_allclose(q_end, _exact(tr, r3.until + 0.04)[0], atol=2e-3)
+
+
 def test_a_reference_far_from_the_arm_is_dropped_and_the_arm_held():
     tr = ReferenceTracker(VMAX, resume_tolerance=0.5, resume_time=1.0)
     tr.resume(0.0, np.zeros(2), np.zeros(2))

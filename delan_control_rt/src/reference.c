@@ -108,8 +108,8 @@ void reference_sample(const reference_t * r, double t, double * q, double * qd, 
 }
 
 reference_t * reference_rejoin(
-  int n, double t0, const double * dq, const double * dqd, const double * velocity_limit,
-  double min_time, double speed_fraction)
+  int n, double t0, const double * dq, const double * dqd, const double * dqdd,
+  const double * velocity_limit, double min_time, double speed_fraction)
 {
   double T = min_time > 1e-3 ? min_time : 1e-3;
   for (int j = 0; j < n; j++) {
@@ -121,16 +121,20 @@ reference_t * reference_rejoin(
   double t[2] = {t0, t0 + T};
   double * q = calloc((size_t)2 * n, sizeof(double));
   double * qd = calloc((size_t)2 * n, sizeof(double));
-  if (!q || !qd) {
+  double * qdd = calloc((size_t)2 * n, sizeof(double));
+  if (!q || !qd || !qdd) {
     free(q);
     free(qd);
+    free(qdd);
     return NULL;
   }
   memcpy(q, dq, sizeof(double) * n);
   memcpy(qd, dqd, sizeof(double) * n);
+  if (dqdd) {memcpy(qdd, dqdd, sizeof(double) * n);}
   char err[64];
-  reference_t * r = reference_create(n, 2, t, q, qd, NULL, err, sizeof(err));
+  reference_t * r = reference_create(n, 2, t, q, qd, qdd, err, sizeof(err));
   free(q);
   free(qd);
+  free(qdd);
   return r;
 }

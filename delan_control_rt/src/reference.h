@@ -29,11 +29,12 @@ void reference_sample(const reference_t * r, double t, double * q, double * qd, 
 
 double reference_end_time(const reference_t * r);
 
-/* The offset (dq, dqd) at t0 down to zero at rest over at least min_time seconds, longer when
- * catching up would add more than speed_fraction of velocity_limit (<= 0 or not finite: 1). */
+/* The offset (dq, dqd, dqdd) at t0 (dqdd NULL: zero) down to zero at rest over at least
+ * min_time seconds, longer when catching up would add more than speed_fraction of
+ * velocity_limit (<= 0 or not finite: 1). */
 reference_t * reference_rejoin(
-  int n, double t0, const double * dq, const double * dqd, const double * velocity_limit,
-  double min_time, double speed_fraction);
+  int n, double t0, const double * dq, const double * dqd, const double * dqdd,
+  const double * velocity_limit, double min_time, double speed_fraction);
 
 #ifdef __cplusplus
 }

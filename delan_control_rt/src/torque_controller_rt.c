@@ -427,11 +427,14 @@ static void reference_on_resume(controller_t * c, double t, const char * cause)
   if (!c->ref) {return;}
   const int n = c->n;
   double grown[2 * MAX_JOINTS], error = 0.0;
+  /* a rejoin under way goes on from where it is at t, with what the gap added */
+  double off[3 * MAX_JOINTS] = {0.0};
   int negligible = 1;
   reference_sample(c->ref, t, c->q_ref, c->qd_ref, c->qdd_ref);
+  if (c->rejoin) {reference_sample(c->rejoin, t, off, off + n, off + 2 * n);}
   for (int i = 0; i < n; i++) {
-    grown[i] = c->q[i] - c->q_ref[i];
-    grown[n + i] = c->qd[i] - c->qd_ref[i];
+    grown[i] = c->q[i] - c->q_ref[i] - off[i];
+    grown[n + i] = c->qd[i] - c->qd_ref[i] - off[n + i];
     if (c->have_deviation) {
       grown[i] -= c->deviation[i];
       grown[n + i] -= c->deviation[n + i];
@@ -444,8 +447,12 @@ static void reference_on_resume(controller_t * c, double t, const char * cause)
   reference_free(c->rejoin);
   c->rejoin = NULL;
   if (error <= c->rt.resume_tolerance) {
-    c->rejoin = reference_rejoin(n, t, grown, grown + n, c->velocity_limits, c->rt.resume_time,
-        0.25);
+    for (int i = 0; i < n; i++) {
+      off[i] += grown[i];
+      off[n + i] += grown[n + i];
+    }
+    c->rejoin = reference_rejoin(n, t, off, off + n, off + 2 * n, c->velocity_limits,
+        c->rt.resume_time, 0.25);
     if (c->rejoin) {
       c->references_rejoined++;
       fprintf(stderr, "[torque_controller_rt] rejoining the reference (%s left it %.3f "

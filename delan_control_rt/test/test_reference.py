@@ -35,6 +35,7 @@ def reference_lib():
         P,
         P,
         P,
+        P,
         ctypes.c_double,
         ctypes.c_double,
     ]
@@ -81,14 +82,19 @@ def test_sampled_as_the_python_reference(given):
         lib.reference_free(handle)
 
 
-def test_rejoin_as_the_python_offset():
+@pytest.mark.parametrize('dqdd', [None, np.array([-0.7, 0.2, 1.5])])
+def test_rejoin_as_the_python_offset(dqdd):
+    """From an offset at rest in acceleration (a stall on the reference) and from one that
+    accelerates (a stall during a rejoin)."""
     lib = reference_lib()
     dq, dqd = np.array([0.3, -0.05, 2.0]), np.array([0.4, 0.0, -1.0])
     vmax = np.array([2.0, 0.0, np.inf])  # 0 and inf: 1 rad/s, as the Python side
     vmax_c = np.where(np.isfinite(vmax), vmax, 0.0)
-    handle = lib.reference_rejoin(3, 50.0, ptr(dq), ptr(dqd), ptr(vmax_c), 1.0, 0.25)
+    handle = lib.reference_rejoin(3, 50.0, ptr(dq), ptr(dqd), ptr(dqdd), ptr(vmax_c), 1.0, 0.25)
     assert handle
-    py = rejoin_offset(50.0, dq, dqd, vmax, 1.0, 0.25)
+    py = rejoin_offset(50.0, dq, dqd, vmax, 1.0, 0.25, dqdd=dqdd)
+    if dqdd is not None:
+        np.testing.assert_allclose(py.sample(50.0)[2][0], dqdd)
     try:
         for tt in np.linspace(49.0, 50.0 + 1.2 * (py.end_time - 50.0), 60):
             want = [a[0] for a in py.sample(tt)]
