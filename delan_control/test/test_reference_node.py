@@ -376,6 +376,48 @@ def test_a_repeat_too_late_to_splice_starts_from_rest_where_the_arm_is():
             node.destroy_node()
 
 
+def test_a_repeat_waits_for_stopped_joint_states_and_then_splices_in_their_time():
+    """In-process, the node's timer driven by hand: an arm whose time (1000 s) lags the node's
+    clock stops sending states (a paused sim) while its excitation is running. However far the
+    clock runs past that excitation's end, nothing is sent meanwhile (a restart from rest stamped
+    by the clock would be a step in the reference when the arm goes on); when the states come
+    back in the arm's time, the next excitation is spliced on in that time."""
+    from rclpy.serialization import serialize_message
+
+    def state(t: float) -> bytes:
+        msg = JointState(name=NAMES, position=[0.1, -0.3], velocity=[0.0, 0.0])
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(round(t * 1e9)), 10**9)
+        return serialize_message(msg)
+
+    with ros_context() as ctx:
+        node = repeating_excitation_node(ctx, 'paused')
+        lis = Listener(ctx)  # the node is not spun: only the listener
+        try:
+            lis.subscribe('/paused/reference_trajectory')
+            node._on_states([(state(1000.0), {})])
+            node._tick()
+            lis.wait_count(1)
+            end = node._end_ns * 1e-9
+            assert 1000.0 < end < 1010.0  # stamped in the arm's time
+            node._tick()  # makes the next one ahead
+            time.sleep(STATE_STALE_S + 0.1)  # the states stop; the clock is far past `end`
+            for _ in range(3):
+                node._tick()
+            time.sleep(0.3)
+            assert node.published == 1 and len(lis.received) == 1
+            node._on_states([(state(end - 0.5), {})])  # back, within the handover
+            node._tick()
+            lis.wait_count(2)
+            assert node.published == 2 and node.seed == 1
+            first, second = (m for _, m in lis.received)
+            stamps = [m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in (first, second)]
+            # spliced: it begins before the running one ends, in the arm's time
+            assert stamps[0] < stamps[1] < end
+        finally:
+            lis.close()
+            node.destroy_node()
+
+
 def test_references_are_stamped_and_handed_over_in_the_time_of_the_joint_states():
     """In-process, the node's timer driven by hand and its executor never spun: an arm whose
     stamps are not the node's clock (a sim's time from 0, running faster than the clock) gets

@@ -175,12 +175,22 @@ class ReferenceNode(Node):
                 # made a tick after the current one went out: when it is due, only the splice
                 # is left to do
                 self._next = self._make(self.seed + 1, start=tuple(a[-1] for a in self._last[1:]))
+            if self._states_stopped():
+                return
             now = self._now_ns()
             if now >= self._end_ns - int(self._handover() * 1e9):
                 # spliced on time; too late (the arm already holds the last point), from rest
                 # where it is
                 self.seed += 1
                 self.publish_reference(self._next if now < self._end_ns else None)
+
+    def _states_stopped(self) -> bool:
+        """Joint states came and stopped: the arm's time is not known, so the next excitation
+        waits for them (its splice is stamped in the current one's time; a sim paused with its
+        clock, or one whose time lags this node's clock, would otherwise get a restart from rest
+        in the clock's time, a step in its reference, on a mere pause)."""
+        self._current_position()
+        return self._state_ns is not None and time.monotonic() - self._last_arrival > STATE_STALE_S
 
     def _handover(self) -> float:
         return min(HANDOVER_S, 0.5 * float(self._last[0][-1]))
