@@ -736,14 +736,22 @@ def test_sim_stops_watchdog_zeroes_once_then_resumes_cleanly(rig_factory):
     # effect: the sim applies the zero command for a period (4 ms) before it takes the answer
     # to its next state (which of its threads runs first after SIGCONT is up to the scheduler),
     # and for one more each time it waits lockstep_timeout in vain on a loaded machine: one per
-    # state it sent before the first answer (the controller answers the newest). A period
-    # changes qd by tau / H * dt, which computed torque answers with
+    # state it sent before the first answer (the controller answers the newest). They are
+    # counted in sim time, from the states' stamps: the first of them can leave the sim before
+    # this process reads its clock after SIGCONT, and a loaded probe need not have all of them
+    # yet. A period changes qd by tau / H * dt, which computed torque answers with
     # H * ct_kd * dq = ct_kd * dt * tau = 0.16 tau. Hence: 5 % of the limit + 0.2 |tau| per
-    # period. A reference sampled at the wall time instead of the state's stamp, or a
-    # derivative over the pause, would step by up to the limit (as the new sim below shows).
+    # period. A reference sampled at the wall time instead of the state's stamp, a derivative
+    # over the pause, a rejoin restarted at rest in acceleration (the controller starts after
+    # its reference and is still rejoining it when the sim stops) or a reference restarted by
+    # the reference node on its clock during the pause would step by up to the limit (as the
+    # new sim below shows).
     with rig._lock:
         t_first = next(t for t, c in rig.commands if t > t_cont)
-        periods = max(1, sum(1 for r in rig.states if t_cont <= r[0] < t_first))
+        stamp_stop = next(r[1] for r in rig.states if r[0] == ep['last_state'])
+        stamp_answered = max(r[1] for r in rig.states if r[0] < t_first)
+    periods = max(1, round((stamp_answered - stamp_stop) * RATE))
+    print(f'{periods} period(s) of zero torque before the first answer')
     assert np.all(jump <= 0.05 * LIMITS + 0.2 * periods * np.abs(ep['last_command'])), (
         jump,
         steps,
