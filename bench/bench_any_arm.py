@@ -39,6 +39,7 @@ MORE_ROBOTS = {
     'z1': 'z1.urdf',
     'kinova': 'kinova.urdf',
     'so100': 'so100.urdf',
+    'so101': 'so101.urdf',
     'ur10': 'ur10_robot.urdf',
     'ur3': 'ur3_robot.urdf',
     'talos_arm': 'talos_left_arm.urdf',

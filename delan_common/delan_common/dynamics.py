@@ -69,3 +69,13 @@ def gravity_stiffness(model: DynamicsModel, q: np.ndarray, step: float = 1e-6) -
         for e in np.eye(q.size)
     ]
     return np.array(cols).T
+
+
+def pull_away(stiffness: np.ndarray, mass_matrix: np.ndarray) -> float:
+    """How strongly [1/s^2] a stiffness ``(n, n)`` (of :func:`gravity_stiffness`, or a part of
+    it) pulls an arm of ``mass_matrix`` ``(n, n)`` away from its posture: the largest
+    ``lambda`` of ``-K v = lambda H v`` for the symmetric part ``K``; 0 where it only pulls
+    back. A feedback loop of stiffness ``omega^2 H`` holds the posture only above it."""
+    k = np.asarray(stiffness, dtype=np.float64)
+    inv = np.linalg.inv(np.linalg.cholesky(np.asarray(mass_matrix, dtype=np.float64)))
+    return max(0.0, float(np.linalg.eigvalsh(inv @ (-0.5 * (k + k.T)) @ inv.T).max()))

@@ -44,7 +44,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, c
 import numpy as np
 import pinocchio as pin
 
-from delan_common.dynamics import Energy, gravity_stiffness
+from delan_common.dynamics import Energy, gravity_stiffness, pull_away
 from delan_common.joint_effects import JointEffects
 from delan_common.joint_state import JointStateError, JointStateMapper, MappedJointState
 from delan_common.urdf_joints import (
@@ -351,7 +351,7 @@ PAYLOAD_EFFORT_SHARE = 0.15
 #: the largest share of the computed-torque loop's stiffness that the payload's gravity pull
 #: away from a posture may take (:meth:`RobotModel.payload_capacity`)
 PAYLOAD_PULL_SHARE = 0.6
-#: configurations (of :meth:`RobotModel._load_samples`) on which the payload's pull is taken
+#: configurations (of :meth:`RobotModel.configuration_samples`) where the payload's pull is taken
 PULL_SAMPLES = 32
 #: ``realistic`` preset: break-away over Coulomb friction, Stribeck velocity [rad/s], Coulomb
 #: asymmetry (sign alternating along the chain), spring stiffness per unit of the joint's
@@ -450,10 +450,7 @@ def _gravity_pull(
     payload's gravity stiffness ``d(g_carried - g_nominal)/dq`` and ``H`` the URDF's mass
     matrix (0 where the payload only pulls back)."""
     dg = gravity_stiffness(carried, q, step) - gravity_stiffness(nominal, q, step)
-    chol = np.linalg.cholesky(nominal.mass_matrix(q))
-    inv = np.linalg.inv(chol)
-    sym = -0.5 * (dg + dg.T)
-    return max(0.0, float(np.linalg.eigvalsh(inv @ sym @ inv.T).max()))
+    return pull_away(dg, nominal.mass_matrix(q))
 
 
 def _rename_namesakes(model: 'pin.Model', joint: str) -> None:
@@ -799,7 +796,7 @@ class RobotModel:
         ``spec.effort_given`` is False: ``np.where(spec.effort_given, spec.effort_limit,
         model.default_effort_limit())``.
         """
-        q = self._load_samples(samples)
+        q = self.configuration_samples(samples)
         load = np.abs(self.gravity(q)) + (
             np.diagonal(self.mass_matrix(q), axis1=1, axis2=2) * NOMINAL_ACCELERATION
         )
@@ -808,7 +805,7 @@ class RobotModel:
     def gravity_scale(self, samples: int = 64) -> np.ndarray:
         """``max_q |g_i(q)|`` (n,) over the configurations of :meth:`default_effort_limit`:
         the gravity torque each joint must hold at worst (0 where gravity never loads it)."""
-        return np.abs(self.gravity(self._load_samples(samples))).max(axis=0)
+        return np.abs(self.gravity(self.configuration_samples(samples))).max(axis=0)
 
     def payload_capacity(
         self,
@@ -827,7 +824,7 @@ class RobotModel:
         topple the loop whatever model feeds it forward. inf where nothing bounds it."""
         lim = np.asarray(self.spec.effort_limit, dtype=np.float64)
         given = np.asarray(self.spec.effort_given, bool) & np.isfinite(lim) & (lim > 0)
-        q = self._load_samples(samples)
+        q = self.configuration_samples(samples)
         nominal = self.mismatched(Mismatch())
         carried = nominal.mismatched(Mismatch(payload_mass=1.0))
         capacity = math.inf
@@ -841,8 +838,9 @@ class RobotModel:
                 capacity = min(capacity, pull_share * float(loop_stiffness) / pull)
         return capacity
 
-    def _load_samples(self, samples: int) -> np.ndarray:
-        """The middle of the limits and ``samples`` seeded configurations within them."""
+    def configuration_samples(self, samples: int = 64) -> np.ndarray:
+        """``(samples + 1, n)``: the middle of the limits and ``samples`` seeded configurations
+        within them (:meth:`sample_bounds`): where an arm may be held."""
         lo, hi = self.sample_bounds()
         rng = np.random.default_rng(0)
         return np.vstack([0.5 * (lo + hi), rng.uniform(lo, hi, (samples, self.n))])

@@ -273,7 +273,7 @@ def test_payload_capacity_is_a_share_of_the_effort_limits(urdf, heavy):
     if not np.isfinite(cap):
         assert not robot.spec.effort_given.any()
         return
-    q = robot._load_samples(64)
+    q = robot.configuration_samples(64)
     carried = robot.mismatched(Mismatch(payload_mass=cap))
     share = np.abs(carried.gravity(q) - robot.gravity(q)).max(axis=0) / robot.spec.effort_limit
     assert share.max() == pytest.approx(PAYLOAD_EFFORT_SHARE, rel=1e-6)
@@ -295,7 +295,9 @@ def test_payload_capacity_keeps_the_pull_below_the_loop_stiffness():
     cap = so100.payload_capacity(loop_stiffness=400.0)
     assert 0.01 < cap < 0.2
     carried = so100.mismatched(Mismatch(payload_mass=cap))
-    pull = max(_gravity_pull(so100, carried, q) for q in so100._load_samples(64)[:PULL_SAMPLES])
+    pull = max(
+        _gravity_pull(so100, carried, q) for q in so100.configuration_samples(64)[:PULL_SAMPLES]
+    )
     assert pull == pytest.approx(PAYLOAD_PULL_SHARE * 400.0, rel=1e-4)
     ur5 = RobotModel(find_urdf('ur5_joint_limited_robot.urdf'))
     assert ur5.payload_capacity(loop_stiffness=400.0) > 2.0

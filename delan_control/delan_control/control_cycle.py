@@ -20,9 +20,9 @@ from delan_common.urdf_joints import RobotDescription
 from delan_control.control_laws import (
     URDF_FEEDBACK_LAWS,
     Gains,
-    arm_gains,
     clamp_torque,
     control_terms,
+    robot_gains,
 )
 from delan_control.energy_control import EnergySwingUp
 from delan_control.model_switch import Slot
@@ -213,7 +213,7 @@ class ControlCycle:
 
     def _resolve_gains(self, given: Dict[str, Sequence[float]]) -> Dict[str, np.ndarray]:
         """The gains given ``(n,)``, and the others derived from the URDF at the middle of the
-        joint ranges for ``control_rate`` (``control_laws.arm_gains``): one set of numbers is
+        joint ranges for ``control_rate`` (``control_laws.robot_gains``): one set of numbers is
         too stiff for one arm's wrist (unstable at the control rate) and too soft for another's
         shoulder; :data:`FALLBACK_GAINS` when the URDF has no inertias."""
         n = len(self.robot.joint_names)
@@ -225,7 +225,7 @@ class ControlCycle:
             robot = self.robot
             try:
                 model = RobotModel(robot.xml, **robot.selection_kwargs())
-                gains, stiff = arm_gains(model, robot.home(), 1.0 / self.control_rate)
+                gains, stiff = robot_gains(model, robot, 1.0 / self.control_rate)
                 derived = {k: getattr(gains, k) for k in given}
                 if not stiff:
                     self._log.warning(

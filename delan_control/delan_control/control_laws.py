@@ -29,12 +29,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 import numpy as np
 
-from delan_common.dynamics import DynamicsModel, gravity_stiffness
+from delan_common.dynamics import DynamicsModel, gravity_stiffness, pull_away
 from delan_control.energy_control import EnergyControlConfig, EnergySwingUp
+
+if TYPE_CHECKING:
+    from delan_common.robot_model import RobotModel
+    from delan_common.urdf_joints import RobotDescription
 
 #: swing-up and balance on the model's energies (under-actuated robots)
 ENERGY_LAW = 'energy'
@@ -240,6 +244,18 @@ CT_OMEGA = 20.0
 GRAVITY_MARGIN = 4.0
 
 
+def gravity_pull(model: DynamicsModel, postures: np.ndarray) -> float:
+    """The strongest pull of gravity away from any of ``postures`` ``(k, n)``
+    (:func:`~delan_common.dynamics.pull_away` of :func:`gravity_stiffness`) [1/s^2]."""
+    return max(
+        (
+            pull_away(gravity_stiffness(model, q), model.mass_matrix(q))
+            for q in np.atleast_2d(np.asarray(postures, dtype=np.float64))
+        ),
+        default=0.0,
+    )
+
+
 def _sampled_loop_stable(
     kp: np.ndarray, kd: np.ndarray, h_inv: np.ndarray, dt: float, max_radius: float
 ) -> bool:
@@ -263,21 +279,21 @@ def ct_gains(
     omega: float = CT_OMEGA,
     margin: float = GRAVITY_MARGIN,
     max_radius: float = 1.0,
+    pull: float = 0.0,
 ) -> Tuple[np.ndarray, np.ndarray, bool]:
     """Computed-torque gains ``(ct_kp, ct_kd, stiff_enough)`` ``(n,)`` [1/s^2, 1/s], critically
     damped, for feedback through the mass matrix ``(n, n)`` at a posture where gravity has
-    the stiffness ``gravity`` (:func:`gravity_stiffness`).
+    the stiffness ``gravity`` (:func:`gravity_stiffness`), and elsewhere a ``pull`` (of
+    :func:`gravity_pull`, at the other postures the arm goes through).
 
     ``omega`` is raised until ``omega^2 H`` exceeds ``margin`` times gravity's pull away from
-    the posture (the largest ``lambda`` of ``-G v = lambda H v``): gains that suit a hanging arm
-    let an upright light one (a Kinova's wrist, with a payload the URDF does not know) sink
-    into a static error no model's feed-forward removes. It is capped where the sampled loop
-    (one period of delay) would no longer be stable; ``stiff_enough`` is False then."""
-    import scipy.linalg
-
+    the posture (the largest ``lambda`` of ``-G v = lambda H v``), or ``pull`` if larger: gains
+    that suit a hanging arm let an upright light one (a Kinova's wrist, with a payload the URDF
+    does not know; an SO-101 with its elbow raised) sink into a static error, or an end stop,
+    that no model's feed-forward removes. It is capped where the sampled loop (one period of
+    delay) would no longer be stable; ``stiff_enough`` is False then."""
     h = np.asarray(mass_matrix, dtype=np.float64)
-    g = np.asarray(gravity, dtype=np.float64)
-    pull = float(scipy.linalg.eigh(-0.5 * (g + g.T), h, eigvals_only=True).max())
+    pull = max(float(pull), pull_away(gravity, h))
     w = max(float(omega), math.sqrt(max(margin * pull, 0.0)))
     h_inv = np.linalg.inv(h)
     stiff_enough = True
@@ -290,14 +306,25 @@ def ct_gains(
     return np.full(n, w * w), np.full(n, 2.0 * w), stiff_enough
 
 
-def arm_gains(model: DynamicsModel, q: np.ndarray, dt: float) -> Tuple[Gains, bool]:
+def arm_gains(
+    model: DynamicsModel, q: np.ndarray, dt: float, postures: Optional[np.ndarray] = None
+) -> Tuple[Gains, bool]:
     """Both laws' gains for an arm held about ``q`` by ``model`` (its URDF), commanded every
-    ``dt``: :func:`pd_gains` and :func:`ct_gains`; the flag is False where the computed-torque
-    gains could not be made stiff enough against gravity (see :func:`ct_gains`)."""
+    ``dt``, that goes through ``postures`` ``(k, n)`` as well (:func:`robot_gains`):
+    :func:`pd_gains` at ``q`` and :func:`ct_gains` against gravity's pull anywhere; the flag
+    is False where the computed-torque gains could not be made stiff enough against gravity
+    (see :func:`ct_gains`)."""
     h = np.asarray(model.mass_matrix(q), dtype=np.float64)
     kp, kd = pd_gains(h, dt)
-    ct_kp, ct_kd, stiff_enough = ct_gains(h, gravity_stiffness(model, q), dt)
+    pull = 0.0 if postures is None or len(postures) == 0 else gravity_pull(model, postures)
+    ct_kp, ct_kd, stiff_enough = ct_gains(h, gravity_stiffness(model, q), dt, pull=pull)
     return Gains(ct_kp=ct_kp, ct_kd=ct_kd, kp=kp, kd=kd), stiff_enough
+
+
+def robot_gains(model: RobotModel, robot: RobotDescription, dt: float) -> Tuple[Gains, bool]:
+    """:func:`arm_gains` of ``robot`` and ``model``, its URDF's: held about its home posture,
+    moving anywhere in its joint ranges (:meth:`RobotModel.configuration_samples`)."""
+    return arm_gains(model, robot.home(), dt, model.configuration_samples())
 
 
 def clamp_torque(tau: np.ndarray, limits: np.ndarray) -> np.ndarray:

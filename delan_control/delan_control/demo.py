@@ -67,7 +67,7 @@ from delan_common.ros.rejections import RejectionCounter
 from delan_common.ros.stamps import seconds
 from delan_common.ros.state_taker import JointStateTaker, decode_joint_state
 from delan_common.urdf_joints import RobotDescription
-from delan_control.control_laws import LAWS, Gains, arm_gains
+from delan_control.control_laws import LAWS, Gains, robot_gains
 from delan_control.evaluation import (
     MAX_END_STOP_SHARE,
     DivergenceCheck,
@@ -588,18 +588,18 @@ class Demo:
         return self.robot.home()
 
     def gains(self) -> Gains:
-        """Per-joint gains from the nominal model at the start posture
-        (``control_laws.arm_gains``): one set of numbers would be too stiff for a wrist and too
-        soft for a shoulder, a stiff derivative gain on a light link is unstable at the control
-        rate (the sim's ``publish_rate``), and an upright arm needs the computed-torque loop
-        stiffer than gravity's pull."""
+        """Per-joint gains from the nominal model at the start posture and across the joint
+        ranges (``control_laws.robot_gains``): one set of numbers would be too stiff for a wrist
+        and too soft for a shoulder, a stiff derivative gain on a light link is unstable at the
+        control rate (the sim's ``publish_rate``), and an arm raised anywhere in its ranges
+        needs the computed-torque loop stiffer than gravity's pull there."""
         rate = float(self.node_params('sim').get('publish_rate', 500.0))
-        gains, stiff_enough = arm_gains(self.model, self.home(), 1.0 / rate)
+        gains, stiff_enough = robot_gains(self.model, self.robot, 1.0 / rate)
         if not stiff_enough:
             log(
                 f'warning: at {rate:g} Hz the computed-torque loop cannot be made stiffer than '
-                'gravity pulls this arm away from its start posture: every model will track '
-                'poorly'
+                'gravity pulls this arm somewhere in its joint ranges: every model will track '
+                'poorly there'
             )
         self.results['gains'] = {
             k: getattr(gains, k).tolist() for k in ('kp', 'kd', 'ct_kp', 'ct_kd')

@@ -19,8 +19,8 @@ import yaml
 
 from delan_common.dynamics import DynamicsModel
 from delan_common.robot_model import Mismatch, RobotModel
-from delan_common.urdf_joints import RobotDescription
-from delan_control.control_laws import Gains, arm_gains, clamp_torque, control_torque
+from delan_common.urdf_joints import RobotDescription, at_position_limit
+from delan_control.control_laws import Gains, clamp_torque, control_torque, robot_gains
 from delan_control.evaluation import joint_errors
 from delan_control.plant import Plant
 from delan_control.trajectories import PiecewiseQuintic, fit_figure_eight, make_reference
@@ -68,8 +68,8 @@ class EvaluationSetup:
         return float(self.sim.get('publish_rate', 500.0))
 
     def gains(self) -> Gains:
-        """The gains the demo gives the controller (``control_laws.arm_gains`` at home)."""
-        return arm_gains(self.nominal, self.home, 1.0 / self.rate)[0]
+        """The gains the demo gives the controller (``control_laws.robot_gains``)."""
+        return robot_gains(self.nominal, self.robot, 1.0 / self.rate)[0]
 
     def figure_eight(self, speed: float, duration: float = 8.0) -> PiecewiseQuintic:
         """The reference node's figure eight at ``speed``, approached from ``home`` at rest."""
@@ -99,20 +99,63 @@ class EvaluationSetup:
         )
         return PiecewiseQuintic(t, q, qd, qdd)
 
+    def excitation(self, seed: int = 0, duration: Optional[float] = None) -> PiecewiseQuintic:
+        """The reference node's excitation of ``seed`` (designed for the URDF's regressor, as
+        ``excitation_candidates`` says), approached from ``home`` at rest."""
+        from delan_control.excitation_design import RegressorConditioning, designed_excitation
 
-def replay_tracking(
+        r, ref, nom = self.robot, self.reference, self.nominal
+        conditioning = RegressorConditioning.of(nom)
+
+        def excitation(s: int, velocity_fraction: float):
+            return designed_excitation(
+                nom,
+                r.lower,
+                r.upper,
+                r.planning_velocity_limits,
+                seed=s,
+                candidates=int(ref.get('excitation_candidates', 8)),
+                velocity_fraction=velocity_fraction,
+                conditioning=conditioning,
+            )
+
+        t, q, qd, qdd = make_reference(
+            'excitation',
+            r.lower,
+            r.upper,
+            r.planning_velocity_limits,
+            self.home,
+            seed=seed,
+            duration=float(ref.get('duration', 20.0) if duration is None else duration),
+            dt=1.0 / float(ref.get('point_rate', 100.0)),
+            approach_time=float(ref.get('approach_time', 2.0)),
+            excitation=excitation,
+        )
+        return PiecewiseQuintic(t, q, qd, qdd)
+
+
+@dataclass
+class Tracked:
+    """What :func:`track` measured after the settling time, per joint ``(n,)``."""
+
+    rms: np.ndarray  # RMS tracking error [rad or m]; all inf once the run diverged
+    end_stops: np.ndarray  # share of the states at an end stop
+    saturated: np.ndarray  # share of the commands clamped to the effort limit
+
+
+def track(
     setup: EvaluationSetup,
     model: Optional[DynamicsModel],
-    speed: float,
+    ref: PiecewiseQuintic,
     law: str = 'feedforward_urdf_pd',
-    duration: float = 8.0,
+    settle: float = 0.0,
     diverge_error: float = 1.0,
-) -> np.ndarray:
-    """Per-joint RMS tracking error ``(n,)`` [rad or m] of ``model`` (None = PD) on the demo's
-    figure eight at ``speed``, after the approach, as the demo measures it: the measured state
-    against the reference at its stamp. Continuous joints' errors are wrapped. A non-finite
-    torque falls back to PD, as in the controller. All inf once an error passes
-    ``diverge_error`` (the demo stops such a run).
+) -> Tracked:
+    """The demo's control loop on ``ref`` from ``home`` at rest, to its end: ``model`` (None =
+    PD) under ``law`` with the demo's gains, the mismatched plant at the sim's rates, measured
+    from ``settle`` [s] on as the demo measures (the state against the reference at its
+    stamp; continuous joints' errors wrapped). A non-finite torque falls back to PD, as in the
+    controller. The run stops once an error passes ``diverge_error`` (the demo stops it too).
     """
     sim = setup.sim
     physics_rate = float(sim.get('physics_rate', 1000.0))
@@ -127,23 +170,21 @@ def replay_tracking(
         seed=int(sim.get('seed', 0)),
     )
     plant.reset(setup.home, np.zeros_like(setup.home))
-    ref = setup.figure_eight(speed, duration)
-    approach = float(setup.reference.get('approach_time', 2.0))
     gains, limit = setup.gains(), setup.nominal.operating_effort_limit()
-    types = setup.robot.joint_types
+    r = setup.robot
+    types = r.joint_types
     is_continuous = np.array([t == 'continuous' for t in types])
     continuous = is_continuous if is_continuous.any() else None
-    sq, count = np.zeros(len(setup.home)), 0
-    for k in range(int(round((approach + duration) * setup.rate))):
+    n = len(setup.home)
+    sq, stops, clamped, count = np.zeros(n), np.zeros(n), np.zeros(n), 0
+    for k in range(int(round(float(ref.t[-1]) * setup.rate))):
         t = k / setup.rate
         q, qd = plant.measure()
         q_ref, qd_ref, qdd_ref = (x[0] for x in ref.sample(np.array([t])))
         err = joint_errors(q_ref, q, types)
         if not np.all(np.isfinite(err)) or np.abs(err).max() > diverge_error:
-            return np.full(len(setup.home), np.inf)
-        if t >= approach:
-            sq += err * err
-            count += 1
+            inf = np.full(n, np.inf)
+            return Tracked(inf, stops / max(count, 1), clamped / max(count, 1))
         tau = control_torque(
             model,
             law,
@@ -160,8 +201,31 @@ def replay_tracking(
             tau = control_torque(
                 None, law, gains, q, qd, q_ref, qd_ref, qdd_ref, continuous=continuous
             )
-        plant.step(clamp_torque(tau, limit), substeps)
-    return np.sqrt(sq / max(count, 1))
+        command = clamp_torque(tau, limit)
+        if t >= settle:
+            sq += err * err
+            stops += at_position_limit(q, r.lower, r.upper)
+            clamped += command != tau
+            count += 1
+        plant.step(command, substeps)
+    c = max(count, 1)
+    return Tracked(np.sqrt(sq / c), stops / c, clamped / c)
+
+
+def replay_tracking(
+    setup: EvaluationSetup,
+    model: Optional[DynamicsModel],
+    speed: float,
+    law: str = 'feedforward_urdf_pd',
+    duration: float = 8.0,
+    diverge_error: float = 1.0,
+) -> np.ndarray:
+    """Per-joint RMS tracking error ``(n,)`` [rad or m] of ``model`` (None = PD) on the demo's
+    figure eight at ``speed``, after the approach, as the demo measures it (:func:`track`).
+    All inf once an error passes ``diverge_error`` (the demo stops such a run)."""
+    approach = float(setup.reference.get('approach_time', 2.0))
+    ref = setup.figure_eight(speed, duration)
+    return track(setup, model, ref, law, approach, diverge_error).rms
 
 
 def true_model(setup: EvaluationSetup) -> RobotModel:

@@ -48,7 +48,7 @@ def rt_parameters(
     from delan_common.robot_model import RobotModel
     from delan_common.urdf_joints import RobotDescription
     from delan_control.control_cycle import FALLBACK_GAINS
-    from delan_control.control_laws import arm_gains
+    from delan_control.control_laws import robot_gains
 
     given = dict(given or {})
     robot = RobotDescription.load(urdf)
@@ -61,7 +61,7 @@ def rt_parameters(
             model = RobotModel(robot.xml, **robot.selection_kwargs())
             if not np.all(robot.effort_given):
                 limits = np.where(robot.effort_given, limits, model.operating_effort_limit())
-            gains, _ = arm_gains(model, robot.home(), 1.0 / control_rate)
+            gains, _ = robot_gains(model, robot, 1.0 / control_rate)
             derived = {k: getattr(gains, k) for k in GAIN_NAMES}
         except ValueError:
             pass  # no inertias: the fixed fall-back gains, as the Python node

@@ -17,7 +17,7 @@ from delan_control.control_cycle import (
     ControlCycle,
     fallback_reason,
 )
-from delan_control.control_laws import arm_gains
+from delan_control.control_laws import robot_gains
 from delan_control.model_switch import Slot
 from delan_testing.logs import Log
 
@@ -136,7 +136,7 @@ def test_the_fallback_values_are_the_messages():
 def test_gains_not_given_are_derived_from_the_urdf_and_can_be_set_back():
     robot = _robot()
     cycle, log = _cycle(given={**GIVEN, 'kd': [math.nan]})
-    expected, _ = arm_gains(RobotModel(robot.xml), robot.home(), 1.0 / 250.0)
+    expected, _ = robot_gains(RobotModel(robot.xml), robot, 1.0 / 250.0)
     np.testing.assert_allclose(cycle.gains.kd, expected.kd)
     np.testing.assert_array_equal(cycle.gains.kp, [10.0, 10.0])  # as given
     assert any(text.startswith('gains not given: kd') for _, text in log.lines)

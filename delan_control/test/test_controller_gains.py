@@ -1,5 +1,5 @@
 """The torque controller's gains when the parameter file gives none: derived from the URDF of
-whatever arm it controls (control_laws.arm_gains at mid-range, for control_rate), so one set of
+whatever arm it controls (control_laws.robot_gains, for control_rate), so one set of
 numbers tuned on one arm never makes another's light wrist unstable."""
 
 import math
@@ -10,7 +10,7 @@ from rclpy.parameter import Parameter
 
 from delan_common.robot_model import RobotModel, find_urdf
 from delan_common.urdf_joints import RobotDescription
-from delan_control.control_laws import arm_gains
+from delan_control.control_laws import robot_gains
 from delan_control.nodes.torque_controller import FALLBACK_GAINS, TorqueControllerNode
 from delan_testing.ros import ros_context
 
@@ -27,7 +27,7 @@ def test_gains_not_given_are_the_arms_own_and_stable_at_the_rate(urdf):
     path = find_urdf(urdf)
     robot = RobotDescription.load(path)
     model = RobotModel(path)
-    expected, _ = arm_gains(model, robot.home(), 1.0 / 250.0)
+    expected, _ = robot_gains(model, robot, 1.0 / 250.0)
     with ros_context() as ctx:
         node = _controller(ctx, urdf_path=path, control_rate=250.0, kp=[80.0])
         try:

@@ -79,7 +79,7 @@ TABLE = (
         'control_rate',
         250.0,
         'Rate of the joint states the controller answers [Hz]: '
-        'the gains not given are derived for it (control_laws.arm_gains)',
+        'the gains not given are derived for it (control_laws.robot_gains)',
         min=1.0,
         max=100000.0,
         read_only=True,
