@@ -245,9 +245,12 @@ def test_reordered_extra_effort_free_and_end_stop_states_are_commanded(bench):
         got = bench.answer1(pub, topic, state(NAMES, q, QD, t))
         t += 0.01
         np.testing.assert_allclose(got, HOLD, rtol=0, atol=1e-12)
-    sent = str(len(bench.timed[topic]))  # every command, the first answers' too
+    # every command heard, the first answers' too; the node may have answered a state or two
+    # before this probe's subscription matched its publisher (discovery, on a loaded machine):
+    # counted there, never heard here
+    sent = len(bench.timed[topic])
     bench.diag_until(
-        'rt_map', lambda lv, msg, v: v.get('commands_sent') == sent, 'every state counted'
+        'rt_map', lambda lv, msg, v: int(v.get('commands_sent', 0)) >= sent, 'every state counted'
     )
     assert bench.values('rt_map')['rejected_joint_states'] == '0'
 
@@ -748,11 +751,11 @@ def test_non_finite_model_output_falls_back_to_pd(bench, tmp_path):
     assert not result.successful and 'friction coefficient' in result.reason, result
     cmds.append(bench.answer1(bench.pub, topic, state(NAMES, q, qd, t)))
     assert np.array_equal(cmds[-1], -KD * qd)
-    sent = str(len(bench.timed[topic]))  # every command, the first answers' too
+    sent = len(bench.timed[topic])  # every command heard, the first answers' too
     _, _, v = bench.diag_until(
-        'rt_nan', lambda lv, msg, v: v.get('commands_sent') == sent, 'the commands counted'
+        'rt_nan', lambda lv, msg, v: int(v.get('commands_sent', 0)) >= sent, 'the commands counted'
     )
-    assert (v['model'], v['fallbacks']) == ('delan', sent)
+    assert (v['model'], v['fallbacks']) == ('delan', v['commands_sent'])
     assert 'model delan returned non-finite torque: PD fallback (1 so far)' in bench.log('rt_nan')
 
 
