@@ -11,7 +11,7 @@ nominal Pinocchio on the demo's own terms (``bench/bench_replay.py``). ROS-free.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import numpy as np
@@ -70,6 +70,14 @@ class EvaluationSetup:
     def gains(self) -> Gains:
         """The gains the demo gives the controller (``control_laws.robot_gains``)."""
         return robot_gains(self.nominal, self.robot, 1.0 / self.rate)[0]
+
+    def carrying_what_it_can(self) -> 'EvaluationSetup':
+        """This setup with the payload lowered as the demo lowers it (``Demo.payload``): to
+        what the arm carries under its gains (:meth:`RobotModel.payload_capacity`)."""
+        stiffness = float(np.min(self.gains().ct_kp))
+        capacity = self.nominal.payload_capacity(loop_stiffness=stiffness)
+        mass = min(self.mismatch.payload_mass, capacity)
+        return replace(self, mismatch=replace(self.mismatch, payload_mass=mass))
 
     def figure_eight(self, speed: float, duration: float = 8.0) -> PiecewiseQuintic:
         """The reference node's figure eight at ``speed``, approached from ``home`` at rest."""
