@@ -12,12 +12,13 @@ the best by condition number wins.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
 from delan_common.excitation import FourierTrajectory, random_fourier_trajectory
 from delan_common.robot_model import RobotModel
+from delan_common.urdf_joints import RobotDescription
 
 from .sysid import parameter_scales, regressor
 from .trajectories import effort_share
@@ -113,3 +114,34 @@ def designed_excitation(
             best, best_key = traj, key
     assert best is not None  # the loop ran at least once
     return best
+
+
+def robot_excitation(
+    robot: RobotDescription,
+    seed: int,
+    velocity_fraction: float,
+    candidates: int = 8,
+    design: Optional[Tuple[RobotModel, RegressorConditioning]] = None,
+) -> FourierTrajectory:
+    """The excitation of ``seed`` for ``robot`` within its limits, as the reference node
+    publishes it: :func:`designed_excitation` on the URDF model and its conditioning
+    ``design`` when given and ``candidates > 1``, a plain random one otherwise."""
+    if design is not None and candidates > 1:
+        model, conditioning = design
+        return designed_excitation(
+            model,
+            robot.lower,
+            robot.upper,
+            robot.planning_velocity_limits,
+            seed=seed,
+            candidates=candidates,
+            velocity_fraction=velocity_fraction,
+            conditioning=conditioning,
+        )
+    return random_fourier_trajectory(
+        robot.lower,
+        robot.upper,
+        robot.planning_velocity_limits,
+        seed=seed,
+        velocity_fraction=velocity_fraction,
+    )

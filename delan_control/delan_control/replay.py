@@ -110,22 +110,14 @@ class EvaluationSetup:
     def excitation(self, seed: int = 0, duration: Optional[float] = None) -> PiecewiseQuintic:
         """The reference node's excitation of ``seed`` (designed for the URDF's regressor, as
         ``excitation_candidates`` says), approached from ``home`` at rest."""
-        from delan_control.excitation_design import RegressorConditioning, designed_excitation
+        from delan_control.excitation_design import RegressorConditioning, robot_excitation
 
         r, ref, nom = self.robot, self.reference, self.nominal
-        conditioning = RegressorConditioning.of(nom)
+        design = (nom, RegressorConditioning.of(nom))
+        candidates = int(ref.get('excitation_candidates', 8))
 
         def excitation(s: int, velocity_fraction: float):
-            return designed_excitation(
-                nom,
-                r.lower,
-                r.upper,
-                r.planning_velocity_limits,
-                seed=s,
-                candidates=int(ref.get('excitation_candidates', 8)),
-                velocity_fraction=velocity_fraction,
-                conditioning=conditioning,
-            )
+            return robot_excitation(r, s, velocity_fraction, candidates, design)
 
         t, q, qd, qdd = make_reference(
             'excitation',

@@ -240,31 +240,10 @@ class ReferenceNode(Node):
     def _excitation(self, seed: int, velocity_fraction: float):
         """The seed's excitation, designed for the robot's regressor when Pinocchio loads it
         (delan_control.excitation_design); a plain random one otherwise."""
-        r = self.robot
+        from delan_control.excitation_design import robot_excitation
+
         design = self._model() if self.candidates > 1 else None
-        if design is not None:
-            from delan_control.excitation_design import designed_excitation
-
-            model, cond = design
-            return designed_excitation(
-                model,
-                r.lower,
-                r.upper,
-                r.planning_velocity_limits,
-                seed=seed,
-                candidates=self.candidates,
-                velocity_fraction=velocity_fraction,
-                conditioning=cond,
-            )
-        from delan_common.excitation import random_fourier_trajectory
-
-        return random_fourier_trajectory(
-            r.lower,
-            r.upper,
-            r.planning_velocity_limits,
-            seed=seed,
-            velocity_fraction=velocity_fraction,
-        )
+        return robot_excitation(self.robot, seed, velocity_fraction, self.candidates, design)
 
     def _make(self, seed: int, start=None):
         """Waypoints ``(t, q, qd, qdd)`` of the reference for the parameters and ``seed``;
