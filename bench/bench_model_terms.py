@@ -24,9 +24,10 @@ import numpy as np
 from node_set import log, provenance
 
 from delan_common.robot_model import find_urdf
+from delan_control.control_laws import URDF_FEEDBACK_LAWS
 from delan_control.model_loader import load_dynamics_model
 from delan_control.model_terms import TERMS, term_errors
-from delan_control.replay import EvaluationSetup
+from delan_control.replay import EvaluationSetup, node_parameters
 
 
 def main() -> int:
@@ -51,6 +52,14 @@ def main() -> int:
     if checkpoint:
         models[learned] = load_dynamics_model(learned, setup.robot, checkpoint)
     stiffness = np.asarray(setup.gains().ct_kp, float)
+    law = node_parameters(os.path.join(args.demo, 'params.yaml'), 'torque_controller').get(
+        'law', 'feedforward_urdf_pd'
+    )
+    if law not in URDF_FEEDBACK_LAWS:
+        log(
+            f"the demo ran law {law}, whose feedback is not the URDF's mass matrix: the "
+            'predicted tracking error below does not apply to it'
+        )
     log(f'{provenance()}; {setup.robot.source}; learned: {checkpoint or "none"}')
     print(
         "RMS of H_URDF^-1 x (model's torque error against the sim's own model) per joint, "
