@@ -25,6 +25,7 @@
 #include <diagnostic_msgs/msg/diagnostic_status.h>
 
 #include "loop_cycle.h"
+#include "teardown.h"
 #include "loop_timing.h"
 
 #define MAX_JOINTS 64
@@ -110,6 +111,8 @@ int main(int argc, char ** argv)
     }
   }
   fprintf(stderr, "[loop_echo_rt] shutting down\n");
+  teardown_deadline("loop_echo_rt", TEARDOWN_TIMEOUT_S);
+  teardown_stage("the entities and the node");
   if (rcl_wait_set_fini(&ws) != RCL_RET_OK) {rcl_reset_error();}
   sensor_msgs__msg__JointState__destroy(js[0]);
   sensor_msgs__msg__JointState__destroy(js[1]);
@@ -121,6 +124,7 @@ int main(int argc, char ** argv)
   if (rcl_node_fini(&node) != RCL_RET_OK) {rcl_reset_error();}
   rcl_yaml_node_struct_fini(params);
   if (rcl_arguments_fini(&args) != RCL_RET_OK) {rcl_reset_error();}
+  teardown_stage("the context (rcl_shutdown)");
   if (rclc_support_fini(&support) != RCL_RET_OK) {rcl_reset_error();}
   return 0;
 }

@@ -48,6 +48,7 @@
 #include "control_law.h"
 #include "delan_model.h"
 #include "loop_cycle.h"
+#include "teardown.h"
 #include "loop_timing.h"
 #include "param_server.h"
 #include "reference.h"
@@ -1486,6 +1487,8 @@ int main(int argc, char ** argv)
     }
   }
   fprintf(stderr, "[torque_controller_rt] shutting down\n");
+  teardown_deadline("torque_controller_rt", TEARDOWN_TIMEOUT_S);
+  teardown_stage("the wait set and the parameter client");
   SOFT(rcl_wait_set_fini(&ws));
   if (rcl_client_is_valid(&order_client)) {SOFT(rcl_client_fini(&order_client, &node));}
   rcl_interfaces__srv__GetParameters_Request__fini(&order_req);
@@ -1495,12 +1498,14 @@ int main(int argc, char ** argv)
   delan_msgs__msg__ModelUpdate__destroy(up);
   trajectory_msgs__msg__JointTrajectory__destroy(traj);
   std_msgs__msg__Float64MultiArray__fini(&cmd);
+  teardown_stage("the publishers, subscriptions and parameter services");
   SOFT(rcl_publisher_fini(&pub_cmd, &node));
   SOFT(rcl_publisher_fini(&pub_diag, &node));
   SOFT(rcl_subscription_fini(&sub_js, &node));
   SOFT(rcl_subscription_fini(&sub_up, &node));
   SOFT(rcl_subscription_fini(&sub_ref, &node));
   param_server_free(table, &node);
+  teardown_stage("the node");
   SOFT(rcl_node_fini(&node));
   delan_model_free(c.model.delan);
   delan_model_free(c.old_model.delan);
@@ -1511,6 +1516,7 @@ int main(int argc, char ** argv)
   reference_free(c.rejoin);
   rcl_yaml_node_struct_fini(early);
   SOFT(rcl_arguments_fini(&args));
+  teardown_stage("the context (rcl_shutdown)");
   SOFT(rclc_support_fini(&support));
   return 0;
 }
