@@ -278,5 +278,11 @@ def test_compiled_controller_and_its_parameters(fname, call, tmp_path):
         ), text
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # not left behind to load the tests after this one
+            proc.wait()
+            raise AssertionError(f'no exit 10 s after SIGTERM: {open(log.name).read()}')
+        finally:
+            log.close()
