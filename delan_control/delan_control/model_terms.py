@@ -30,8 +30,7 @@ def term_errors(
     the sim's own model, ``(n,)`` per joint [rad/s^2 or m/s^2]; ``'torque <term>'``: the torque
     error's RMS itself [N m or N]."""
     ref = setup.figure_eight(speed)
-    approach = float(setup.reference.get('approach_time', 2.0))
-    t = np.linspace(ref.t[0] + approach, ref.t[-1], samples)
+    t = np.linspace(ref.t[0] + setup.approach_time, ref.t[-1], samples)
     q, qd, qdd = ref.sample(t)
     truth = true_model(setup)
     errors = {name: np.empty_like(q) for name in TERMS}

@@ -63,6 +63,11 @@ class EvaluationSetup:
         )
 
     @property
+    def approach_time(self) -> float:
+        """The reference node's ``approach_time`` [s]: from rest at ``home`` to the reference."""
+        return float(self.reference.get('approach_time', 2.0))
+
+    @property
     def rate(self) -> float:
         """The sim's ``publish_rate`` [Hz]: the control rate of the evaluation."""
         return float(self.sim.get('publish_rate', 500.0))
@@ -102,7 +107,7 @@ class EvaluationSetup:
             duration=duration,
             period=float(ref.get('period', 4.0)),
             dt=1.0 / float(ref.get('point_rate', 100.0)),
-            approach_time=float(ref.get('approach_time', 2.0)),
+            approach_time=self.approach_time,
             fit=fit,
         )
         return PiecewiseQuintic(t, q, qd, qdd)
@@ -128,7 +133,7 @@ class EvaluationSetup:
             seed=seed,
             duration=float(ref.get('duration', 20.0) if duration is None else duration),
             dt=1.0 / float(ref.get('point_rate', 100.0)),
-            approach_time=float(ref.get('approach_time', 2.0)),
+            approach_time=self.approach_time,
             excitation=excitation,
         )
         return PiecewiseQuintic(t, q, qd, qdd)
@@ -223,7 +228,7 @@ def replay_tracking(
     """Per-joint RMS tracking error ``(n,)`` [rad or m] of ``model`` (None = PD) on the demo's
     figure eight at ``speed``, after the approach, as the demo measures it (:func:`track`).
     All inf once an error passes ``diverge_error`` (the demo stops such a run)."""
-    approach = float(setup.reference.get('approach_time', 2.0))
+    approach = setup.approach_time
     ref = setup.figure_eight(speed, duration)
     return track(setup, model, ref, law, approach, diverge_error).rms
 
