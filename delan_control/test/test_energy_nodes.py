@@ -227,9 +227,10 @@ def test_energy_law_swings_up_on_a_model_the_learner_node_learned(rig_factory, t
         assert rig.ctl._energy is not None and rig.ctl._model_version == learner.version
         reset = rig.probe.create_client(Trigger, 'sim/reset')
         assert reset.wait_for_service(timeout_sec=10.0)
+        # counted before the call: the state from hanging can arrive before the reply
+        n = len(rig.states)
         done = reset.call_async(Trigger.Request())
         _wait('the reset', done.done)
-        n = len(rig.states)
         assert rig.sim.set_parameters(
             [Parameter('real_time_factor', value=0.0), Parameter('publish_rate', value=RATE)]
         )[0].successful
