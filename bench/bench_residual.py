@@ -6,11 +6,14 @@ without ROS (``delan_control.replay``): mean RMS tracking error of the unseen fi
 and 2x as a fraction of nominal Pinocchio's (the demo's bound is 1/3), and the torque nMSE on
 the bag's held-out samples (one in five one-second chunks, as the learner holds them out).
 ``loss`` is the learner's ``loss_metric``: the torque error over each joint's spread, through
-the URDF's inverse inertia (the acceleration it causes), or both.
+the URDF's inverse inertia (the acceleration it causes), or both. ``H invariant`` is the
+learner's ``inertia_invariance``: the mass matrix learned independent of the joints that move
+the rest rigidly (``--invariance both`` trains each variant with and without it).
 
     python bench/bench_residual.py --demo out/demo_panda
     python bench/bench_residual.py --demo out/demo_panda --fractions 0.1,0.25,0.5,1 --steps 6000
     python bench/bench_residual.py --demo out/demo_panda --variants delan:torque,delan:both
+    python bench/bench_residual.py --demo out/demo_panda --variants delan:torque --invariance both
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from delan_common.robot_model import RobotModel, find_urdf
 from delan_control.replay import EvaluationSetup, replay_tracking
 from delan_learning.bags import read_bag_arrays
 from delan_learning.fastpath import dynamics_model
-from delan_learning.models import build_model
+from delan_learning.models import build_model, model_config
 from delan_learning.online import evaluate_total, fit_targets, held_out
 from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 
@@ -63,9 +66,20 @@ def subset(data: dict, mask: np.ndarray) -> dict:
     return {k: v[mask] for k, v in data.items()}
 
 
-def train(robot, kind: str, metric: str, train_data: dict, steps: int, seed: int) -> Trainer:
+def train(
+    robot, kind: str, metric: str, train_data: dict, steps: int, seed: int, invariant: bool
+) -> Trainer:
     torch.manual_seed(seed)
-    model = build_model(kind, robot.joint_types)
+    model = build_model(
+        kind,
+        robot.joint_types,
+        **model_config(
+            kind,
+            64,
+            2,
+            inertia_invariant_joints=robot.inertia_invariant_joints if invariant else (),
+        ),
+    )
     norm = TorqueNormalizer.from_torques(train_data['tau'], train_data.get('metric'))
     config = TrainConfig(batch_size=512, lr=3e-3, seed=seed, loss_metric=metric)
     trainer = Trainer(model, config, norm, device='cpu', dtype=torch.float32)
@@ -89,8 +103,15 @@ def main() -> int:
         default=','.join(f'{k}:{m}' for k, m in VARIANTS),
         help='model:loss pairs to train, e.g. delan:torque,delan:both',
     )
+    ap.add_argument(
+        '--invariance',
+        choices=('on', 'off', 'both'),
+        default='on',
+        help="the learner's inertia_invariance: on (its default), off, or each variant both ways",
+    )
     args = ap.parse_args()
     variants = [tuple(v.split(':')) for v in args.variants.split(',')]
+    invariance = {'on': (True,), 'off': (False,), 'both': (False, True)}[args.invariance]
     torch.set_num_threads(args.threads)
     with open(os.path.join(args.demo, 'results.json')) as f:
         res = json.load(f)
@@ -117,10 +138,11 @@ def main() -> int:
         + ', '.join(f'{nominal_rms[sp]:.4f} rad at {sp:g}x' for sp in SPEEDS)
     )
     print(
-        '| model | loss | train samples | steps | held-out torque nMSE (mean) | '
+        '| model | loss | H invariant | train samples | steps | held-out torque nMSE (mean) | '
         '1x / nominal | 2x / nominal | train [s] |'
     )
-    print('|---|---|---|---|---|---|---|---|')
+    print('|---|---|---|---|---|---|---|---|---|')
+    invariant_names = [robot.joint_names[i] for i in robot.inertia_invariant_joints]
     columns = buffer_columns(nominal, data)
     order = np.argsort(t, kind='stable')
     train_rank = np.empty(len(t), dtype=np.int64)
@@ -128,12 +150,12 @@ def main() -> int:
     n_train = int((~is_val).sum())
     for fraction in (float(x) for x in args.fractions.split(',')):
         first = ~is_val & (train_rank < fraction * n_train)  # the first part, in time
-        for kind, metric in variants:
+        for (kind, metric), invariant in ((v, i) for v in variants for i in invariance):
             full = arrays(columns, kind, metric)
             tr = subset(full, first)
             va = subset(full, is_val)
             wall = time.perf_counter()
-            trainer = train(robot, kind, metric, tr, args.steps, args.seed)
+            trainer = train(robot, kind, metric, tr, args.steps, args.seed, invariant)
             wall = time.perf_counter() - wall
             nmse = float(np.mean(evaluate_total(trainer, va)['nmse']))
             learned = dynamics_model(trainer.model.double().eval(), robot.joint_names)
@@ -145,7 +167,8 @@ def main() -> int:
                 for sp in SPEEDS
             ]
             print(
-                f'| {kind} | {metric} | {len(tr["q"])} | {args.steps} | {nmse:.4f} | '
+                f'| {kind} | {metric} | {", ".join(invariant_names) if invariant else "-"} | '
+                f'{len(tr["q"])} | {args.steps} | {nmse:.4f} | '
                 f'{ratios[0]:.3f} | {ratios[1]:.3f} | {wall:.0f} |',
                 flush=True,
             )

@@ -198,6 +198,13 @@ def _child_link(j: ET.Element) -> str:
     return _attr(child, 'link')
 
 
+def _parent_link(j: ET.Element) -> str:
+    """The ``<parent link=>`` of a joint of the tree (:func:`_depth_first` checks it has one)."""
+    parent = j.find('parent')
+    assert parent is not None
+    return _attr(parent, 'link')
+
+
 def _depth_first(root: ET.Element) -> Tuple[List[ET.Element], Dict[str, List[ET.Element]], str]:
     """All joints depth first (siblings by name), the child joints of each link, the root link."""
     children: Dict[str, List[ET.Element]] = {}
@@ -360,6 +367,28 @@ def select_joints(
     if outside:
         warnings.append(f'locked joints outside their limits (kept there): {outside}')
     return JointSelection(selected, positions, warnings, tuple(names))
+
+
+def inertia_invariant_joints(root: ET.Element, selected: Sequence[str]) -> List[str]:
+    """The selected joints below no other selected joint, in depth-first order.
+
+    With the base fixed and every other joint locked, such a joint moves its subtree rigidly
+    and nothing else, so the mass matrix does not depend on its position (kinetic energy does
+    not change under a rigid motion, whatever the joint's axis or the direction of gravity).
+    On an arm it is the first joint of the chain."""
+    order, _, _ = _depth_first(root)
+    chosen = set(selected)
+    parent_joint = {_child_link(j): j for j in order}
+    out = []
+    for j in order:
+        if _attr(j, 'name') not in chosen:
+            continue
+        above = parent_joint.get(_parent_link(j))
+        while above is not None and _attr(above, 'name') not in chosen:
+            above = parent_joint.get(_parent_link(above))
+        if above is None:
+            out.append(_attr(j, 'name'))
+    return out
 
 
 def _trailing_gripper(chain: Sequence[str]) -> List[str]:
@@ -599,6 +628,13 @@ class RobotDescription:
         """The middle of each joint's limits (:func:`middle_of_limits`): where the demo and the
         sim start and reset the arm."""
         return middle_of_limits(self.lower, self.upper)
+
+    @property
+    def inertia_invariant_joints(self) -> List[int]:
+        """Model indices of the joints the mass matrix does not depend on
+        (:func:`inertia_invariant_joints`); parses the XML."""
+        names = inertia_invariant_joints(parse_xml(self.xml, self.source), self.joint_names)
+        return [self.joint_names.index(nm) for nm in names]
 
     @property
     def effort_given(self):

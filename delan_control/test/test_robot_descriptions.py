@@ -160,6 +160,48 @@ def test_vendor_arms_load_with_positive_definite_mass_matrix(name):
     assert np.all(model.spec.effort_given) and np.all(np.isfinite(model.spec.effort_limit))
 
 
+@pytest.mark.parametrize(
+    'urdf, selection, invariant',
+    [
+        (PANDA, {}, ['panda_joint1']),
+        (os.path.join(ROBOTS, ARMS['ur5'][0]), {}, ['shoulder_pan_joint']),
+        (PENDULUM, {}, ['joint1']),
+        # the first joints locked: the first selected one moves the rest rigidly all the same
+        (PANDA, {'joints': PANDA_ARM[2:]}, ['panda_joint3']),
+        # two subtrees of a mobile manipulator (the torso locked): one joint of each
+        (
+            os.path.join(ROBOTS, 'tiago_description', 'robots', 'tiago.urdf'),
+            {'joints': ['arm_1_joint', 'arm_2_joint', 'arm_4_joint', 'head_1_joint']},
+            ['arm_1_joint', 'head_1_joint'],
+        ),
+        (
+            os.path.join(ROBOTS, 'baxter_description', 'urdf', 'baxter.urdf'),
+            {},
+            ['head_pan', 'left_s0', 'right_s0'],
+        ),
+    ],
+)
+def test_inertia_invariant_joints_leave_pinocchios_mass_matrix_unchanged(
+    urdf, selection, invariant
+):
+    """The joints the learner's mass matrix ignores (``inertia_invariant_joints``): exactly
+    those below no other selected joint, and Pinocchio's H does not move with any of them,
+    whatever their axis (the double pendulum's first axis is horizontal)."""
+    robot, model = _agree(urdf, **selection)
+    assert [robot.joint_names[i] for i in robot.inertia_invariant_joints] == invariant
+    q = _random_q(model, 10, seed=5)
+    H = model.mass_matrix(q)
+    for j in robot.inertia_invariant_joints:
+        moved = q.copy()
+        moved[:, j] += np.random.default_rng(j).uniform(-2.0, 2.0, len(q))
+        np.testing.assert_allclose(model.mass_matrix(moved), H, rtol=1e-10, atol=1e-12)
+    # the next joint down the chain does move it: the check can fail
+    others = [j for j in range(model.n) if j not in robot.inertia_invariant_joints]
+    moved = q.copy()
+    moved[:, others[0]] += 0.7
+    assert np.abs(model.mass_matrix(moved) - H).max() > 1e-6
+
+
 def test_tree_branching_at_the_base_selects_every_joint_but_grippers():
     robot, model = _agree(os.path.join(ROBOTS, 'baxter_description', 'urdf', 'baxter.urdf'))
     assert model.n == 15 and robot.joint_names[0] == 'head_pan'

@@ -15,7 +15,7 @@ derivatives) and cotangent map (``dq = J^T dz``, for reverse mode); ``J`` is spa
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -62,6 +62,14 @@ class JointFeatures(nn.Module):
         self.register_buffer(
             'inv_order', torch.as_tensor(order, dtype=torch.long), persistent=False
         )
+
+    def columns(self, joint: int) -> List[int]:
+        """The feature columns of model joint ``joint``: its ``sin`` and ``cos``, or its value."""
+        if self.joint_types[joint] in ANGULAR_TYPES:
+            k = int((self.ang_idx == joint).nonzero()[0, 0])
+            return [k, self.n_angular + k]
+        k = int((self.lin_idx == joint).nonzero()[0, 0])
+        return [2 * self.n_angular + k]
 
     def encode(self, q: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(z, s, c)``: features ``(B, m)``, ``sin``/``cos`` of angular joints ``(B, n_a)``."""

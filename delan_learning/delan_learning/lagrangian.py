@@ -39,12 +39,21 @@ costs no extra ops. Separate networks cannot trade hidden features between the k
 potential part, which keeps the split of the torque into ``H qdd + c`` and ``g`` (what is
 compared with Pinocchio) well conditioned; a shared trunk (the ICLR 2019 layout, half the hidden
 FLOPs) is ``shared_trunk=True``.
+
+A fixed-base arm's mass matrix does not depend on the position of its first joint: that joint
+turns (or slides) everything that moves rigidly, and kinetic energy does not change under a
+rigid motion. ``inertia_invariant_joints`` names such joints
+(:attr:`~delan_common.urdf_joints.RobotDescription.inertia_invariant_joints`); the H network's
+input weights from their features are held at zero (``input_mask``), so the learned H, and with
+it the Coriolis terms, cannot depend on them. The potential keeps them: gravity about a tilted
+axis, or a spring, depends on that joint. Without the mask the network learns a spurious
+``dH/dq`` of the joint from noise, and a Coriolis torque with it.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -102,6 +111,8 @@ class DelanModel(DynamicsModule):
             ``'stribeck'`` (viscous + asymmetric Coulomb + Stribeck); see
             :mod:`~delan_learning.friction`.
         shared_trunk: one hidden network for H and V instead of two.
+        inertia_invariant_joints: model indices of joints H does not depend on (see the module
+            docstring); needs separate networks (``shared_trunk=False``).
         eps: ``H = L L^T + eps I`` (physical units; keeps H invertible whatever L does).
         diag_offset: added to the softplus on ``Lnet``'s diagonal (network units).
     """
@@ -118,6 +129,7 @@ class DelanModel(DynamicsModule):
     v_col: torch.Tensor  # (P,)
     diag_mask: torch.Tensor  # (P,) bool
     eye: torch.Tensor  # (n, n)
+    input_mask: torch.Tensor  # (K, m, 1)
     h_scale: torch.Tensor  # ()
     h_rel: torch.Tensor  # (n,)
     v_scale: torch.Tensor  # ()
@@ -134,6 +146,7 @@ class DelanModel(DynamicsModule):
         eps: float = 1e-6,
         diag_offset: float = 1e-3,
         friction_model: str = friction_law.DEFAULT_FRICTION_MODEL,
+        inertia_invariant_joints: Sequence[int] = (),
     ):
         super().__init__(joint_types)
         if activation not in ACTIVATIONS:
@@ -147,6 +160,14 @@ class DelanModel(DynamicsModule):
         self.eps, self.diag_offset = float(eps), float(diag_offset)
         self.features = JointFeatures(self.joint_types)
         K = 1 if shared_trunk else 2
+        self.inertia_invariant_joints = sorted({int(j) for j in inertia_invariant_joints})
+        if any(not 0 <= j < n for j in self.inertia_invariant_joints):
+            raise ValueError(
+                f'inertia_invariant_joints {self.inertia_invariant_joints}: a {n}-joint model '
+                f'has joints 0 to {n - 1}'
+            )
+        if self.inertia_invariant_joints and shared_trunk:
+            raise ValueError('inertia_invariant_joints needs separate H and V networks')
         self.n_l = n * (n + 1) // 2
         P = self.n_l + 1  # head outputs: L's entries, then V
         # hidden layers of K networks side by side: weights (K, in, W), biases (K, 1, W)
@@ -157,6 +178,13 @@ class DelanModel(DynamicsModule):
             std = math.sqrt(2.0 / (fan_in + width))  # Xavier-normal per network
             self.weights.append(nn.Parameter(torch.randn(K, fan_in, width) * std))
             self.biases.append(nn.Parameter(torch.zeros(K, 1, width)))
+        # network 0 (H) does not see the features of inertia-invariant joints
+        input_mask = torch.ones(K, self.features.n_features, 1)
+        for j in self.inertia_invariant_joints:
+            input_mask[0, self.features.columns(j)] = 0.0
+        self.register_buffer('input_mask', input_mask, persistent=False)
+        with torch.no_grad():
+            self.weights[0].mul_(input_mask)  # the stored weights, as exported, are the model's
         # head (K, W, P): network 0 feeds the L columns, network K-1 the V column
         head_mask = torch.ones(K, width, P)
         if K == 2:
@@ -215,6 +243,7 @@ class DelanModel(DynamicsModule):
             'eps': self.eps,
             'diag_offset': self.diag_offset,
             'friction_model': self.friction_model,
+            'inertia_invariant_joints': list(self.inertia_invariant_joints),
         }
 
     @torch.no_grad()
@@ -239,13 +268,21 @@ class DelanModel(DynamicsModule):
         self.scales_initialised.fill_(True)
 
     # -- network passes -------------------------------------------------------------------------
+    def layer_weights(self) -> List[torch.Tensor]:
+        """The hidden layers' weights ``(K, in, W)``, the first one masked (``input_mask``)."""
+        weights = list(self.weights)
+        if self.inertia_invariant_joints:
+            weights[0] = weights[0] * self.input_mask
+        return weights
+
     def _network(self, q: torch.Tensor, qd: Optional[torch.Tensor] = None) -> _Pass:
         """Forward pass, plus the tangent pass along ``qd`` when given."""
         z, s, c = self.features.encode(q)
-        K = self.weights[0].shape[0]
+        weights = self.layer_weights()
+        K = weights[0].shape[0]
         h = z.unsqueeze(0).expand(K, -1, -1)
         slopes = []
-        for w, b in zip(self.weights, self.biases):
+        for w, b in zip(weights, self.biases):
             h, d = activation_and_slope(torch.baddbmm(b, h, w), self.activation)
             slopes.append(d)
         head = self.head_weight * self.head_mask
@@ -257,7 +294,7 @@ class DelanModel(DynamicsModule):
         if qd is not None:
             # only network 0 (the H network) needs a time derivative
             t = self.features.tangent(s, c, qd)
-            for w, d in zip(self.weights, slopes):
+            for w, d in zip(weights, slopes):
                 t = torch.matmul(t, w[0]) * d[0]
             ldot = torch.matmul(t, head[0]) * slope
         return _Pass(s, c, slopes, out, l, slope, ldot)
@@ -271,7 +308,7 @@ class DelanModel(DynamicsModule):
         """Reverse pass: ``d/dq`` of ``<g_out, out>`` for a head cotangent ``g_out (B, P)``."""
         head = self.head_weight * self.head_mask
         g = torch.matmul(g_out, head.transpose(1, 2))
-        for w, d in zip(reversed(self.weights), reversed(p.slopes)):
+        for w, d in zip(reversed(self.layer_weights()), reversed(p.slopes)):
             g = torch.bmm(g * d, w.transpose(1, 2))
         return self.features.cotangent(p.s, p.c, g.sum(0))
 

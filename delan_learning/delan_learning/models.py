@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from delan_common.model_kinds import FRICTION_LAW_KINDS, TRAINABLE_KINDS
+from delan_common.model_kinds import FRICTION_LAW_KINDS, LEARNED_KINDS, TRAINABLE_KINDS
 from delan_learning.features import check_joint_types
 from delan_learning.train_config import DEFAULT_FRICTION_MODEL, friction_model_error
 
@@ -209,12 +209,17 @@ def model_config(
     depth: int,
     friction: bool = True,
     friction_model: str = DEFAULT_FRICTION_MODEL,
+    inertia_invariant_joints: Sequence[int] = (),
 ) -> Dict[str, Any]:
     """The :func:`build_model` arguments of a ``kind`` model from the settings ``delan-train``
     and the learner share, which not every kind takes: the MLP has no friction term (its
     network learns friction with the rest: ``friction`` does not apply), and only the
     :data:`~delan_common.model_kinds.FRICTION_LAW_KINDS` choose a friction law. ValueError for
-    another law on another kind (:func:`~delan_learning.train_config.friction_model_error`)."""
+    another law on another kind (:func:`~delan_learning.train_config.friction_model_error`).
+    ``inertia_invariant_joints`` (the joints the mass matrix does not depend on,
+    :attr:`~delan_common.urdf_joints.RobotDescription.inertia_invariant_joints`) applies to the
+    :data:`~delan_common.model_kinds.LEARNED_KINDS`, DeLaN's networks, and is dropped for the
+    others."""
     error = friction_model_error(kind, friction_model)
     if error is not None:
         raise ValueError(error)
@@ -223,6 +228,8 @@ def model_config(
         config['friction'] = bool(friction)
     if kind in FRICTION_LAW_KINDS:
         config['friction_model'] = friction_model
+    if kind in LEARNED_KINDS and inertia_invariant_joints:
+        config['inertia_invariant_joints'] = [int(j) for j in inertia_invariant_joints]
     return config
 
 

@@ -81,7 +81,7 @@ class NumpyDelan:
             return np.ascontiguousarray(t.detach().to('cpu', torch.float64).numpy())
 
         K = model.weights[0].shape[0]
-        ws = [f64(w) for w in model.weights]
+        ws = [f64(w) for w in model.layer_weights()]
         bs = [f64(b) for b in model.biases]
         self.w_in = np.concatenate(list(ws[0]), axis=1)  # (m, K*W)
         self.b = [np.concatenate([bk.ravel() for bk in b]) for b in bs]  # (K*W,)
@@ -150,7 +150,7 @@ class NumpyDelan:
             'is_ang': np.array([i in ang_pos for i in range(n)], dtype=np.int32),
             'rows': rows.astype(np.int32),
             'cols': cols.astype(np.int32),
-            'w_in': f64(model.weights[0]),
+            'w_in': f64(model.layer_weights()[0]),
             'w_hid': (
                 np.ascontiguousarray(np.stack([f64(w) for w in model.weights[1:]]))
                 if model.depth > 1

@@ -78,6 +78,7 @@ class TrainingParams:
     depth: int = 2
     friction: bool = True
     friction_model: str = 'coulomb_viscous'
+    inertia_invariance: bool = True
     seed: int = 0
     training_enabled: bool = True
     torch_threads: int = 1
@@ -314,7 +315,14 @@ class OnlineTrainer:
             model = build_model(
                 p.model,
                 self.robot.joint_types,
-                **model_config(p.model, p.width, p.depth, p.friction, p.friction_model),
+                **model_config(
+                    p.model,
+                    p.width,
+                    p.depth,
+                    p.friction,
+                    p.friction_model,
+                    self.robot.inertia_invariant_joints if p.inertia_invariance else (),
+                ),
             )
         cfg = TrainConfig(
             batch_size=p.batch_size,

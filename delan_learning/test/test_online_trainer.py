@@ -125,6 +125,9 @@ def test_versions_are_published_to_the_folder_and_announced(tmp_path, data):
     assert meta['model_id'] == lineage.model_id and meta['online']['samples_seen'] == 1234
     assert meta['online']['steps'] == rig.trainer.training_steps
     assert meta['online']['loss'] == {'loss': 'inverse'}
+    # the shoulder moves the whole arm: H is learned independent of it (inertia_invariance)
+    assert meta['hyperparameters']['inertia_invariant_joints'] == [0]
+    assert model.inertia_invariant_joints == [0]
     # the published weights are the policy's last good ones
     good = rig.trainer.policy.good_state
     for k, v in model.state_dict().items():
@@ -291,6 +294,15 @@ def test_the_thread_collects_then_trains_and_reports_a_failing_round(tmp_path, d
 
 def _failing(rng, now=None):
     raise RuntimeError('out of memory')
+
+
+def test_without_inertia_invariance_h_depends_on_every_joint(tmp_path, data):
+    rig = Rig(tmp_path, inertia_invariance=False)
+    rig.fill(data)
+    assert _published(rig, 1) > 0, rig.log.lines
+    model, meta = load_model(rig.trainer.lineage.checkpoint_path)
+    assert meta['hyperparameters']['inertia_invariant_joints'] == []
+    assert torch.count_nonzero(model.weights[0][0, model.features.columns(0)]) > 0
 
 
 def test_training_params_resolve_the_loss_metric():

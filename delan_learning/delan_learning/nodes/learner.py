@@ -33,7 +33,7 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
-from delan_common.model_kinds import FORWARD_KINDS
+from delan_common.model_kinds import FORWARD_KINDS, LEARNED_KINDS
 from delan_common.robot_model import RobotModel
 from delan_common.ros.cdr import JointStateReader
 from delan_common.ros.diagnostics import ERROR, OK, WARN, DiagnosticsReporter, hardware_id
@@ -118,6 +118,12 @@ class LearnerNode(Node):
             self.set_parameters([Parameter('estimate_publish_rate', value=estimate_rate)])
         self.add_on_set_parameters_callback(validating_callback(reg))
         self.add_post_set_parameters_callback(self._on_params)
+        invariant = self.robot.inertia_invariant_joints
+        if params.inertia_invariance and params.model in LEARNED_KINDS and invariant:
+            log.info(
+                f'mass matrix learned independent of {self.robot.joint_names[invariant[0]]} '
+                '(it moves every other learned joint rigidly; inertia_invariance)'
+            )
 
         # the URDF's model, for a residual's prior or the loss metric (intake thread only:
         # Pinocchio data are not thread-safe)

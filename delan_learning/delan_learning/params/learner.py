@@ -182,6 +182,16 @@ TABLE = (
         check=_friction_law_fits_model,
         read_only=True,
     ),
+    Param(
+        'inertia_invariance',
+        True,
+        'delan / delan_residual: learn the mass matrix independent of the positions of the '
+        'learned joints below no other learned joint in the URDF (on an arm, its first joint). '
+        'Exact for a fixed base: such a joint moves its subtree rigidly, and kinetic energy '
+        'does not change under a rigid motion; the potential still depends on it, as gravity '
+        'about a tilted axis or a spring does. false: H may depend on every joint',
+        read_only=True,
+    ),
     Param('seed', 0, 'Seed of weights and minibatches', min=0, max=2**31 - 1, read_only=True),
     Param('training_enabled', True, 'Pause/resume training at runtime'),
     Param(
