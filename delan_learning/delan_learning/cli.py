@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
@@ -160,6 +161,15 @@ def train_parser() -> argparse.ArgumentParser:
         'small to split, and a second thread stalls when the core is shared; raise '
         'it for wide models or large batches)',
     )
+    p.add_argument(
+        '--urdf',
+        default=None,
+        metavar='robot.urdf',
+        help="the robot's description (URDF or xacro), for delan and delan_residual: the mass "
+        "matrix is learned independent of the joints below no other of the data (an arm's "
+        "first joint), as the learner's inertia_invariance; without it H may depend on "
+        'every joint',
+    )
     p.add_argument('--quiet', action='store_true', help='no progress output')
     return p
 
@@ -183,6 +193,24 @@ def add_rollout_arguments(
         help="the torque of sample k acts over [t_k, t_k+1) ('start', default: "
         "delan-gen-data) or over (t_k-1, t_k] ('end': a joint state's effort)",
     )
+
+
+def _inertia_invariant(urdf: str, joint_names: Sequence[str]) -> List[int]:
+    """The data's columns (indices into ``joint_names``) of the joints the mass matrix does not
+    depend on, from the description ``urdf`` (:attr:`~delan_common.urdf_joints.RobotDescription.
+    inertia_invariant_joints`); UsageError for a description that lacks the data's joints."""
+    from delan_common.urdf_joints import RobotDescription
+
+    names = list(joint_names)
+    try:
+        if not os.path.isfile(urdf):  # a bare name, as delan-sysid takes it
+            from delan_common.robot_model import find_urdf
+
+            urdf = find_urdf(urdf)
+        robot = RobotDescription.load(urdf, joints=names)
+    except (OSError, ValueError) as err:  # UrdfError and JointSelectionError included
+        raise UsageError(f'--urdf {urdf}: {err}') from None
+    return [names.index(robot.joint_names[i]) for i in robot.inertia_invariant_joints]
 
 
 def train_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -216,6 +244,7 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
         data = _read_data(args, match_torque=args.loss != 'forward')
         if args.loss != 'inverse' and data.t is None:
             raise UsageError(f'--loss {args.loss} needs time stamps: the data have no t array')
+        invariant = _inertia_invariant(args.urdf, data.joint_names) if args.urdf else []
     except UsageError as err:
         return _fail(prog, str(err))
 
@@ -245,7 +274,12 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
     )
     try:
         model_config = models.model_config(
-            args.model, args.width, args.depth, not args.no_friction, args.friction_model
+            args.model,
+            args.width,
+            args.depth,
+            not args.no_friction,
+            args.friction_model,
+            inertia_invariant_joints=invariant,
         )
     except ValueError:
         return _fail(prog, f'--friction-model is for DeLaN models, not {args.model}')

@@ -117,3 +117,28 @@ def test_train_model_still_names_the_kind(capsys):
 
     args = train_parser().parse_args(['--data', 'x.npz', '--out', 'm.pt', '--model', 'mlp'])
     assert args.model == 'mlp' and capsys.readouterr().err == ''
+
+
+def test_train_urdf_learns_h_independent_of_the_first_joint(files):
+    """``--urdf``: the learner's inertia_invariance offline, mapped to the data's column order
+    (here elbow, shoulder: the shoulder is column 1); a description without the data's joints
+    is a clear error."""
+    from delan_learning.checkpoint import read_checkpoint
+
+    urdf_dir = os.path.join(os.path.dirname(__file__), '..', '..', 'delan_bringup', 'urdf')
+
+    def train(name, *extra):
+        out = files / name
+        args = ('--data', files / 'data.npz', '--joints', 'elbow,shoulder', '--out', out)
+        return out, run('delan-train', *args, *extra, *TRAIN)
+
+    for urdf in (os.path.join(urdf_dir, 'two_link_arm.urdf'), 'two_link_arm.urdf'):  # or a name
+        out, r = train('with_urdf.pt', '--urdf', urdf)
+        assert r.returncode == 0, r.stderr
+        assert read_checkpoint(str(out))[0]['hyperparameters']['inertia_invariant_joints'] == [1]
+    out, r = train('without_urdf.pt')
+    assert r.returncode == 0, r.stderr
+    assert read_checkpoint(str(out))[0]['hyperparameters']['inertia_invariant_joints'] == []
+    out, r = train('wrong_urdf.pt', '--urdf', os.path.join(urdf_dir, 'seven_dof_arm.urdf'))
+    assert r.returncode == 2 and '--urdf' in r.stderr and 'Traceback' not in r.stderr, r.stderr
+    assert not os.path.exists(out)
