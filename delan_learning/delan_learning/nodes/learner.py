@@ -120,9 +120,10 @@ class LearnerNode(Node):
         self.add_post_set_parameters_callback(self._on_params)
         invariant = self.robot.inertia_invariant_joints
         if params.inertia_invariance and params.model in LEARNED_KINDS and invariant:
+            names = ', '.join(self.robot.joint_names[i] for i in invariant)
             log.info(
-                f'mass matrix learned independent of {self.robot.joint_names[invariant[0]]} '
-                '(it moves every other learned joint rigidly; inertia_invariance)'
+                f'mass matrix learned independent of {names}: below no other learned joint, '
+                'it moves its subtree rigidly (inertia_invariance)'
             )
 
         # the URDF's model, for a residual's prior or the loss metric (intake thread only:
