@@ -40,7 +40,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.client import Client
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.parameter import Parameter
+from rclpy.parameter import Parameter, parameter_value_to_python
 from rclpy.parameter_client import AsyncParameterClient
 from rclpy.signals import SignalHandlerOptions
 from rclpy.subscription import Subscription
@@ -119,14 +119,57 @@ class Segment:
     lockstep_misses: Optional[int] = None
 
 
-def _answer(future: Future, timeout: float, what: str) -> Any:
-    """The answer to a service call, waited for here while the executor spins in its own thread
-    (the demo's phases are sequential); ``what`` names the call in the errors."""
+#: how long a parameter set waits for its reply before it reads the values back instead [s]
+REPLY_WAIT_S = 5.0
+
+
+def set_parameters(
+    client: AsyncParameterClient,
+    values: Dict[str, Any],
+    timeout: float,
+    reply_wait: float = REPLY_WAIT_S,
+) -> List[Tuple[bool, str]]:
+    """Set ``values`` through ``client``; ``(successful, reason)`` per value, DemoError when no
+    answer comes within ``timeout`` s.
+
+    A reply can be lost while DDS is still matching its path back (seen a few seconds after the
+    nodes started on a loaded 2-core machine: the node applied the values, the reply never
+    came). So after ``reply_wait`` s without one the values are read back, and the request is
+    sent again only when they are not all set: setting the same values twice would restart what
+    the change starts (a reference's trajectory)."""
+    deadline = time.monotonic() + timeout
+    what = f'setting {values}'
+    params = [Parameter(k, value=v) for k, v in values.items()]
+    future = client.set_parameters(params)
+    if not _wait_done(future, min(reply_wait, timeout)):
+        read = _answer(
+            client.get_parameters(list(values)),
+            max(deadline - time.monotonic(), 0.1),
+            f'{what} (no reply: reading them back)',
+        )
+        now = [parameter_value_to_python(v) for v in read.values]
+        if now == list(values.values()):
+            log(f'warning: {what}: no reply, but the values are set')
+            return [(True, '')] * len(values)
+        future = client.set_parameters(params)
+    answer = _answer(future, max(deadline - time.monotonic(), 0.1), what)
+    return [(r.successful, r.reason) for r in answer.results]
+
+
+def _wait_done(future: Future, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while not future.done():
         if time.monotonic() > deadline:
-            raise DemoError(f'{what} timed out')
+            return False
         time.sleep(0.01)
+    return True
+
+
+def _answer(future: Future, timeout: float, what: str) -> Any:
+    """The answer to a service call, waited for here while the executor spins in its own thread
+    (the demo's phases are sequential); ``what`` names the call in the errors."""
+    if not _wait_done(future, timeout):
+        raise DemoError(f'{what} timed out')
     result = future.result()
     if result is None:  # cancelled
         raise DemoError(f'{what}: no answer')
@@ -277,11 +320,13 @@ class Monitor(Node):
         client = self.params[node]
         if not client.wait_for_services(timeout_sec=timeout):
             raise DemoError(f'parameter services of {node} not available')
-        future = client.set_parameters([Parameter(k, value=v) for k, v in values.items()])
-        answer = _answer(future, timeout, f'setting {values} on {node}')
-        for name, res in zip(values, answer.results):
-            if not res.successful:
-                raise DemoError(f'{node} refused {name}={values[name]!r}: {res.reason}')
+        try:
+            results = set_parameters(client, values, timeout)
+        except DemoError as err:
+            raise DemoError(f'{err} on {node}') from None
+        for name, (ok, reason) in zip(values, results):
+            if not ok:
+                raise DemoError(f'{node} refused {name}={values[name]!r}: {reason}')
 
 
 class Demo:
