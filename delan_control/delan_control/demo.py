@@ -136,7 +136,8 @@ def set_parameters(
     nodes started on a loaded 2-core machine: the node applied the values, the reply never
     came). So after ``reply_wait`` s without one the values are read back, and the request is
     sent again only when they are not all set: setting the same values twice would restart what
-    the change starts (a reference's trajectory)."""
+    the change starts (a reference's trajectory). The request's own path was matched
+    (``wait_for_services``), so values the node already had count as this request's."""
     deadline = time.monotonic() + timeout
     what = f'setting {values}'
     params = [Parameter(k, value=v) for k, v in values.items()]
