@@ -35,6 +35,7 @@ from delan_learning.bags import read_bag_arrays
 from delan_learning.fastpath import dynamics_model
 from delan_learning.models import build_model, model_config
 from delan_learning.online import evaluate_total, fit_targets, held_out
+from delan_learning.online_trainer import TrainingParams
 from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 
 VARIANTS = (
@@ -70,13 +71,16 @@ def train(
     robot, kind: str, metric: str, train_data: dict, steps: int, seed: int, invariant: bool
 ) -> Trainer:
     torch.manual_seed(seed)
+    p = TrainingParams()  # the learner's defaults
     model = build_model(
         kind,
         robot.joint_types,
         **model_config(
             kind,
-            64,
-            2,
+            p.width,
+            p.depth,
+            p.friction,
+            p.friction_model,
             inertia_invariant_joints=robot.inertia_invariant_joints if invariant else (),
         ),
     )
