@@ -38,7 +38,6 @@ import rclpy
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.client import Client
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter, parameter_value_to_python
 from rclpy.parameter_client import AsyncParameterClient
@@ -64,6 +63,7 @@ from delan_common.robot_model import (
 from delan_common.ros.cdr import JointStateReader
 from delan_common.ros.qos import LATCHED
 from delan_common.ros.rejections import RejectionCounter
+from delan_common.ros.spin import BackgroundSpin, make_executor
 from delan_common.ros.stamps import seconds
 from delan_common.ros.state_taker import JointStateTaker, decode_joint_state
 from delan_common.urdf_joints import RobotDescription
@@ -181,9 +181,9 @@ class Monitor(Node):
     """Records what the demo needs and talks to the other nodes' parameter services."""
 
     def __init__(self, joint_names: List[str]):
-        super().__init__(
-            'demo_monitor', parameter_overrides=[Parameter('use_sim_time', value=True)]
-        )
+        # on its own clock: it reads sim time from the joint states' stamps, and a /clock
+        # subscription would wake its executor at the clock rate for nothing
+        super().__init__('demo_monitor')
         self.joint_names = joint_names
         self._lock = threading.Lock()
         self._t: List[float] = []
@@ -528,15 +528,13 @@ class Demo:
         # Ctrl-C is the launch's: it stops the nodes, and the phases then fail on their exit
         rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
         self.mon = Monitor(self.robot.joint_names)
-        ex = SingleThreadedExecutor()  # all callbacks are short; the multi-threaded one costs CPU
+        ex = make_executor()
         ex.add_node(self.mon)
-        spinner = threading.Thread(target=ex.spin, daemon=True)
-        spinner.start()
+        spinner = BackgroundSpin(ex)
         try:
             return self.suite.run(self.phases)
         finally:
-            ex.shutdown()
-            spinner.join(timeout=10.0)
+            spinner.stop()
             self.mon.close()
             self.mon.destroy_node()
             rclpy.try_shutdown()

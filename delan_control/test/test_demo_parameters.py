@@ -5,14 +5,16 @@ with its reason, and a node that never answers is a clear error."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter_client import AsyncParameterClient
 
+from delan_common.ros.spin import BackgroundSpin, make_executor
 from delan_control.demo import DemoError, set_parameters
-from delan_testing.ros import ros_context, spin_in_thread
+from delan_testing.ros import ros_context
 
 
 class Target(Node):
@@ -36,16 +38,18 @@ class Target(Node):
 def rig():
     with ros_context() as ctx:
         target, caller = Target(ctx), Node('caller', context=ctx)
-        ex = MultiThreadedExecutor(context=ctx)
+        # as the demo spins: its default executor in a background thread, the calls waited
+        # for on the main thread
+        ex = make_executor(context=ctx)
         ex.add_node(target)
         ex.add_node(caller)
-        spin_in_thread(ex)
+        spinner = BackgroundSpin(ex)
         client = AsyncParameterClient(caller, 'target')
         assert client.wait_for_services(timeout_sec=10.0)
         try:
             yield target, client
         finally:
-            ex.shutdown(timeout_sec=2.0)
+            spinner.stop()
             target.destroy_node()
             caller.destroy_node()
 
@@ -85,3 +89,13 @@ def test_a_node_that_never_answers_is_a_clear_error():
                 set_parameters(client, {'x': 1.0}, timeout=0.3, reply_wait=0.1)
         finally:
             caller.destroy_node()
+
+
+def test_the_background_spin_stops_within_a_slice(rig):
+    """The demo ends its spinning thread on the way out; a spin that outlived it would keep
+    the process (and its nodes' callbacks) alive."""
+    target, client = rig
+    spinner = BackgroundSpin(make_executor(context=target.context), slice_s=0.05)
+    t0 = time.monotonic()
+    spinner.stop(timeout=5.0)
+    assert not spinner.running and time.monotonic() - t0 < 1.0

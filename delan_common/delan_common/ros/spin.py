@@ -23,6 +23,7 @@ from typing import Callable, NoReturn, Optional, Sequence
 import rclpy
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.clock import Clock, ClockType
+from rclpy.context import Context
 from rclpy.executors import (
     Executor,
     ExternalShutdownException,
@@ -40,18 +41,56 @@ TEARDOWN_TIMEOUT_S = 4.0
 _SHUTDOWN = (KeyboardInterrupt, ExternalShutdownException)
 
 
-def make_executor(kind: Optional[str] = None) -> Executor:
-    """``kind`` (default: ``$DELAN_EXECUTOR`` or ``events``) is one of :data:`EXECUTORS`."""
+def make_executor(kind: Optional[str] = None, context: Optional[Context] = None) -> Executor:
+    """``kind`` (default: ``$DELAN_EXECUTOR`` or ``events``) is one of :data:`EXECUTORS`; on
+    ``context`` (default: rclpy's global one). The events executor cannot call subscription
+    callbacks that take the message info (``(msg, info)``); nodes with those need ``single``."""
     kind = kind or os.environ.get('DELAN_EXECUTOR', '') or 'events'
     if kind == 'events':
         from rclpy.experimental import EventsExecutor
 
-        return EventsExecutor()
+        return EventsExecutor(context=context)
     if kind == 'single':
-        return SingleThreadedExecutor()
+        return SingleThreadedExecutor(context=context)
     if kind == 'multi':
-        return MultiThreadedExecutor()
+        return MultiThreadedExecutor(context=context)
     raise ValueError(f'executor {kind!r} is not one of {list(EXECUTORS)} (DELAN_EXECUTOR)')
+
+
+class BackgroundSpin:
+    """Spins ``executor`` in a daemon thread, in short slices, until :meth:`stop`: for a process
+    whose main thread runs a sequence (a demo, a tool) and waits on futures the executor
+    completes. With the default executor this costs a fraction of what ``SingleThreadedExecutor``
+    does, which rebuilds the wait set of every client and subscription in Python on each
+    wake-up: a monitor with parameter clients for four nodes took CPU the learner beside it
+    needed."""
+
+    def __init__(self, executor: Executor, slice_s: float = 0.1):
+        self.executor = executor
+        self._stop = threading.Event()
+        self._slice = float(slice_s)
+        self._thread = threading.Thread(target=self._run, daemon=True, name='background-spin')
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set() and self.executor.context.ok():
+                self.executor.spin_once(timeout_sec=self._slice)
+        except (*_SHUTDOWN, RCLError):
+            if not self._stop.is_set() and self.executor.context.ok():
+                raise
+
+    @property
+    def running(self) -> bool:
+        """Whether the spinning thread is alive."""
+        return self._thread.is_alive()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the spinning (within one slice) and wait for the thread; then shut the executor
+        down."""
+        self._stop.set()
+        self._thread.join(timeout=timeout)
+        self.executor.shutdown()
 
 
 def steady_timer(node: Node, period_s: float, callback: Callable[[], None]) -> Timer:
