@@ -180,10 +180,10 @@ def _answer(future: Future, timeout: float, what: str) -> Any:
 class Monitor(Node):
     """Records what the demo needs and talks to the other nodes' parameter services."""
 
-    def __init__(self, joint_names: List[str]):
+    def __init__(self, joint_names: List[str], **node_options: Any):
         # on its own clock: it reads sim time from the joint states' stamps, and a /clock
         # subscription would wake its executor at the clock rate for nothing
-        super().__init__('demo_monitor')
+        super().__init__('demo_monitor', **node_options)
         self.joint_names = joint_names
         self._lock = threading.Lock()
         self._t: List[float] = []
@@ -201,6 +201,7 @@ class Monitor(Node):
         self._mapper = JointStateMapper(joint_names)
         self._reader = JointStateReader()
         self.rejected = RejectionCounter(self.get_logger(), 'joint state')
+        self.rejected_references = RejectionCounter(self.get_logger(), 'reference trajectory')
         self._taker = JointStateTaker(
             self, self._on_states, 1000, 'demo-joint-states', period_s=0.02
         )
@@ -241,17 +242,27 @@ class Monitor(Node):
 
     def _on_ref(self, msg: JointTrajectory) -> None:
         names = list(msg.joint_names)
+        missing = [j for j in self.joint_names if j not in names]
+        if missing or not msg.points:
+            # another arm's reference on the same topic (a second demo in the same ROS
+            # domain), or an empty one: not this demo's
+            self.rejected_references.reject(
+                'missing_joints' if missing else 'no_points',
+                f'lacks joints {missing}' if missing else 'has no points',
+            )
+            return
         idx = [names.index(j) for j in self.joint_names]
         t0 = seconds(msg.header.stamp)
         t = np.array([t0 + seconds(p.time_from_start) for p in msg.points])
         pick = lambda f: np.asarray([getattr(p, f) for p in msg.points])[:, idx]  # noqa: E731
+        try:
+            ref = PiecewiseQuintic(t, pick('positions'), pick('velocities'), pick('accelerations'))
+        except (ValueError, IndexError) as err:
+            self.rejected_references.reject('malformed', str(err))
+            return
         with self._lock:
             self._ref_count += 1
-            self.reference = (
-                t0,
-                PiecewiseQuintic(t, pick('positions'), pick('velocities'), pick('accelerations')),
-                self._ref_count,
-            )
+            self.reference = (t0, ref, self._ref_count)
 
     def _on_command(self, msg: bytes) -> None:
         self.commands += 1
@@ -445,6 +456,8 @@ class Demo:
 
     def check_alive(self) -> None:
         """DemoError when a node the demo did not stop has exited, naming its log files."""
+        if self.suite.terminated:
+            raise DemoError('terminated (SIGTERM): the nodes were stopped')
         for name, code in dict(self.suite.exits).items():
             if name not in self.stopped:
                 raise DemoError(

@@ -69,16 +69,29 @@ class BackgroundSpin:
         self.executor = executor
         self._stop = threading.Event()
         self._slice = float(slice_s)
+        #: callbacks that raised (each logged with its traceback); the spinning goes on
+        self.errors = 0
         self._thread = threading.Thread(target=self._run, daemon=True, name='background-spin')
         self._thread.start()
 
     def _run(self) -> None:
-        try:
-            while not self._stop.is_set() and self.executor.context.ok():
+        while not self._stop.is_set() and self.executor.context.ok():
+            try:
                 self.executor.spin_once(timeout_sec=self._slice)
-        except (*_SHUTDOWN, RCLError):
-            if not self._stop.is_set() and self.executor.context.ok():
-                raise
+            except (*_SHUTDOWN, RCLError):
+                if not self._stop.is_set() and self.executor.context.ok():
+                    raise
+                return
+            except Exception:  # noqa: BLE001 -- one callback's bug must not end every wait
+                # the main thread waits on futures this thread completes: a dead spin would
+                # leave it waiting for its timeouts, so say what failed and go on
+                self.errors += 1
+                print(
+                    f'[ERROR] a callback raised ({self.errors} so far):\n'
+                    + traceback.format_exc(),
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     @property
     def running(self) -> bool:
