@@ -8,9 +8,10 @@ Node output goes to ``log_dir`` (``launch``'s per-process log files), not to the
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
-from typing import Callable, Dict, Optional, Set
+from typing import Callable, Dict, List, Optional, Set
 
 import launch
 from launch import LaunchDescription, LaunchService
@@ -30,7 +31,8 @@ class LaunchedSuite:
 
     ``arguments`` are the launch arguments (``name -> value``). :meth:`run` returns the work's
     return value; the launch is shut down (SIGINT to every node, then SIGTERM) when the work
-    ends, and the work sees nodes that exited early in :attr:`exits`.
+    ends, and the work sees nodes that exited early in :attr:`exits`. A SIGTERM to this process
+    ends the launch and stops the nodes (:meth:`stop_leftovers`); :attr:`terminated` says so.
     """
 
     def __init__(self, launch_file: str, arguments: Dict[str, str], log_dir: str):
@@ -40,6 +42,9 @@ class LaunchedSuite:
         self._lock = threading.Lock()
         self.started: Set[str] = set()
         self.exits: Dict[str, int] = {}
+        self._pids: Dict[str, int] = {}
+        #: SIGTERM arrived: launch ended and the nodes were stopped
+        self.terminated = False
         self._service = LaunchService(noninteractive=True)
         self._service.include_launch_description(
             LaunchDescription(
@@ -57,6 +62,7 @@ class LaunchedSuite:
     def _on_start(self, event, _context) -> None:
         with self._lock:
             self.started.add(executable_of(event.process_name))
+            self._pids[executable_of(event.process_name)] = event.pid
 
     def _on_exit(self, event, _context) -> None:
         with self._lock:
@@ -123,9 +129,68 @@ class LaunchedSuite:
 
         thread = threading.Thread(target=worker, name='launched-work', daemon=True)
         thread.start()
+        # launch hears signals through the wakeup fd, which Python writes only for a signal
+        # with a Python handler: without one, SIGTERM (a CI timeout, kill) ended this process
+        # at once. With it, launch ends its run; the nodes, which launch leaves running on
+        # SIGTERM, are stopped here.
+        previous = signal.signal(signal.SIGTERM, self._on_sigterm)
         try:
             launch_code = self._service.run(shutdown_when_idle=False)
         finally:
             launch_done.set()
+            signal.signal(signal.SIGTERM, previous)
+            self.stop_leftovers()
         thread.join()
         return result['code'] if launch_code == 0 else max(result['code'], 1)
+
+    def _on_sigterm(self, _signum, _frame) -> None:
+        """SIGTERM's Python handler while launch runs; launch acts on it (its wakeup fd)."""
+        self.terminated = True
+
+    def stop_leftovers(self, timeout: float = 10.0) -> List[str]:
+        """SIGINT, then after ``timeout`` s SIGKILL, to every started node that is still
+        running after the launch ended, however it ended (launch's own SIGTERM handling leaves
+        the nodes running, and a node outliving its launch publishes into the next run in the
+        same ROS domain); their exits are recorded, so the work sees them. The names of the
+        nodes stopped."""
+        with self._lock:
+            left = {n: pid for n, pid in self._pids.items() if n not in self.exits}
+        left = {n: pid for n, pid in left.items() if _signal(pid, signal.SIGINT)}
+        stopped = sorted(left)
+        deadline = time.monotonic() + timeout
+        while True:
+            for name, pid in list(left.items()):
+                code = _exit_code(pid)
+                if code is not None:
+                    with self._lock:
+                        self.exits[name] = code
+                    del left[name]
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        for name, pid in left.items():
+            _signal(pid, signal.SIGKILL)
+            with self._lock:
+                self.exits[name] = -signal.SIGKILL
+        return stopped
+
+
+def _signal(pid: int, sig: int) -> bool:
+    """Send ``sig`` to ``pid``; False when no such process (it exited)."""
+    try:
+        os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _exit_code(pid: int) -> Optional[int]:
+    """The exit code of ``pid`` once it exited (negative: the signal that ended it), reaping it
+    when it is a child of this process; None while it runs."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not (or no longer) our child: ask the kernel
+        return None if _signal(pid, 0) else 0
+    if done == 0:
+        return None
+    return os.waitstatus_to_exitcode(status)
