@@ -317,12 +317,20 @@ class Monitor(Node):
         """Stop the joint-state taker (its thread), before the node is destroyed."""
         self._taker.close()
 
-    def reset_sim(self, timeout: float = 30.0) -> None:
-        """Put the simulated arm back to its initial state (``sim/reset``)."""
+    def reset_sim(self, timeout: float = 30.0, reply_wait: float = REPLY_WAIT_S) -> None:
+        """Put the simulated arm back to its initial state (``sim/reset``). A reply not in
+        within ``reply_wait`` s is taken as lost (as :func:`set_parameters` does) and the reset
+        asked for again: the second reset puts the arm where the first did."""
+        deadline = time.monotonic() + timeout
         if not self.sim_reset.wait_for_service(timeout_sec=timeout):
             raise DemoError("the sim's reset service is not available")
         future = self.sim_reset.call_async(Trigger.Request())
-        result = _answer(future, timeout, 'resetting the sim')
+        while not _wait_done(future, min(reply_wait, max(deadline - time.monotonic(), 0.0))):
+            if time.monotonic() >= deadline:
+                raise DemoError('resetting the sim timed out')
+            log('warning: no reply to the sim reset; asking again')
+            future = self.sim_reset.call_async(Trigger.Request())
+        result = _answer(future, 0.1, 'resetting the sim')
         if not result.success:
             raise DemoError(f'the sim refused to reset: {result.message}')
 

@@ -1,7 +1,8 @@
 """The demo's monitor node over real DDS, spun as the demo spins it (``spin.BackgroundSpin`` on
 the default executor): a reference trajectory of another arm on the same topic (a second demo
 in the same ROS domain) or a malformed one is a counted rejection, the monitor goes on taking
-its own; and a callback that raises does not end the spinning the demo's waits depend on."""
+its own; a callback that raises does not end the spinning the demo's waits depend on; and a
+sim reset whose reply is lost is asked for again."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from builtin_interfaces.msg import Duration
 from rclpy.node import Node
 from std_msgs.msg import Empty
+from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from delan_common.ros.qos import LATCHED
@@ -95,3 +97,26 @@ def test_a_callback_that_raises_leaves_the_spinning_going(rig):
     assert spinner.running
     pub.publish(Empty())  # still served: the thread went on
     assert _wait(lambda: len(calls) == 2 and spinner.errors == 2)
+
+
+def test_a_sim_reset_whose_reply_is_lost_is_asked_again(rig):
+    mon, peer, spinner = rig
+    sim = Node('sim', context=peer.context, namespace=peer.get_namespace())
+    spinner.executor.add_node(sim)
+    calls = []
+
+    def on_reset(_request, response):
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise RuntimeError('the first reply never goes out')  # as DDS losing it
+        response.success = True
+        return response
+
+    sim.create_service(Trigger, '~/reset', on_reset)
+    try:
+        mon.reset_sim(timeout=10.0, reply_wait=0.5)
+        assert len(calls) == 2 and spinner.errors == 1
+        assert calls[1] - calls[0] >= 0.4  # asked again only after the reply wait
+    finally:
+        spinner.executor.remove_node(sim)
+        sim.destroy_node()
