@@ -103,6 +103,36 @@ def test_qdd_from_the_velocities_is_their_fitted_derivative_and_far_less_noisy()
     assert err['velocity'] < 0.5 * err['position'], err
 
 
+@pytest.mark.parametrize('source', ['velocity', 'position'])
+@pytest.mark.parametrize('epoch', [0.0, 1.8e9])  # sim time; a wall-clock stamp
+def test_a_filter_reused_on_even_stamps_gives_what_a_fresh_fit_gives(source, epoch):
+    """Evenly stamped windows reuse the last window's filter; stamps off by more than the
+    tolerance (a driver's jitter, a late message) are fitted afresh. Either way each sample
+    equals a fit of its window alone (a new differentiator fed only that window)."""
+    rng = np.random.default_rng(1)
+    n, window = 300, 9
+    t = epoch + 0.002 * np.arange(n)
+    t[150:] += 0.0003  # one late state: the windows around it are uneven
+    q, qd, tau = (rng.standard_normal((n, 3)) for _ in range(3))
+    out = stream(DelayedDifferentiator(window=window, source=source), t, q, qd, tau)
+    assert len(out) == n - window + 1
+    for k, s in enumerate(out):
+        fresh = stream(
+            DelayedDifferentiator(window=window, source=source),
+            t[k : k + window],
+            q[k : k + window],
+            qd[k : k + window],
+            tau[k : k + window],
+        )[0]
+        assert fresh.t == s.t
+        # a wall-clock stamp's float rounding (~0.2 us) moves a fresh fit by up to ~2e-3 of its
+        # size, the late state (0.3 ms) by ~0.1: a wrongly reused filter would show
+        tol = 1e-9 if epoch == 0.0 else 1e-2
+        scale = np.abs(fresh.qdd).max()
+        np.testing.assert_allclose(s.qdd, fresh.qdd, rtol=0, atol=tol * scale)
+        np.testing.assert_allclose(s.tau, fresh.tau, rtol=0, atol=tol * np.abs(fresh.tau).max())
+
+
 def test_unknown_acceleration_source():
     with pytest.raises(ValueError, match='source'):
         DelayedDifferentiator(window=5, source='torque')
