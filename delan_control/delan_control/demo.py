@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import sys
 import threading
 import time
@@ -175,6 +176,29 @@ def _answer(future: Future, timeout: float, what: str) -> Any:
     if result is None:  # cancelled
         raise DemoError(f'{what}: no answer')
     return result
+
+
+#: what a run of the demo writes under ``--out`` besides its report files; its bags are read
+#: back as a whole (identification, the bag summary), so an earlier run's must not be there
+RUN_FOLDERS = ('bags', 'checkpoints', 'logs')
+
+
+def clear_previous_run(out: str) -> List[str]:
+    """Remove the :data:`RUN_FOLDERS` an earlier demo left in ``out`` (the folders removed).
+    Only in a demo's output folder (its ``params.yaml`` there): DemoError for a folder that
+    holds bags of something else, which are not the demo's to delete."""
+    left = [n for n in RUN_FOLDERS if os.path.isdir(os.path.join(out, n))]
+    left = [n for n in left if os.listdir(os.path.join(out, n))]
+    if not left:
+        return []
+    if not os.path.isfile(os.path.join(out, 'params.yaml')):
+        raise DemoError(
+            f'{out} holds {", ".join(left)} that no earlier demo wrote (no params.yaml): '
+            'choose another --out'
+        )
+    for name in left:
+        shutil.rmtree(os.path.join(out, name))
+    return left
 
 
 class Monitor(Node):
@@ -521,6 +545,13 @@ class Demo:
     def run(self) -> int:
         """Launch the suite and the monitor, run :meth:`phases`, shut everything down; the exit
         status (1 already when the start posture cannot be held)."""
+        try:
+            removed = clear_previous_run(self.out)
+        except DemoError as err:
+            log(f'FAILED: {err}')
+            return 2
+        if removed:
+            log(f"removed the previous run's {', '.join(removed)} from {self.out}")
         for d in (self.out, self.logs_dir):
             os.makedirs(d, exist_ok=True)
         log(f'robot {self.robot.source}: joints {self.robot.joint_names}')
