@@ -185,8 +185,9 @@ def _signal(pid: int, sig: int) -> bool:
 
 
 def _exit_code(pid: int) -> Optional[int]:
-    """The exit code of ``pid`` once it exited (negative: the signal that ended it), reaping it
-    when it is a child of this process; None while it runs."""
+    """The exit code of ``pid`` once it exited (negative: the signal that ended it; 0 for a
+    process not ours to reap), reaping it when it is a child of this process; None while it
+    runs."""
     try:
         done, status = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:  # not (or no longer) our child: ask the kernel
