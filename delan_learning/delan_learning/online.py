@@ -177,8 +177,11 @@ class DelayedDifferentiator:
         self._order = [(np.arange(window) + k) % window for k in range(window)]
         self.restarts = 0
         self._deriv = 1 if source == 'velocity' else 2
-        # (stamps relative to the centre, P, qdd coefficients, torque weights) of the last fit
-        self._filter: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = None
+        # (stamps relative to the centre, P, qdd coefficients, torque weights or None without
+        # match_torque) of the last fit
+        self._filter: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]] = (
+            None
+        )
         self._seq = np.zeros(window, dtype=np.int64)  # stream position of each ring row
         self._pos = 0  # of the next push
 
@@ -234,16 +237,16 @@ class DelayedDifferentiator:
             for k in range(2, self.order + 1):
                 np.multiply(V[:, k - 1], V[:, 1], out=V[:, k])
             P = np.linalg.solve(V.T @ V, V.T)  # coefficients = P @ x
-            if self.source == 'velocity':
+            if self._deriv == 1:
                 coef = P[1] / scale  # qdd = coef @ qd
             else:
                 coef = P[2] * (2.0 / scale**2)  # qdd = coef @ q
-            weights = interval_weights(ts, coef, tc, self._deriv)
+            weights = interval_weights(ts, coef, tc, self._deriv) if self.match_torque else None
             self._filter = (rel, P, coef, weights)
         deriv = self._deriv
         qdd = coef @ rows[:, 2 - deriv, :]
         effort = rows[c, 2].copy()
-        tau_c = weights @ rows[:, 2, :] if self.match_torque else effort
+        tau_c = effort if weights is None else weights @ rows[:, 2, :]
         seq = int(self._seq[order[c]])
         if self.smooth_velocity:
             coef = P[:2] @ rows[:, 0, :]
