@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: the sim's real_time_factor while the controllers are evaluated: 0, as fast as the controller
 #: answers. The sim runs in lockstep, so the runs' states are those of real time (the replay in
@@ -133,8 +135,13 @@ def test_short_demo_on_the_seven_dof_arm(tmp_path):
 def test_a_start_posture_the_arm_cannot_hold_fails_before_launching(tmp_path):
     """A Talos arm at the middle of its limits holds its upper arm out sideways: 97 % of the
     shoulder's 22 N m by the URDF alone. Every model saturated there after six minutes of
-    learning; the demo now says why at once and launches nothing."""
+    learning; the demo now says why at once and launches nothing. The folder an earlier
+    run used holds this run's failure as its report, not the earlier run's."""
     out = tmp_path / 'demo'
+    out.mkdir()
+    (out / 'params.yaml').write_text('{}')
+    (out / 'results.json').write_text('{"verdict": {"passed": true}}')
+    (out / 'tracking_error.png').write_bytes(b'earlier plot')
     res = subprocess.run(
         [
             sys.executable,
@@ -155,3 +162,9 @@ def test_a_start_posture_the_arm_cannot_hold_fails_before_launching(tmp_path):
     assert 'FAILED: holding the start posture' in text and 'arm_left_2_joint' in text, text
     assert 'payload 0.6 kg lowered to 0.406 kg' in text
     assert not (out / 'bags').exists() and 'launching' not in text
+    results = json.loads((out / 'results.json').read_text())
+    assert results['verdict']['passed'] is False
+    assert 'holding the start posture' in results['verdict']['failures'][0]
+    assert results['payload_mass'] == pytest.approx(0.406, abs=1e-3)
+    assert 'FAILED' in (out / 'report.md').read_text()
+    assert not (out / 'tracking_error.png').exists()

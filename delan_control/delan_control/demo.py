@@ -184,20 +184,29 @@ RUN_FOLDERS = ('bags', 'checkpoints', 'logs')
 
 
 def clear_previous_run(out: str) -> List[str]:
-    """Remove the :data:`RUN_FOLDERS` an earlier demo left in ``out`` (the folders removed).
-    Only in a demo's output folder (its ``params.yaml`` there): DemoError for a folder that
-    holds bags of something else, which are not the demo's to delete."""
+    """Remove the :data:`RUN_FOLDERS` and the report (:data:`demo_report.REPORT_FILES`, the
+    plots) an earlier demo left in ``out``; the names removed. Only in a demo's output folder
+    (its ``params.yaml`` there): DemoError for a folder that holds bags of something else,
+    which are not the demo's to delete. A report left behind would stand for a run that
+    failed before writing its own."""
+    from delan_control.demo_report import REPORT_FILES
+
     left = [n for n in RUN_FOLDERS if os.path.isdir(os.path.join(out, n))]
     left = [n for n in left if os.listdir(os.path.join(out, n))]
-    if not left:
-        return []
-    if not os.path.isfile(os.path.join(out, 'params.yaml')):
+    demo_folder = os.path.isfile(os.path.join(out, 'params.yaml'))
+    if left and not demo_folder:
         raise DemoError(
             f'{out} holds {", ".join(left)} that no earlier demo wrote (no params.yaml): '
             'choose another --out'
         )
     for name in left:
         shutil.rmtree(os.path.join(out, name))
+    if demo_folder:
+        report = [n for n in REPORT_FILES if os.path.isfile(os.path.join(out, n))]
+        report += sorted(n for n in os.listdir(out) if n.endswith('.png'))
+        for name in report:
+            os.remove(os.path.join(out, name))
+        left += report
     return left
 
 
@@ -566,15 +575,14 @@ class Demo:
         held = self.start_posture_load()
         if held.max() > HOME_EFFORT_SHARE:
             j = int(np.argmax(held))
-            log(
-                f'FAILED: holding the start posture (the middle of the limits) takes '
+            return self.failed(
+                f'holding the start posture (the middle of the limits) takes '
                 f"{held[j]:.0%} of {self.robot.joint_names[j]}'s effort limit "
                 f"({self.effort_limit[j]:.3g}; the URDF's gravity and the "
                 f'{self.results["payload_mass"]:.3g} kg payload): references centred there '
                 'cannot be tracked, whatever the model. Select the joints to learn (--joints) '
                 'or give the arm stronger limits (effort_limits)'
             )
-            return 1
         self.suite = LaunchedSuite(launch_file, self.launch_arguments(params_file), self.logs_dir)
         log(f'launching {launch_file} (node logs in {self.logs_dir})')
         # Ctrl-C is the launch's: it stops the nodes, and the phases then fail on their exit
@@ -617,8 +625,16 @@ class Demo:
             log(f'report: {os.path.join(self.out, "report.md")}')
             return 0
         except DemoError as err:
-            log(f'FAILED: {err}')
-            return 1
+            return self.failed(str(err))
+
+    def failed(self, why: str) -> int:
+        """Log ``why`` and write it as the failed verdict of a report (exit status 1)."""
+        from delan_control.demo_report import write_failure
+
+        log(f'FAILED: {why}')
+        write_failure(self, why)
+        log(f'report (with the failure): {os.path.join(self.out, "report.md")}')
+        return 1
 
     def learning_curves(self) -> None:
         """Plain DeLaN and the residual learned again from this run's bag by the real learner,

@@ -27,6 +27,24 @@ MODEL_LABELS = {
 }
 
 
+#: the report's files besides its plots (``*.png``)
+REPORT_FILES = ('report.md', 'results.json')
+
+
+def write_failure(demo, why: str) -> None:
+    """A ``report.md`` and ``results.json`` of a run that ended before its evaluation: the
+    reason as the failed verdict, with what the run had measured by then."""
+    res = dict(demo.results)
+    res['timing'] = demo.timing
+    res['joint_names'] = list(demo.robot.joint_names)
+    res['robot'] = {'urdf': demo.urdf, 'joints': res['joint_names']}
+    res['verdict'] = {'passed': False, 'failures': [why], 'delan_vs_pinocchio_rms': {}}
+    with open(os.path.join(demo.out, 'results.json'), 'w') as f:
+        json.dump(res, f, indent=1, default=str)
+    with open(os.path.join(demo.out, 'report.md'), 'w') as f:
+        f.write(f'# delan_ros demo report\n\n**FAILED** before its evaluation: {why}\n')
+
+
 def true_plant(demo) -> RobotModel:
     """The sim's model with the mismatch of the parameter file: the ground truth."""
     return RobotModel(

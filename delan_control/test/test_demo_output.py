@@ -1,6 +1,6 @@
-"""A demo run into an output folder an earlier run used: the earlier run's bags, checkpoints
-and logs go first (the demo reads its bags back as a whole, and two runs' joint states, both
-stamped from sim time 0, read together interleave into data no model explains); a folder
+"""A demo run into an output folder an earlier run used: the earlier run's bags, checkpoints,
+logs and report go first (the demo reads its bags back as a whole, and two runs' joint states,
+both stamped from sim time 0, read together interleave into data no model explains); a folder
 holding bags the demo did not write is refused, not emptied."""
 
 from __future__ import annotations
@@ -16,12 +16,17 @@ def _fill(out, names):
         (out / name / 'x').write_text('earlier run')
 
 
-def test_an_earlier_demos_run_folders_are_removed_and_its_report_kept(tmp_path):
+def test_an_earlier_demos_run_folders_and_report_are_removed(tmp_path):
+    """Its report too: a run that fails before writing its own would leave the earlier run's
+    verdict in the folder."""
     _fill(tmp_path, RUN_FOLDERS)
     (tmp_path / 'params.yaml').write_text('{}')
-    (tmp_path / 'report.md').write_text('earlier report')
-    assert clear_previous_run(str(tmp_path)) == list(RUN_FOLDERS)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ['params.yaml', 'report.md']
+    for name in ('report.md', 'results.json', 'tracking_error.png'):
+        (tmp_path / name).write_text('earlier report')
+    (tmp_path / 'notes.txt').write_text("the user's")
+    removed = clear_previous_run(str(tmp_path))
+    assert removed == list(RUN_FOLDERS) + ['report.md', 'results.json', 'tracking_error.png']
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['notes.txt', 'params.yaml']
 
 
 def test_bags_in_a_folder_no_demo_wrote_are_refused_and_kept(tmp_path):
