@@ -1,10 +1,10 @@
 """The learner node with ``model:=hamiltonian`` (in-process, real training, driven round by round
 with its worker idle) over real DDS, beside a running torque controller on ``model=delan``
 (tests/test_learner_node.py's harness): joint states go in through the node's intake, a version
-goes out on ``learner/model_update`` with ``~/dynamics_estimate`` of it, and the controller
-refuses the version (counted), holding on with plain PD. Settings a kind cannot have are refused
-at start-up with the reason. A module of its own: test_learner_node.py's learner would publish on
-the same topics."""
+goes out on ``learner/model_update`` with ``~/dynamics_estimate`` of it (computed only once
+someone subscribes), and the controller refuses the version (counted), holding on with plain
+PD. Settings a kind cannot have are refused at start-up with the reason. A module of its own:
+test_learner_node.py's learner would publish on the same topics."""
 
 from __future__ import annotations
 
@@ -78,9 +78,6 @@ def test_a_hamiltonian_learner_publishes_versions_a_delan_controller_refuses(tmp
         with ros_context() as ctx:
             h = Harness(ctx, tmp_path, model='delan')
             estimates: List[DynamicsEstimate] = []
-            h.node.create_subscription(
-                DynamicsEstimate, 'learner/dynamics_estimate', estimates.append, 100
-            )
             node = _learner(ctx, tmp_path, model='hamiltonian')
             try:
                 for msg in states[:-50]:
@@ -98,8 +95,20 @@ def test_a_hamiltonian_learner_publishes_versions_a_delan_controller_refuses(tmp
                 assert update.model_version == node.version and list(update.joint_names) == NAMES
                 assert max(update.validation_nmse) <= 0.25, list(update.validation_nmse)
                 assert load_model(update.checkpoint_path)[1]['model_kind'] == 'hamiltonian'
+                # no one subscribes to the estimates yet: none computed
+                for msg in states[-50:-25]:
+                    node._on_joint_state(msg)
+                assert node._estimator._snapshot is None
                 # what the version predicts for the next joint states, with its terms
-                for msg in states[-50:]:
+                h.node.create_subscription(
+                    DynamicsEstimate, 'learner/dynamics_estimate', estimates.append, 100
+                )
+                h.wait_for(
+                    'the estimates subscribed',
+                    lambda: node.estimate_pub.get_subscription_count() > 0,
+                    30.0,
+                )
+                for msg in states[-25:]:
                     node._on_joint_state(msg)
                 h.wait_for('an estimate', lambda: len(estimates) > 0, 30.0)
                 est = estimates[-1]

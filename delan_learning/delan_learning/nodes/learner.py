@@ -12,8 +12,8 @@ latched ``~/model_update`` topic, where controllers pick it up without restart.
 
 ``~/dynamics_estimate`` carries what the published version predicts for the incoming samples
 next to the measured torque, at most ``estimate_publish_rate`` samples per second of their
-stamps (:mod:`delan_learning.learner_estimates`: the terms a kind does not have are empty, its
-energies NaN). Health on ``/diagnostics`` at 1 Hz.
+stamps, computed only while someone subscribes (:mod:`delan_learning.learner_estimates`: the
+terms a kind does not have are empty, its energies NaN). Health on ``/diagnostics`` at 1 Hz.
 
 ``model`` may be any trainable kind (:data:`~delan_common.model_kinds.ONLINE_KINDS`): the
 variants are learned, validated and published as DeLaN is, for comparison; only delan's versions
@@ -281,10 +281,11 @@ class LearnerNode(Node):
 
     def _publish_estimates(self) -> None:
         """Intake thread: ``~/dynamics_estimate`` of the samples picked since the last call,
-        by the published version."""
+        by the published version; nothing is computed while no one subscribes (the intake
+        thread shares the GIL with training)."""
         due = self.intake.take_estimates_due()
         lineage = self.learning.lineage
-        if not due or lineage.snapshot is None:
+        if not due or lineage.snapshot is None or not self.estimate_pub.get_subscription_count():
             return
         est = self._estimator(lineage.snapshot, due)
         for k, s in enumerate(due):
