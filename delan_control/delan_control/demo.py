@@ -401,6 +401,7 @@ class Demo:
         self.ckpt_dir = os.path.join(self.out, 'checkpoints')
         self.timing: Dict[str, float] = {}
         self.results: Dict = {}
+        self.reported = False  # this run's report.md and results.json are written
 
     def node_params(self, node: str) -> Dict:
         """``node``'s ``ros__parameters`` section of the parameter file (empty when absent)."""
@@ -613,6 +614,7 @@ class Demo:
             from delan_control.demo_report import write_report
 
             table = write_report(self)
+            self.reported = True
             print(table, flush=True)
             if self.args.learning_curves:
                 self.learning_curves()

@@ -32,17 +32,33 @@ REPORT_FILES = ('report.md', 'results.json')
 
 
 def write_failure(demo, why: str) -> None:
-    """A ``report.md`` and ``results.json`` of a run that ended before its evaluation: the
-    reason as the failed verdict, with what the run had measured by then."""
-    res = dict(demo.results)
-    res['timing'] = demo.timing
-    res['joint_names'] = list(demo.robot.joint_names)
-    res['robot'] = {'urdf': demo.urdf, 'joints': res['joint_names']}
-    res['verdict'] = {'passed': False, 'failures': [why], 'delan_vs_pinocchio_rms': {}}
-    with open(os.path.join(demo.out, 'results.json'), 'w') as f:
-        json.dump(res, f, indent=1, default=str)
-    with open(os.path.join(demo.out, 'report.md'), 'w') as f:
-        f.write(f'# delan_ros demo report\n\n**FAILED** before its evaluation: {why}\n')
+    """The failed verdict ``why`` in ``report.md`` and ``results.json``: added to this run's
+    report when it is written (``demo.reported``: a step after it failed), else a report of a
+    run that ended before its evaluation, with what the run had measured by then."""
+    path = os.path.join(demo.out, 'results.json')
+    if demo.reported:
+        with open(path) as f:
+            res = json.load(f)
+        verdict = res.setdefault('verdict', {})
+        verdict['passed'] = False
+        verdict.setdefault('failures', []).append(why)
+        with open(os.path.join(demo.out, 'report.md'), 'a') as f:
+            f.write(f'\n**FAILED** after the report: {why}\n')
+    else:
+        res = dict(demo.results)
+        res['timing'] = demo.timing
+        res['joint_names'] = list(demo.robot.joint_names)
+        res['robot'] = {'urdf': demo.urdf, 'joints': res['joint_names']}
+        res['verdict'] = {'passed': False, 'failures': [why], 'delan_vs_pinocchio_rms': {}}
+        with open(os.path.join(demo.out, 'report.md'), 'w') as f:
+            f.write(f'# delan_ros demo report\n\n**FAILED** before its evaluation: {why}\n')
+    with open(path, 'w') as f:
+        json.dump(res, f, indent=1, default=_json_value)
+
+
+def _json_value(value):
+    """numpy values (and anything else) in results.json: lists and numbers, else the text."""
+    return value.tolist() if hasattr(value, 'tolist') else str(value)
 
 
 def true_plant(demo) -> RobotModel:
