@@ -45,15 +45,21 @@ def write_failure(demo, why: str) -> None:
         with open(os.path.join(demo.out, 'report.md'), 'a') as f:
             f.write(f'\n**FAILED** after the report: {why}\n')
     else:
-        res = dict(demo.results)
-        res['timing'] = demo.timing
-        res['joint_names'] = list(demo.robot.joint_names)
-        res['robot'] = {'urdf': demo.urdf, 'joints': res['joint_names']}
+        res = _results(demo)
         res['verdict'] = {'passed': False, 'failures': [why], 'delan_vs_pinocchio_rms': {}}
         with open(os.path.join(demo.out, 'report.md'), 'w') as f:
             f.write(f'# delan_ros demo report\n\n**FAILED** before its evaluation: {why}\n')
     with open(path, 'w') as f:
         json.dump(res, f, indent=1, default=_json_value)
+
+
+def _results(demo) -> Dict:
+    """The run's results so far with its timing, joints and robot: what every results.json
+    holds."""
+    names = list(demo.robot.joint_names)
+    res = dict(demo.results)
+    res.update(timing=demo.timing, joint_names=names, robot={'urdf': demo.urdf, 'joints': names})
+    return res
 
 
 def _json_value(value):
@@ -124,9 +130,7 @@ def write_report(demo) -> str:
             pred = np.asarray(m.inverse(d['q'], d['qd'], d['qdd']))
             pred_rows.append((key, speed, nmse(pred, d['tau'])))
     # ---- results.json
-    res = dict(demo.results)
-    res['timing'] = demo.timing
-    res['joint_names'] = names
+    res = _results(demo)
     res['torque_nmse'] = [{'model': k, 'speed': sp, 'nmse': v.tolist()} for k, sp, v in pred_rows]
     demo.results['torque_nmse'] = res['torque_nmse']
     verdict = demo.verdict()
@@ -135,7 +139,6 @@ def write_report(demo) -> str:
         'failures': verdict.failures,
         'delan_vs_pinocchio_rms': {str(k): v for k, v in verdict.ratios.items()},
     }
-    res['robot'] = {'urdf': demo.urdf, 'joints': names}
     res['tracking'] = [
         {
             'controller': s.controller,
