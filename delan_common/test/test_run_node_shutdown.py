@@ -1,6 +1,8 @@
 """``run_node``'s shutdown: SIGINT ends the node cleanly (close, then teardown, exit 0), and a
 teardown stuck in the middleware dumps every thread's stack and exits 1 instead of waiting for
-launch's SIGKILL without a trace."""
+launch's SIGKILL without a trace. The probe's QoS event handlers hang if they are released after
+the teardown (as the middleware did when the executor was destroyed after the context): the
+executor must hold them until the process ends."""
 
 import signal
 import subprocess
@@ -12,8 +14,26 @@ import pytest
 PROBE = """
 import sys, time
 import rclpy
+from rclpy.event_handler import EventHandler
 from rclpy.node import Node
 from delan_common.ros.spin import run_node
+
+# A QoS event handler (the subscription's) whose release after the teardown (node destroyed,
+# context shut down) never returns in the middleware
+teardown_done = False
+_try_shutdown, _release = rclpy.try_shutdown, EventHandler.__exit__
+
+def try_shutdown(*args, **kwargs):
+    global teardown_done
+    _try_shutdown(*args, **kwargs)
+    teardown_done = True
+
+def release(self, *exc):
+    if teardown_done:
+        time.sleep(3600)
+    _release(self, *exc)
+
+rclpy.try_shutdown, EventHandler.__exit__ = try_shutdown, release
 
 class Probe(Node):
     def __init__(self):

@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Callable, NoReturn, Optional, Sequence
+from typing import Callable, List, NoReturn, Optional, Sequence
 
 import rclpy
 from rclpy._rclpy_pybind11 import RCLError
@@ -38,6 +38,10 @@ EXECUTORS = ('events', 'single', 'multi')
 # this a thread is stuck (in the middleware), and the process dumps every thread's stack and
 # exits 1 rather than wait for launch's SIGKILL without a trace
 TEARDOWN_TIMEOUT_S = 4.0
+#: the executors of :func:`run_node`, held until ``os._exit`` ends the process: destroyed when
+#: ``_run`` returns, an executor releases the entities it holds (QoS event handlers) after the
+#: node and the context are gone, and that release was seen to hang in the middleware
+_EXECUTORS: List[Executor] = []
 _SHUTDOWN = (KeyboardInterrupt, ExternalShutdownException)
 
 
@@ -176,6 +180,7 @@ def _run(
         try:
             node = factory()
             executor = make_executor(executor_kind)
+            _EXECUTORS.append(executor)
             executor.add_node(node)
         except _SHUTDOWN:
             return 0
@@ -217,7 +222,7 @@ def _run(
 
 def _teardown(node: Optional[Node]) -> None:
     """The node, then the context. The executor is left to the end of the process
-    (``os._exit``, see :func:`run_node`)."""
+    (``os._exit``, see :func:`run_node` and :data:`_EXECUTORS`)."""
     if node is not None:
         node.destroy_node()
     # also when a signal already shut the context down: this uninstalls rclpy's signal handlers
