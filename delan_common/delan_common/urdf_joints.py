@@ -217,7 +217,15 @@ def _depth_first(root: ET.Element) -> Tuple[List[ET.Element], Dict[str, List[ET.
         child_links.add(_attr(child, 'link'))
     for js in children.values():
         js.sort(key=lambda e: _attr(e, 'name'))
-    roots = [_attr(ln, 'name') for ln in root.findall('link') if ln.get('name') not in child_links]
+    links = root.findall('link')
+    if not links:
+        raise UrdfError(
+            'URDF has no <link>: a robot description defines its links and joints (a file '
+            'of xacro macros that are never called defines none)'
+        )
+    roots = [_attr(ln, 'name') for ln in links if ln.get('name') not in child_links]
+    if not roots:
+        raise UrdfError('URDF has no root link: every link is the child of a joint (a loop)')
     if len(roots) != 1:
         raise UrdfError(f'URDF must have exactly one root link, found {roots}')
     order: List[ET.Element] = []

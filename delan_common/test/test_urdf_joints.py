@@ -56,6 +56,14 @@ def test_branched_tree_string_and_types():
         ('<robot name="x"><link name="a"/>', 'does not parse'),
         ('<notrobot/>', 'expected <robot>'),
         ('<robot name="x"><link name="a"/></robot>', 'no actuated'),
+        # example-robot-data's ur3.urdf: the output of xacro on a file of macros
+        ('<robot xmlns:xacro="http://wiki.ros.org/xacro"><!-- x --></robot>', 'no <link>'),
+        (
+            '<robot name="x"><link name="a"/><link name="b"/>'
+            '<joint name="j" type="revolute"><parent link="a"/><child link="b"/></joint>'
+            '<joint name="k" type="revolute"><parent link="b"/><child link="a"/></joint></robot>',
+            'no root link',
+        ),
         ('/nonexistent/robot.urdf', 'not found'),
         (
             '<robot name="x"><link name="a"/><link name="b"/><joint type="revolute">'
