@@ -3,6 +3,7 @@ a node declares its table (:mod:`delan_common.param_table`) with :func:`declare_
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
@@ -159,6 +160,24 @@ def _descriptor(param: Param, description: str) -> ParameterDescriptor:
             )
         ]
     return desc
+
+
+def undeclared_overrides(node: Node) -> List[str]:
+    """One warning per parameter given to ``node`` at start-up (``-p``, a parameters file, a
+    launch file) that it does not declare, naming the closest declared ones: rclpy keeps such
+    values and never uses them, so ``-p urdf:=my_arm.urdf`` for ``urdf_path`` would run the
+    default robot without a word."""
+    overrides: Mapping[str, Any] = getattr(node, '_parameter_overrides', {})
+    declared = sorted(node.get_parameters_by_prefix(''))
+    warnings = []
+    for name in sorted(n for n in overrides if not node.has_parameter(n)):
+        close = difflib.get_close_matches(name, declared, n=3, cutoff=0.6)
+        hint = f' (did you mean {" or ".join(close)}?)' if close else ''
+        warnings.append(
+            f'parameter {name!r} is not a parameter of this node: its value is ignored{hint}; '
+            "'ros2 param list' names them"
+        )
+    return warnings
 
 
 class _NodeValues(Mapping[str, Any]):

@@ -33,6 +33,8 @@ from rclpy.executors import (
 from rclpy.node import Node
 from rclpy.timer import Timer
 
+from delan_common.ros.params import undeclared_overrides
+
 EXECUTORS = ('events', 'single', 'multi')
 # after a node's close(): destroying the node and the context takes milliseconds; past
 # this a thread is stuck (in the middleware), and the process dumps every thread's stack and
@@ -182,6 +184,8 @@ def _run(
             executor = make_executor(executor_kind)
             _EXECUTORS.append(executor)
             executor.add_node(node)
+            for warning in undeclared_overrides(node):
+                node.get_logger().warning(warning)
         except _SHUTDOWN:
             return 0
         except (ValueError, FileNotFoundError, RuntimeError) as exc:

@@ -1,0 +1,104 @@
+"""A parameter given to a node that it does not declare is named in a warning, with the
+declared ones it is closest to: rclpy keeps such a value and never uses it, so a misspelt
+``-p`` would otherwise leave the node on its default without a word."""
+
+import signal
+import subprocess
+import sys
+
+import pytest
+import rclpy
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from delan_common.param_table import Param
+from delan_common.ros.params import declare_table, undeclared_overrides
+
+TABLE = (
+    Param('urdf_path', '', 'the robot'),
+    Param('real_time_factor', 1.0, 'sim speed', min=0.0),
+    Param('seed', 0, 'noise seed', min=0),
+)
+
+
+@pytest.fixture
+def context():
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    yield ctx
+    rclpy.shutdown(context=ctx)
+
+
+def _node(context, **overrides):
+    node = Node(
+        'undeclared_probe',
+        context=context,
+        parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()],
+    )
+    declare_table(node, TABLE)
+    return node
+
+
+def test_each_undeclared_override_is_named_with_the_closest_declared_ones(context):
+    node = _node(context, urdf='arm.urdf', rael_time_factor=2.0, seed=3, zzz=1)
+    try:
+        warnings = undeclared_overrides(node)
+        assert len(warnings) == 3  # seed is declared
+        rael, urdf, zzz = warnings
+        assert "'rael_time_factor'" in rael and 'did you mean real_time_factor' in rael
+        assert "'urdf'" in urdf and 'did you mean urdf_path' in urdf
+        assert "'zzz'" in zzz and 'did you mean' not in zzz
+        assert node.get_parameter('seed').value == 3
+    finally:
+        node.destroy_node()
+
+
+def test_no_warning_when_every_override_is_declared(context):
+    node = _node(context, seed=3, use_sim_time=True)  # use_sim_time: rclpy's own
+    try:
+        assert undeclared_overrides(node) == []
+    finally:
+        node.destroy_node()
+
+
+PROBE = """
+import sys
+from rclpy.node import Node
+from delan_common.param_table import Param
+from delan_common.ros.params import declare_table
+from delan_common.ros.spin import run_node
+
+class Probe(Node):
+    def __init__(self):
+        super().__init__('undeclared_probe')
+        declare_table(self, (Param('real_time_factor', 1.0, 'sim speed'),))
+        self._up = self.create_timer(0.05, self._spinning)
+
+    def _spinning(self):
+        self._up.cancel()
+        print('up', flush=True)
+
+raise SystemExit(run_node(Probe, sys.argv[1:]))
+"""
+
+
+def test_run_node_warns_of_a_misspelt_command_line_parameter():
+    args = ['--ros-args', '-p', 'rael_time_factor:=2.0', '-p', 'real_time_factor:=3.0']
+    proc = subprocess.Popen(
+        [sys.executable, '-c', PROBE, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == 'up'
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    warned = [line for line in err.splitlines() if 'is not a parameter of this node' in line]
+    assert len(warned) == 1, err
+    assert "'rael_time_factor'" in warned[0] and 'did you mean real_time_factor' in warned[0]
