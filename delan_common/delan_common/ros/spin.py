@@ -128,7 +128,12 @@ def single_threaded_blas() -> Optional[str]:
     thread pool costs more than it saves. And OpenBLAS called from two threads of one process
     while its pool is active (the learner's intake and model estimates beside its training
     thread) returned wrong results: the learner filled its buffers with corrupted samples and
-    learned far worse models, with no error anywhere. torch's threads are not affected."""
+    learned far worse models, with no error anywhere. torch's threads are not affected.
+
+    A BLAS loaded later reads its thread count from the environment when it loads (scipy
+    brings an OpenBLAS of its own on its first import): ``OPENBLAS_NUM_THREADS`` is set to 1
+    for those."""
+    os.environ['OPENBLAS_NUM_THREADS'] = '1'
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
