@@ -49,7 +49,7 @@ import os
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 ACTUATED_TYPES = ('revolute', 'continuous', 'prismatic')
 #: Half range [m] of a prismatic joint whose description gives lower == upper.
@@ -345,17 +345,21 @@ def select_joints(
     else:
         chain = [nm for nm in _main_chain(children, order, root_link) if nm not in tied]
         gripper = _trailing_gripper(chain)
-        chosen = set(chain[: len(chain) - len(gripper)]) or set(names) - tied
+        arm = chain[: len(chain) - len(gripper)]
+        chosen = set(arm) or set(names) - tied
         if not chosen:
             raise UrdfError(
                 f'URDF has no joint to learn: its movable joints {names} are all '
                 f'mimic joints or their masters ({MIMIC_UNSUPPORTED})'
             )
+        branch_warning = _branch_warning(arm, chosen, names, tied, root_link)
     selected = tuple(j for j in movable if j.name in chosen)
     selected = _with_limits(selected, effort_limits, 'effort')
     selected = _with_limits(selected, velocity_limits, 'velocity')
     positions = _locked_positions(movable, chosen, dict(locked or {}), names)
     warnings = _lock_warnings(positions, by_name) + _limit_warnings(selected)
+    if not joints and branch_warning:
+        warnings.insert(0, branch_warning)
     if dangling:
         warnings.append(
             'mimic tags naming no movable joint ignored (the joints move on their own, as '
@@ -375,6 +379,27 @@ def select_joints(
     if outside:
         warnings.append(f'locked joints outside their limits (kept there): {outside}')
     return JointSelection(selected, positions, warnings, tuple(names))
+
+
+def _branch_warning(
+    arm: Sequence[str], chosen: Set[str], names: Sequence[str], tied: Set[str], root_link: str
+) -> Optional[str]:
+    """What the default selection did on a tree that is not one arm (a mobile manipulator, a
+    two-armed robot, legs): None for one chain, which may end in a gripper."""
+    if not arm:
+        return (
+            f'no single arm chain: the tree branches at its root link {root_link!r}, so all '
+            f'{len(chosen)} movable joints are learned; name the joints to learn in joints '
+            '(--joints)'
+        )
+    beyond = [nm for nm in names if nm not in chosen and nm not in tied]
+    if len(beyond) > len(chosen):
+        return (
+            f'the arm chain ends where the tree branches, after {arm[-1]!r}: {len(chosen)} '
+            f'joint(s) learned and the {len(beyond)} movable joints beyond the branch locked; '
+            'name the joints to learn in joints (--joints)'
+        )
+    return None
 
 
 def inertia_invariant_joints(root: ET.Element, selected: Sequence[str]) -> List[str]:

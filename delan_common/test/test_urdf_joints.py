@@ -209,6 +209,26 @@ def test_a_placeholder_velocity_limit_is_not_given():
 def test_branching_at_the_base_falls_back_to_every_joint():
     # BRANCHED: two movable branches at the base, so no main chain
     assert [j.name for j in actuated_joints(BRANCHED)] == ['alpha', 'zeta', 'mid']
+    robot = RobotDescription.load(BRANCHED)
+    assert "branches at its root link 'base', so all 3 movable joints" in robot.warnings[0]
+    # the user's choice is not second-guessed
+    chosen = RobotDescription.load(BRANCHED, joints=['zeta'])
+    assert not any('branch' in w for w in chosen.warnings)
+
+
+def test_a_chain_that_ends_in_a_larger_tree_says_what_it_locked():
+    # a torso joint, then two arms of two joints each (a PR2's shape): the default chain is
+    # the torso alone
+    arms = [
+        (f'{side}{k}', 'revolute', f'{side}{k - 1}' if k > 1 else 'torso', f'{side}{k}', LIM)
+        for side in ('l', 'r')
+        for k in (1, 2)
+    ]
+    robot = RobotDescription.load(_tree(('lift', 'prismatic', 'base', 'torso', LIM), *arms))
+    assert robot.joint_names == ['lift']
+    assert "after 'lift': 1 joint(s) learned and the 4 movable joints" in robot.warnings[0]
+    # an arm ending in a gripper (two fingers at the hand) is one chain: nothing to say
+    assert not any('branch' in w for w in RobotDescription.load(HAND).warnings)
 
 
 def test_limits_not_given_and_overrides():
