@@ -92,8 +92,9 @@ class Verdict:
     ratios: Dict[float, float]
 
 
-#: the loop must let the sim's own model track at most this share of nominal's error, or the
-#: evaluation cannot tell a good model from the nominal one
+#: the loop must let the sim's own model track with at most this share of the learned model's
+#: bound (``max_ratio`` x nominal's error), or the bound measures the loop (its gains, its rate,
+#: an arm at its effort limits) more than the model: a perfect model would use up most of it
 MAX_LOOP_FLOOR = 0.5
 
 
@@ -157,8 +158,9 @@ def delan_verdict(
     ``max_true_nmse``, on the evaluation and, per joint, on the excitation the models learned
     from: ``excitation_floor``, judged by :func:`broken_joints` with ``excitation_residual``
     and ``effort_limit`` when given), or the data themselves are broken; and the control loop must
-    let the true plant's model track far better than nominal (``loop_floor``: its mean RMS
-    error per speed, at most MAX_LOOP_FLOOR of nominal's), or no model can show what it knows;
+    let the true plant's model track far better than the bound (``loop_floor``: its mean RMS
+    error per speed, at most MAX_LOOP_FLOOR of ``max_ratio`` x nominal's), or no model can show
+    what it knows;
     no joint may have spent more than MAX_END_STOP_SHARE of the excitation at an end stop
     (``end_stops``: joint name -> share, :func:`end_stop_share`).
 
@@ -184,11 +186,12 @@ def delan_verdict(
             )
     for sp, v in (loop_floor or {}).items():
         p = mean_rms.get(('pinocchio', sp))
-        if p is not None and not v <= MAX_LOOP_FLOOR * p:
+        if p is not None and not v <= MAX_LOOP_FLOOR * max_ratio * p:
             failures.append(
                 f"the control loop cannot tell models apart at {sp:g}x: the sim's "
-                f'own model tracks with {v:.4g} rad, nominal with {p:.4g} (the '
-                f'gains, the rate or the effort limits, not the models)'
+                f"own model tracks with {v:.4g} rad, {v / p:.2f} x nominal's {p:.4g}, where a "
+                f'learned model may take {max_ratio:.2f} x (the gains, the rate or the effort '
+                'limits, not the models)'
             )
     for sp, v in (true_plant_nmse or {}).items():
         if not v <= max_true_nmse:

@@ -82,6 +82,11 @@ def test_verdict():
     stuck = delan_verdict(rms, {}, speeds, 1 / 3, loop_floor={1.0: 0.001, 2.0: 0.048})
     assert not stuck.passed and len(stuck.failures) == 1
     assert 'cannot tell models apart at 2x' in stuck.failures[0]
+    # a floor that leaves a learned model little of its bound (0.28 x nominal's against 1/3):
+    # the loop is named beside the model
+    tight = delan_verdict(rms, {}, speeds, 1 / 3, loop_floor={1.0: 0.001, 2.0: 0.014})
+    assert not tight.passed and '0.28 x nominal' in tight.failures[0]
+    assert delan_verdict(rms, {}, speeds, 1 / 3, loop_floor={1.0: 0.001, 2.0: 0.008}).passed
 
 
 def test_a_barely_excited_joint_is_noise_not_broken_data():
