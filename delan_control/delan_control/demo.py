@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 import rclpy
@@ -78,8 +78,9 @@ from delan_control.evaluation import (
     joint_errors,
 )
 from delan_control.launched import LaunchedSuite
+from delan_control.replay import EvaluationSetup, replay_tracking, true_model
 from delan_control.training_stop import TrainingStop
-from delan_control.trajectories import PiecewiseQuintic
+from delan_control.trajectories import PiecewiseQuintic, effort_share
 from delan_learning.params.learner import loss_error
 from delan_learning.train_config import FRICTION_MODELS, LOSSES
 from delan_msgs.msg import ModelStatus, ModelUpdate
@@ -87,6 +88,9 @@ from delan_msgs.msg import ModelStatus, ModelUpdate
 #: the largest share of an effort limit that holding the start posture may take: the
 #: evaluation's figure eight, centred there, is sized to at most 0.8 (fit_figure_eight)
 HOME_EFFORT_SHARE = 0.8
+#: the largest share of an effort limit the simulated arm may need on the evaluation's figure
+#: eight: what its motors can give (its friction mismatch is lowered to fit, Demo.friction_scale)
+TRUE_EFFORT_SHARE = 1.0
 #: the controllers compared; the learned one (delan or delan_residual) is added per run
 CONTROLLERS = ('pd', 'pinocchio', 'identified')
 SPEEDS = (1.0, 2.0)
@@ -94,6 +98,11 @@ SPEEDS = (1.0, 2.0)
 
 class DemoError(RuntimeError):
     """A phase of the demo failed; the message says which and why."""
+
+
+def _g3(values: Iterable[float]) -> str:
+    """Values to three significant digits: a light wrist's gains are not rounded to 0."""
+    return ', '.join(f'{float(v):.3g}' for v in values)
 
 
 def log(msg: str) -> None:
@@ -415,6 +424,7 @@ class Demo:
         if self.args.mismatch_preset:
             sim['mismatch_preset'] = self.args.mismatch_preset
         sim.update(self.payload(float(np.min(gains.ct_kp))))
+        sim.update(self.friction_scale(sim))
         overrides = {
             'sim': sim,
             'torque_controller': {
@@ -475,6 +485,41 @@ class Demo:
             f"{PAYLOAD_PULL_SHARE:.0%} of the loop's stiffness)"
         )
         return {'payload_mass': capacity}
+
+    def friction_scale(self, sim: Dict[str, Any]) -> Dict[str, float]:
+        """The sim's friction scale (the parameter file's), lowered -- not below 1, the URDF's
+        own friction -- where the simulated arm (the URDF, the payload in ``sim``, the scaled
+        friction) would need more than TRUE_EFFORT_SHARE of an effort limit on the evaluation's
+        figure eight at its top speed. The reference node sizes the figure eight to the limits
+        by the URDF, which knows nothing of the mismatch: where the URDF's friction already takes
+        much of a motor (a light wrist), doubling it leaves an arm no model can make track."""
+        params = {**self.node_params('sim'), **sim}
+        requested = float(params.get('friction_scale', 1.0))
+        if self.args.mismatch_preset or requested <= 1.0:
+            return {}
+        setup = self.evaluation_setup(params)
+        speed = float(setup.reference.get('max_test_speed', SPEEDS[-1]))
+        ref = setup.figure_eight(speed, self.args.test_duration)
+        q, qd, qdd = ref.sample(np.arange(0.0, ref.t[-1], 0.005))
+        limit = self.model.operating_effort_limit()
+
+        def need(scale: float) -> float:
+            scaled = Mismatch.from_params({**params, 'friction_scale': scale})
+            return effort_share(self.model.mismatched(scaled).inverse, limit, q, qd, qdd)
+
+        if need(requested) <= TRUE_EFFORT_SHARE:
+            return {}
+        lo, hi = 1.0, requested
+        for _ in range(12):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if need(mid) <= TRUE_EFFORT_SHARE else (lo, mid)
+        log(
+            f'friction {requested:g}x lowered to {lo:.2f}x: with more, the simulated arm would '
+            f'need more than {TRUE_EFFORT_SHARE:.0%} of an effort limit on the figure eight at '
+            f"{speed:g}x, sized to the limits by the URDF (with the URDF's friction it needs "
+            f'{need(1.0):.0%})'
+        )
+        return {'friction_scale': lo}
 
     def start_posture_load(self) -> np.ndarray:
         """Per joint: the share of its effort limit that holding the start posture takes on
@@ -567,8 +612,8 @@ class Demo:
         log(f'robot {self.robot.source}: joints {self.robot.joint_names}')
         gains = self.gains()
         log(
-            f'gains from the URDF at the start posture: PD kp {np.round(gains.kp, 1).tolist()}, '
-            f'kd {np.round(gains.kd, 2).tolist()}; computed torque {gains.ct_kp[0]:.0f} / '
+            f'gains from the URDF at the start posture: PD kp [{_g3(gains.kp)}], '
+            f'kd [{_g3(gains.kd)}]; computed torque {gains.ct_kp[0]:.0f} / '
             f'{gains.ct_kd[0]:.1f}'
         )
         launch_file = bringup_path('launch', 'sim.launch.py')
@@ -1075,13 +1120,10 @@ class Demo:
             end_stops=self.results.get('end_stop_share'),
         )
 
-    def loop_floor(self) -> None:
-        """How well the sim's own model tracks in this loop, replayed without ROS
-        (delan_control.replay): what the best model could show, per speed."""
-        from delan_control.replay import EvaluationSetup, replay_tracking, true_model
-
-        sim = self.node_params('sim')
-        setup = EvaluationSetup(
+    def evaluation_setup(self, sim: Dict[str, Any]) -> EvaluationSetup:
+        """The evaluation of this run without ROS (delan_control.replay), on a sim with the
+        parameters ``sim``."""
+        return EvaluationSetup(
             self.robot,
             self.model,
             Mismatch.from_params(sim),
@@ -1089,6 +1131,11 @@ class Demo:
             self.node_params('reference'),
             self.home(),
         )
+
+    def loop_floor(self) -> None:
+        """How well the sim's own model tracks in this loop, replayed without ROS
+        (delan_control.replay): what the best model could show, per speed."""
+        setup = self.evaluation_setup(self.node_params('sim'))
         truth = true_model(setup)
         self.results['loop_floor_rms'] = {
             str(sp): replay_tracking(
