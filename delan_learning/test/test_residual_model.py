@@ -43,6 +43,23 @@ def test_untrained_residual_is_the_nominal_model(urdf):
     assert np.linalg.eigvalsh(both.mass_matrix(q)).min() > 0
 
 
+def test_the_residual_mass_matrix_is_never_lighter_than_the_urdfs():
+    """``H_URDF + L L^T``: whatever the weights, the residual only adds inertia, so a URDF that
+    overstates the arm's cannot be corrected (docs/demo.md, "What it cannot learn")."""
+    nominal = RobotModel(find_urdf('panda.urdf'))
+    q, qd, qdd = _motion(nominal, 64, 1)
+    torch.manual_seed(1)
+    res = build_model('delan_residual', nominal.joint_types)
+    res.init_scales(*(torch.as_tensor(x) for x in (q, qd, qdd, nominal.inverse(q, qd, qdd))))
+    with torch.no_grad():
+        for w in res.parameters():
+            w.add_(torch.randn_like(w))  # any trained state
+    both = NominalPlusResidual(nominal, dynamics_model(res.double(), nominal.joint_names))
+    added = both.mass_matrix(q) - nominal.mass_matrix(q)
+    assert np.abs(added).max() > 1e-3  # the residual does add inertia
+    assert np.linalg.eigvalsh(added).min() > -1e-9
+
+
 def test_residual_learns_a_payload_and_friction_the_urdf_lacks(tmp_path):
     urdf = find_urdf('two_link_arm.urdf')
     nominal = RobotModel(urdf)
