@@ -507,7 +507,9 @@ class Demo:
             scaled = Mismatch.from_params({**params, 'friction_scale': scale})
             return effort_share(self.model.mismatched(scaled).inverse, limit, q, qd, qdd)
 
-        if need(requested) <= TRUE_EFFORT_SHARE:
+        if need(requested) <= TRUE_EFFORT_SHARE or need(1.0) > TRUE_EFFORT_SHARE:
+            # fits, or does not even with the URDF's friction: not the friction's doing (the
+            # start-posture check and the loop's floor say what is)
             return {}
         lo, hi = 1.0, requested
         for _ in range(12):

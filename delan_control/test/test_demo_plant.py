@@ -13,9 +13,20 @@ from delan_common.robot_model import Mismatch, bringup_path, find_urdf
 from delan_control.demo import TRUE_EFFORT_SHARE, Demo, build_parser
 from delan_control.trajectories import effort_share
 
+PR2_ARM = (
+    'shoulder_pan_joint',
+    'shoulder_lift_joint',
+    'upper_arm_roll_joint',
+    'elbow_flex_joint',
+    'forearm_roll_joint',
+    'wrist_flex_joint',
+    'wrist_roll_joint',
+)
 
-def _demo(urdf: str, tmp_path) -> Demo:
-    args = build_parser().parse_args(['--robot', find_urdf(urdf), '--out', str(tmp_path)])
+
+def _demo(urdf: str, tmp_path, joints: str = '') -> Demo:
+    argv = ['--robot', find_urdf(urdf), '--out', str(tmp_path), '--joints', joints]
+    args = build_parser().parse_args(argv)
     args.params = bringup_path('config', 'sim_params.yaml')  # as main() does
     return Demo(args)
 
@@ -47,4 +58,12 @@ def test_friction_a_motor_cannot_overcome_is_lowered(tmp_path):
 def test_an_arm_with_headroom_keeps_its_mismatch(tmp_path, urdf):
     demo = _demo(urdf, tmp_path)
     assert _need(demo, 2.0) <= TRUE_EFFORT_SHARE
+    assert demo.friction_scale(_sim(demo)) == {}
+
+
+def test_an_arm_that_cannot_play_it_with_the_urdfs_friction_keeps_its_mismatch(tmp_path):
+    """A PR2 arm without its counterbalance spring: gravity, not friction, is beyond its
+    shoulder (the start-posture check refuses it before launching)."""
+    demo = _demo('pr2.urdf', tmp_path, ','.join(f'r_{j}' for j in PR2_ARM))
+    assert _need(demo, 1.0) > TRUE_EFFORT_SHARE
     assert demo.friction_scale(_sim(demo)) == {}
