@@ -563,8 +563,8 @@ class RobotModel:
     def _fail(self, msg: str) -> RobotDescriptionError:
         return RobotDescriptionError(f'{self.source}: {msg}')
 
-    def _full_model(self, root: ET.Element) -> 'pin.Model':
-        """Pinocchio's model of the whole URDF (every movable joint free)."""
+    def _check_joint_types(self, root: ET.Element) -> None:
+        """Only fixed-base robots: a floating or planar joint is refused by name."""
         for j in root.findall('joint'):
             if j.get('type') in ('floating', 'planar'):
                 raise self._fail(
@@ -572,6 +572,9 @@ class RobotModel:
                     f'robots with revolute/continuous/prismatic joints are '
                     f'supported)'
                 )
+
+    def _full_model(self, root: ET.Element) -> 'pin.Model':
+        """Pinocchio's model of the whole URDF (every movable joint free)."""
         try:
             return pin.buildModelFromXML(self.xml)
         except (ValueError, RuntimeError) as exc:
@@ -615,8 +618,11 @@ class RobotModel:
             raise self._fail(f'not valid XML ({exc})') from None
         if root.tag != 'robot':
             raise self._fail(f'root element is <{root.tag}>, not <robot>')
-        full = self._full_model(root)
+        # the URDF reader before Pinocchio's: its errors name the description's structure (no
+        # link, a loop, no movable joint) where Pinocchio's parser says only that it cannot parse
+        self._check_joint_types(root)
         selection = self._select(root)
+        full = self._full_model(root)
         model = self._reduced(full, selection.locked)
         self.locked: Dict[str, float] = dict(selection.locked)
         self.warnings: List[str] = list(selection.warnings)
