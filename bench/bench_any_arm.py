@@ -45,11 +45,18 @@ MORE_ROBOTS = {
     'talos_arm': 'talos_left_arm.urdf',
     'finger_edu': 'finger_edu.urdf',
     'double_pendulum': 'double_pendulum.urdf',
+    'tiago_arm': 'tiago_no_hand.urdf',
+    'hextilt': 'hextilt_flying_arm_5.urdf',
+    'borinot': 'borinot_flying_arm_2.urdf',
 }
+#: the joints to learn where the default (the description's arm chain) is not the arm
+JOINTS = {'tiago_arm': ','.join(f'arm_{i}_joint' for i in range(1, 8))}
 
 
 def run_demo(name: str, urdf: str, out: str, extra) -> dict:
     cmd = [sys.executable, '-m', 'delan_control.demo', '--robot', urdf, '--out', out] + extra
+    if name in JOINTS:
+        cmd += ['--joints', JOINTS[name]]
     log(f'{name}: {" ".join(cmd)}')
     t0 = time.monotonic()
     with open(os.path.join(out + '.log'), 'w') as logf:
