@@ -492,7 +492,8 @@ class Demo:
         friction) would need more than TRUE_EFFORT_SHARE of an effort limit on the evaluation's
         figure eight at its top speed. The reference node sizes the figure eight to the limits
         by the URDF, which knows nothing of the mismatch: where the URDF's friction already takes
-        much of a motor (a light wrist), doubling it leaves an arm no model can make track."""
+        much of a motor (a light wrist), doubling it leaves an arm no model can make track. A
+        ``--mismatch-preset`` keeps its own friction."""
         params = {**self.node_params('sim'), **sim}
         requested = float(params.get('friction_scale', 1.0))
         if self.args.mismatch_preset or requested <= 1.0:
