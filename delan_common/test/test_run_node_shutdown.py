@@ -60,9 +60,11 @@ raise SystemExit(run_node(Probe, []))
 """
 
 
-def _run_until_sigint(mode: str):
+def _run_until_sigint(mode: str, probe: str = PROBE, *args: str):
+    """Run ``probe`` (its ``sys.argv[1:]``: ``mode``, ``args``) until it prints 'up', then SIGINT:
+    its exit code, stdout, stderr and how long it took to end."""
     proc = subprocess.Popen(
-        [sys.executable, '-c', PROBE, mode],
+        [sys.executable, '-c', probe, mode, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -137,3 +139,35 @@ def test_a_signal_during_start_up_with_torch_busy_in_a_daemon_thread_exits_zero(
         )
         assert out.returncode == 0, out.stderr
         assert 'terminate called' not in out.stderr
+
+
+UNDECLARED = """
+import sys
+from rclpy.node import Node
+from delan_common.param_table import Param
+from delan_common.ros.params import declare_table
+from delan_common.ros.spin import run_node
+
+class Probe(Node):
+    def __init__(self):
+        super().__init__('undeclared_probe')
+        declare_table(self, (Param('real_time_factor', 1.0, 'sim speed'),))
+        self._up = self.create_timer(0.05, self._spinning)
+
+    def _spinning(self):
+        self._up.cancel()
+        print('up', flush=True)
+
+raise SystemExit(run_node(Probe, sys.argv[2:]))
+"""
+
+
+def test_a_misspelt_command_line_parameter_is_a_warning():
+    """``params.undeclared_overrides`` logged by ``run_node`` (its own tests in
+    test_undeclared_parameters.py)."""
+    args = ('--ros-args', '-p', 'rael_time_factor:=2.0', '-p', 'real_time_factor:=3.0')
+    rc, _, err, _ = _run_until_sigint('', UNDECLARED, *args)
+    assert rc == 0, err
+    warned = [line for line in err.splitlines() if 'is not a parameter of this node' in line]
+    assert len(warned) == 1, err
+    assert "'rael_time_factor'" in warned[0] and 'did you mean real_time_factor' in warned[0]

@@ -2,10 +2,6 @@
 declared ones it is closest to: rclpy keeps such a value and never uses it, so a misspelt
 ``-p`` would otherwise leave the node on its default without a word."""
 
-import signal
-import subprocess
-import sys
-
 import pytest
 import rclpy
 from rclpy.node import Node
@@ -59,46 +55,3 @@ def test_no_warning_when_every_override_is_declared(context):
         assert undeclared_overrides(node) == []
     finally:
         node.destroy_node()
-
-
-PROBE = """
-import sys
-from rclpy.node import Node
-from delan_common.param_table import Param
-from delan_common.ros.params import declare_table
-from delan_common.ros.spin import run_node
-
-class Probe(Node):
-    def __init__(self):
-        super().__init__('undeclared_probe')
-        declare_table(self, (Param('real_time_factor', 1.0, 'sim speed'),))
-        self._up = self.create_timer(0.05, self._spinning)
-
-    def _spinning(self):
-        self._up.cancel()
-        print('up', flush=True)
-
-raise SystemExit(run_node(Probe, sys.argv[1:]))
-"""
-
-
-def test_run_node_warns_of_a_misspelt_command_line_parameter():
-    args = ['--ros-args', '-p', 'rael_time_factor:=2.0', '-p', 'real_time_factor:=3.0']
-    proc = subprocess.Popen(
-        [sys.executable, '-c', PROBE, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout.readline().strip() == 'up'
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, err
-    warned = [line for line in err.splitlines() if 'is not a parameter of this node' in line]
-    assert len(warned) == 1, err
-    assert "'rael_time_factor'" in warned[0] and 'did you mean real_time_factor' in warned[0]
