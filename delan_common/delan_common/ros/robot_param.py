@@ -19,7 +19,6 @@ from std_msgs.msg import String
 from delan_common.param_table import (
     ROBOT_DESCRIPTION_HELP,
     URDF_PATH_HELP,
-    Param,
     robot_table,
 )
 from delan_common.ros.params import declare_table
@@ -54,11 +53,6 @@ class RobotParams:
             'effort_limits': list(self.effort_limits),
             'velocity_limits': list(self.velocity_limits),
         }
-
-
-def declare_array(node: Node, name: str, kind: type, description: str) -> List:
-    """A read-only array parameter, default [], of ``kind`` elements, declared on its own."""
-    return declare_table(node, (Param(name, [], description, read_only=True, items=kind),))[name]
 
 
 def parse_locked(entries: List[str]) -> Dict[str, float]:
