@@ -80,7 +80,7 @@ from delan_control.evaluation import (
 from delan_control.launched import LaunchedSuite
 from delan_control.replay import EvaluationSetup, replay_tracking, true_model
 from delan_control.training_stop import TrainingStop
-from delan_control.trajectories import PiecewiseQuintic, effort_share
+from delan_control.trajectories import PiecewiseQuintic, effort_share, largest_fitting
 from delan_learning.params.learner import loss_error
 from delan_learning.train_config import FRICTION_MODELS, LOSSES
 from delan_msgs.msg import ModelStatus, ModelUpdate
@@ -508,21 +508,20 @@ class Demo:
             scaled = Mismatch.from_params({**params, 'friction_scale': scale})
             return effort_share(self.model.mismatched(scaled).inverse, limit, q, qd, qdd)
 
-        if need(requested) <= TRUE_EFFORT_SHARE or need(1.0) > TRUE_EFFORT_SHARE:
-            # fits, or does not even with the URDF's friction: not the friction's doing (the
-            # start-posture check and the loop's floor say what is)
+        if need(requested) <= TRUE_EFFORT_SHARE:
             return {}
-        lo, hi = 1.0, requested
-        for _ in range(12):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if need(mid) <= TRUE_EFFORT_SHARE else (lo, mid)
+        with_urdf_friction = need(1.0)
+        if with_urdf_friction > TRUE_EFFORT_SHARE:
+            # not the friction's doing: the start-posture check and the loop's floor say what is
+            return {}
+        scale = largest_fitting(lambda s: need(s) <= TRUE_EFFORT_SHARE, 1.0, requested, steps=12)
         log(
-            f'friction {requested:g}x lowered to {lo:.2f}x: with more, the simulated arm would '
+            f'friction {requested:g}x lowered to {scale:.2f}x: with more, the simulated arm would '
             f'need more than {TRUE_EFFORT_SHARE:.0%} of an effort limit on the figure eight at '
             f"{speed:g}x, sized to the limits by the URDF (with the URDF's friction it needs "
-            f'{need(1.0):.0%})'
+            f'{with_urdf_friction:.0%})'
         )
-        return {'friction_scale': lo}
+        return {'friction_scale': scale}
 
     def start_posture_load(self) -> np.ndarray:
         """Per joint: the share of its effort limit that holding the start posture takes on

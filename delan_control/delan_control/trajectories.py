@@ -157,11 +157,17 @@ def fit_figure_eight(
 
     if need(1.0) <= 1.0:
         return fig
-    lo, hi = 0.0, 1.0
-    for _ in range(14):
+    return scaled(largest_fitting(lambda k: need(k) <= 1.0, 0.0, 1.0, steps=14))
+
+
+def largest_fitting(fits: Callable[[float], bool], lo: float, hi: float, steps: int) -> float:
+    """The largest ``x`` in ``[lo, hi]`` for which ``fits(x)`` holds, by ``steps`` bisections,
+    with ``fits`` taken to hold below some threshold and fail above it; ``lo`` when nothing
+    above it fits (``fits(lo)`` is not tested)."""
+    for _ in range(steps):
         mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if need(mid) <= 1.0 else (lo, mid)
-    return scaled(lo)
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 def sample_points(traj: Trajectory, duration: float, dt: float):
