@@ -340,6 +340,7 @@ def select_joints(
     masters = {j.mimic.joint for j in movable if j.mimic is not None}
     tied = {j.name for j in movable if j.mimic is not None} | masters
     gripper: List[str] = []
+    branch_warning: Optional[str] = None  # for the default selection only
     if joints:
         chosen = _check_selection(list(joints), names, by_name, masters)
     else:
@@ -358,7 +359,7 @@ def select_joints(
     selected = _with_limits(selected, velocity_limits, 'velocity')
     positions = _locked_positions(movable, chosen, dict(locked or {}), names)
     warnings = _lock_warnings(positions, by_name) + _limit_warnings(selected)
-    if not joints and branch_warning:
+    if branch_warning:
         warnings.insert(0, branch_warning)
     if dangling:
         warnings.append(
