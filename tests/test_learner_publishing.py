@@ -33,9 +33,13 @@ BURST_GAIN = 1.5
 
 def _dataset(seed: int, **kw):
     pytest.importorskip('pinocchio')
+    from delan_common.robot_model import RobotModel
     from delan_control.datagen import generate_dataset
 
-    return generate_dataset(URDF, trajectories=2, duration=12.0, rate=RATE, seed=seed, **kw)
+    data = generate_dataset(URDF, trajectories=2, duration=12.0, rate=RATE, seed=seed, **kw)
+    # the learner's loss weighs errors by the URDF's inverse inertia (loss_metric auto: both)
+    data['metric'] = RobotModel(URDF).acceleration_metric(data['q'])
+    return data
 
 
 def _payload(mass: float):
@@ -76,7 +80,14 @@ class Stream:
     def add(self, data, seconds: float = math.inf, scale: float = 1.0, start: int = 0) -> int:
         n = int(round(min(len(data['q']) - start, seconds * RATE)))
         for i in range(start, start + n):
-            s = Sample(self.t, data['q'][i], data['qd'][i], data['qdd'][i], scale * data['tau'][i])
+            s = Sample(
+                self.t,
+                data['q'][i],
+                data['qd'][i],
+                data['qdd'][i],
+                scale * data['tau'][i],
+                metric=data['metric'][i],
+            )
             (
                 self.node.val_buf
                 if held_out(s.t, self.node.validation_every)

@@ -1026,13 +1026,14 @@ class RobotModel:
         return out[0] if single else out
 
     def acceleration_metric(self, q) -> np.ndarray:
-        """``W(q)``: lower triangular with ``W^T W = H(q)^-1`` (``W = L^-1``, ``H = L L^T``),
-        ``(n, n)`` or ``(B, n, n)``. ``|W e|^2 = e^T H^-1 e`` weighs a torque error ``e`` by
-        the acceleration it causes: large along directions of little inertia (two joint axes
-        that line up, a light wrist), where a small torque error moves the arm most."""
-        L = np.linalg.cholesky(self.mass_matrix(q))
-        eye = np.broadcast_to(np.eye(L.shape[-1]), L.shape)
-        return np.linalg.solve(L, eye)
+        """``W(q) = H(q)^-1``, ``(n, n)`` or ``(B, n, n)``: ``W e`` is the acceleration a torque
+        error ``e`` causes, so ``|W e|^2`` weighs the error as a computed-torque loop feels it (its
+        tracking error is ``H^-1 e`` over the gain). Large along directions of little inertia
+        (two joint axes that line up, a light wrist), where a small torque error moves the arm
+        most: ``1 / lambda^2`` along an eigenvector of ``H`` with eigenvalue ``lambda``."""
+        H = self.mass_matrix(q)
+        eye = np.broadcast_to(np.eye(H.shape[-1]), H.shape)
+        return np.linalg.solve(H, eye)
 
     def gravity(self, q) -> np.ndarray:
         """``g(q) = dV/dq``: gravity, plus the mismatch's spring ``k (q - q0)``."""

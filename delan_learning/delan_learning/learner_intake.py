@@ -168,7 +168,17 @@ class SampleIntake:
                 sample, tau_prior=self.nominal.inverse(sample.q, sample.qd, sample.qdd)
             )
         if self.metric:
-            sample = replace(sample, metric=self.nominal.acceleration_metric(sample.q))
+            try:
+                metric = self.nominal.acceleration_metric(sample.q)
+            except np.linalg.LinAlgError:
+                metric = None
+            if metric is None or not np.all(np.isfinite(metric)):
+                self._reject(
+                    'singular_inertia',
+                    "the URDF's mass matrix is singular at this pose: no acceleration metric",
+                )
+                return
+            sample = replace(sample, metric=metric)
         self.latest_sample = sample
         if self.estimate_rate.due(sample.t):
             self._estimates_due.append(sample)

@@ -68,8 +68,8 @@ class Sample:
     tau: np.ndarray
     #: the nominal model's torque for this motion (residual learning), else None
     tau_prior: Optional[np.ndarray] = None
-    #: ``W (n, n)`` with ``W^T W = H_nominal^-1`` (``RobotModel.acceleration_metric``): the
-    #: loss weighs torque errors by the acceleration they cause; None = per-joint torque spread
+    #: ``W = H_nominal^-1 (n, n)`` (``RobotModel.acceleration_metric``): the loss weighs
+    #: torque errors by the acceleration they cause; None = per-joint torque spread
     metric: Optional[np.ndarray] = None
     #: the measured effort of this joint state as it came (``tau`` may be averaged with the
     #: acceleration estimate's kernel: right for the inverse loss, not for a rollout); None =

@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Pro
 import numpy as np
 import torch
 
+from delan_common.model_kinds import LEARNED_KINDS
 from delan_common.urdf_joints import RobotDescription
 from delan_learning.models import build_model, model_config
 from delan_learning.online import Log, SplitBuffers, evaluate_total, fit_targets
@@ -86,10 +87,13 @@ class TrainingParams:
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> 'TrainingParams':
-        """From the parameter values; ``loss_metric`` auto: both for a residual, else torque."""
+        """From the parameter values; ``loss_metric`` auto: both for the kinds a controller
+        follows, trained by the inverse loss, else torque (a rollout measures the motion
+        itself; the variants are compared by the loss they are published with)."""
         params = cls(**{f.name: values[f.name] for f in fields(cls)})
         if params.loss_metric == 'auto':
-            params.loss_metric = 'both' if params.model == 'delan_residual' else 'torque'
+            tracked = params.model in LEARNED_KINDS and params.loss == 'inverse'
+            params.loss_metric = 'both' if tracked else 'torque'
         return params
 
 

@@ -84,7 +84,7 @@ class TrainConfig:
     #: 'both': weight of the forward term
     forward_weight: float = 1.0
     #: inverse loss: what a torque error ``e`` costs: 'torque' (``e`` over each joint's torque
-    #: spread), 'acceleration' (``|W e|^2`` with the data's per-sample metric ``W``, ``W^T W =
-    #: H^-1`` of a nominal model: the motion the error would cause, large where joint axes line
-    #: up or links are light) or 'both' (their sum); the last two need ``metric`` in the data
+    #: spread), 'acceleration' (``|W e|^2`` with the data's per-sample metric ``W = H^-1`` of
+    #: a nominal model: the acceleration the error would cause, large where joint axes line up
+    #: or links are light) or 'both' (their sum); the last two need ``metric`` in the data
     loss_metric: str = 'torque'

@@ -363,8 +363,8 @@ class Trainer:
     def inverse_loss(self, batch: Batch) -> torch.Tensor:
         """Mean over samples and joints of the normalised squared torque error
         (``loss_metric`` 'torque'), of ``|W e|^2 / accel_scale`` with the batch's metric ``W``
-        (``W^T W = H^-1`` of a nominal model: the acceleration the error ``e`` causes, over
-        its typical size; 'acceleration'), or their sum ('both')."""
+        (``W = H^-1`` of a nominal model: ``W e`` is the acceleration the error ``e`` causes,
+        over its typical size; 'acceleration'), or their sum ('both')."""
         return self._torque_loss(
             self.model(batch.q, batch.qd, batch.qdd) - batch.tau, batch.metric
         )

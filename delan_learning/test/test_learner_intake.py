@@ -210,3 +210,46 @@ def test_the_range_follows_range_factor(factor):
     intake = _intake(range_factor=factor)
     assert np.allclose(intake._effort_lim, np.array([40.0, 20.0]) * factor)
     assert np.allclose(intake._vel_lim, np.array([6.0, 8.0]) * factor)
+
+
+def test_each_sample_gets_the_urdfs_inverse_inertia_and_a_singular_one_is_refused():
+    """loss_metric both/acceleration: each sample carries ``H_URDF(q)^-1``; a pose where the
+    URDF's mass matrix cannot be inverted is a counted rejection, not a crash of the intake."""
+    from delan_common.robot_model import RobotModel
+
+    class SingularAbove(RobotModel):
+        """The two-link arm's model, its mass matrix singular for shoulder angles above 0.05
+        once ``faulty`` (a fault injected on the real model, after its own checks)."""
+
+        faulty = False
+
+        def mass_matrix(self, q):
+            H = super().mass_matrix(q)
+            return 0.0 * H if self.faulty and np.asarray(q)[0] > 0.05 else H
+
+    nominal = SingularAbove(URDF)
+    nominal.faulty = True
+    robot = RobotDescription.load(URDF)
+    intake = SampleIntake(
+        robot,
+        SplitBuffers(5000, 5, 2, metric=True),
+        Rejected(),
+        Log(),
+        lambda: 123.0,
+        window_s=0.02,
+        max_gap=0.1,
+        acceleration_source='velocity',
+        range_factor=1.5,
+        end_stop_margin=0.0,
+        estimate_rate=0.0,
+        nominal=nominal,
+        metric=True,
+    )
+    _stream(intake, range(1, 100), position=(0.0, 0.3))
+    s = intake.latest_sample
+    assert np.allclose(s.metric @ RobotModel(URDF).mass_matrix(s.q), np.eye(2))
+    assert intake.rejected.reasons == []
+    _stream(intake, range(100, 110), position=(0.1, 0.3))
+    # the estimator's delay: the first two of these still come out at the old pose
+    assert intake.rejected.reasons == ['singular_inertia'] * 8
+    assert np.allclose(intake.latest_sample.q, [0.0, 0.3])

@@ -306,10 +306,20 @@ def test_without_inertia_invariance_h_depends_on_every_joint(tmp_path, data):
 
 
 def test_training_params_resolve_the_loss_metric():
+    """auto: both for the kinds a controller follows (the acceleration their errors cause is
+    what it tracks with), torque for a rollout loss and for the variants."""
     values = {f: getattr(TrainingParams(), f) for f in TrainingParams.__dataclass_fields__}
-    assert TrainingParams.from_values(dict(values, loss_metric='auto')).loss_metric == 'torque'
-    residual = dict(values, loss_metric='auto', model='delan_residual')
-    assert TrainingParams.from_values(residual).loss_metric == 'both'
+    auto = dict(values, loss_metric='auto')
+
+    def resolved(**kw):
+        return TrainingParams.from_values(dict(auto, **kw)).loss_metric
+
+    assert resolved(model='delan') == 'both'
+    assert resolved(model='delan_residual') == 'both'
+    assert resolved(model='delan', loss='forward') == 'torque'
+    assert resolved(model='delan', loss='both') == 'torque'
+    assert resolved(model='hamiltonian') == 'torque'
+    assert resolved(model='mlp') == 'torque'
     assert TrainingParams.from_values(dict(values, loss_metric='acceleration')).loss_metric == (
         'acceleration'
     )

@@ -120,12 +120,15 @@ def test_residual_buffer_needs_the_prior_and_nmse_is_of_the_measured_torque():
 
 
 def test_acceleration_metric_loss_weighs_errors_by_the_inverse_inertia():
-    """With a metric W per sample (W^T W = H^-1), the loss is |W e|^2 over its typical size:
-    an error along a light direction costs more than the same torque along a heavy one."""
+    """With a metric W per sample (W = H^-1: W e is the acceleration the error e causes), the
+    loss is |W e|^2 over its typical size: an error along a light direction costs more than the
+    same torque along a heavy one, by the square of their inertias' ratio."""
     nominal = RobotModel(find_urdf('panda.urdf'))
     q, qd, qdd = _motion(nominal, 64, 4)
     tau = nominal.inverse(q, qd, qdd)
     W = nominal.acceleration_metric(q)
+    H = nominal.mass_matrix(q)
+    assert np.allclose(W @ H, np.eye(H.shape[-1]), atol=1e-9)
     norm = TorqueNormalizer.from_torques(tau, W)
     a = np.einsum('bij,bj->bi', W, tau - tau.mean(axis=0))
     assert norm.accel_scale == pytest.approx(np.mean(a * a))
@@ -145,6 +148,7 @@ def test_acceleration_metric_loss_weighs_errors_by_the_inverse_inertia():
     lam, vec = np.linalg.eigh(nominal.mass_matrix(q[0]))
     cost = [np.sum((W[0] @ vec[:, k]) ** 2) for k in (0, -1)]
     assert cost[0] > 10 * cost[1]
+    assert cost[0] / cost[1] == pytest.approx((lam[-1] / lam[0]) ** 2, rel=1e-6)
     # a normaliser without the scale is refused, not silently used
 
     def fresh():

@@ -70,9 +70,9 @@ TABLE = (
         'auto',
         'What a torque error costs in the loss: torque (each '
         "joint over its torque spread), acceleration (through the URDF's inverse "
-        'inertia: the motion the error would cause, large where joint axes line up '
-        'or links are light) or both; auto = both for delan_residual, torque for '
-        'the others',
+        'inertia: the acceleration the error would cause, large where joint axes line up '
+        'or links are light) or both; auto = both for delan and delan_residual '
+        'with loss inverse, torque otherwise',
         choices=('auto',) + LOSS_METRICS,
         read_only=True,
     ),
