@@ -332,7 +332,9 @@ class OnlineTrainer:
             batch_size=p.batch_size,
             lr=self.lr_schedule.at(self.training_steps),
             seed=p.seed,
-            loss_metric=p.loss_metric,
+            # the metric weighs the inverse loss; a rollout (loss switched at runtime from
+            # inverse, loss_metric auto) measures the motion itself
+            loss_metric=p.loss_metric if p.loss == 'inverse' else 'torque',
             **{k: getattr(p, k) for k in LOSS_FIELDS},
         )
         return Trainer(model, cfg, normalizer, device='cpu', dtype=torch.float32)

@@ -40,12 +40,12 @@ class Intake:
 class Rig:
     """An OnlineTrainer on a checkpoint folder, as the learner node wires it."""
 
-    def __init__(self, folder, keep_versions=10, publication=None, **params):
+    def __init__(self, folder, keep_versions=10, publication=None, buffers=None, **params):
         self.robot = RobotDescription.load(URDF)
         self.log, self.intake, self.announced = Log(), Intake(), []
         base = dict(width=16, depth=1, batch_size=64, steps_per_round=20, min_samples=200, seed=0)
         self.params = TrainingParams(**dict(base, **params))
-        self.buffers = SplitBuffers(4000, 5, 2)
+        self.buffers = buffers or SplitBuffers(4000, 5, 2)
         self.store = VersionStore(
             str(folder), keep_versions, self.robot.joint_names, self.params.model, self.log
         )
@@ -85,6 +85,7 @@ class Rig:
                     data['qd'][i],
                     data['qdd'][i],
                     scale * data['tau'][i],
+                    metric=data['metric'][i] if 'metric' in data else None,
                 )
             )
 
@@ -235,6 +236,31 @@ def test_a_loss_change_rebuilds_the_trainer_around_the_same_weights(tmp_path, da
     (state,) = restarts  # the policy forgot its losses, with these weights as the last good
     for k, v in weights.items():
         assert torch.equal(state[k], v), k
+
+
+def test_a_switch_to_a_rollout_loss_drops_the_acceleration_metric(tmp_path, data):
+    """loss_metric auto resolved to both for the inverse loss; a runtime switch to the forward
+    loss trains the rollout with the torque metric (the metric weighs the inverse loss only),
+    and back to inverse with both again."""
+    from delan_common.robot_model import RobotModel
+
+    values = {f: getattr(TrainingParams(), f) for f in TrainingParams.__dataclass_fields__}
+    base = dict(width=16, depth=1, batch_size=64, steps_per_round=20, min_samples=200, seed=0)
+    auto = TrainingParams.from_values(dict(values, **base, loss_metric='auto', horizon=3))
+    buffers = SplitBuffers(4000, 5, 2, metric=True, windows=True)
+    rig = Rig(tmp_path, buffers=buffers, **{k: getattr(auto, k) for k in values})
+    metric = RobotModel(URDF).acceleration_metric(data['q'])
+    rig.fill(dict(data, metric=metric))
+    rng = np.random.default_rng(0)
+    rig.trainer.train_once(rng, now=0.0)
+    assert rig.trainer.trainer.config.loss_metric == 'both'
+    rig.params.loss = 'forward'
+    rig.trainer.train_once(rng, now=1.0)
+    cfg = rig.trainer.trainer.config
+    assert (cfg.loss, cfg.loss_metric) == ('forward', 'torque') and rig.trainer.state != 'error'
+    rig.params.loss = 'inverse'
+    rig.trainer.train_once(rng, now=2.0)
+    assert rig.trainer.trainer.config.loss_metric == 'both'
 
 
 def _wait(until, timeout=30.0):
