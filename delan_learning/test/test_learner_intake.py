@@ -42,9 +42,9 @@ class Log:
     warning = error = info
 
 
-def _intake(**kw):
+def _intake(buffers=None, **kw):
     robot = RobotDescription.load(URDF)
-    buffers = SplitBuffers(5000, 5, 2)
+    buffers = buffers or SplitBuffers(5000, 5, 2)
     args = dict(
         window_s=0.02,
         max_gap=0.1,
@@ -229,22 +229,7 @@ def test_each_sample_gets_the_urdfs_inverse_inertia_and_a_singular_one_is_refuse
 
     nominal = SingularAbove(URDF)
     nominal.faulty = True
-    robot = RobotDescription.load(URDF)
-    intake = SampleIntake(
-        robot,
-        SplitBuffers(5000, 5, 2, metric=True),
-        Rejected(),
-        Log(),
-        lambda: 123.0,
-        window_s=0.02,
-        max_gap=0.1,
-        acceleration_source='velocity',
-        range_factor=1.5,
-        end_stop_margin=0.0,
-        estimate_rate=0.0,
-        nominal=nominal,
-        metric=True,
-    )
+    intake = _intake(SplitBuffers(5000, 5, 2, metric=True), nominal=nominal, metric=True)
     _stream(intake, range(1, 100), position=(0.0, 0.3))
     s = intake.latest_sample
     assert np.allclose(s.metric @ RobotModel(URDF).mass_matrix(s.q), np.eye(2))
