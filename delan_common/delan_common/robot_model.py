@@ -1031,9 +1031,7 @@ class RobotModel:
         tracking error is ``H^-1 e`` over the gain). Large along directions of little inertia
         (two joint axes that line up, a light wrist), where a small torque error moves the arm
         most: ``1 / lambda^2`` along an eigenvector of ``H`` with eigenvalue ``lambda``."""
-        H = self.mass_matrix(q)
-        eye = np.broadcast_to(np.eye(H.shape[-1]), H.shape)
-        return np.linalg.solve(H, eye)
+        return np.linalg.inv(self.mass_matrix(q))
 
     def gravity(self, q) -> np.ndarray:
         """``g(q) = dV/dq``: gravity, plus the mismatch's spring ``k (q - q0)``."""
