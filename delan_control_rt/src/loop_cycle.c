@@ -29,6 +29,7 @@ rcl_ret_t loop_wait(rcl_wait_set_t * ws, int64_t timeout_ns, loop_breakdown_t * 
   loop_cycle_t * cycle)
 {
   cycle->wait_begin = loop_wall_ns();
+  if (timeout_ns > LOOP_MAX_WAIT_NS) {timeout_ns = LOOP_MAX_WAIT_NS;}
   const rcl_ret_t rc = rcl_wait(ws, timeout_ns > 0 ? timeout_ns : 0);
   cycle->wake = loop_wall_ns();
   cycle->cpu_wake = loop_thread_cpu_ns();

@@ -28,9 +28,13 @@ rcl_ret_t loop_joint_states_init(rcl_subscription_t * sub, rcl_node_t * node);
 rcl_ret_t loop_publishers_init(rcl_publisher_t * commands, rcl_publisher_t * diagnostics,
   rcl_node_t * node);
 
-/* rcl_wait on ws for up to timeout_ns (<= 0: no wait), its instants in cycle (wait_begin, wake,
- * the thread's CPU time at wake) and its idle time in b; an error other than a timeout is
- * reset. The wait's return. */
+/* the longest single wait [ns]: SIGINT and SIGTERM only set the loop's stop flag, which
+ * rcl_wait does not see, so an idle node stops at most this late */
+#define LOOP_MAX_WAIT_NS 100000000LL
+
+/* rcl_wait on ws for up to timeout_ns (<= 0: no wait; at most LOOP_MAX_WAIT_NS), its instants
+ * in cycle (wait_begin, wake, the thread's CPU time at wake) and its idle time in b; an error
+ * other than a timeout is reset. The wait's return. */
 rcl_ret_t loop_wait(rcl_wait_set_t * ws, int64_t timeout_ns, loop_breakdown_t * b,
   loop_cycle_t * cycle);
 
