@@ -274,6 +274,50 @@ def test_starts_from_the_current_joint_state():
             node.destroy_node()
 
 
+def test_a_reference_set_before_any_joint_state_waits_for_the_arm():
+    """In-process: the trajectory is set before the node has the arm's position (a demo that
+    switches to the excitation while DDS still connects the node to the sim). Nothing goes out
+    until a joint state comes; then the reference approaches from it. Made without it, it began
+    at its own first point: on a Panda at rest 1-2 rad away, a step the controller's gains
+    turned into saturated torques on every joint and an arm thrown into its end stops."""
+    q_now = [0.2, -0.4]
+    with ros_context() as ctx:
+        node = ReferenceNode(
+            context=ctx,
+            namespace='set_early',
+            parameter_overrides=[
+                Parameter('urdf_path', value=URDF),
+                Parameter('trajectory', value='hold'),
+                Parameter('approach_time', value=1.5),
+                Parameter('duration', value=2.0),
+                Parameter('wait_for_joint_states', value=30.0),
+            ],
+        )
+        lis = Listener(ctx)
+        try:
+            lis.ex.add_node(node)
+            lis.subscribe('/set_early/reference_trajectory')
+            assert node.set_parameters([Parameter('trajectory', value='figure_eight')])[
+                0
+            ].successful
+            time.sleep(1.0)  # the listener's thread spins the node meanwhile
+            assert not lis.received and node.published == 0
+            pub = lis.node.create_publisher(JointState, '/set_early/joint_states', 10)
+            deadline = time.monotonic() + 30.0
+            while not lis.received:
+                assert time.monotonic() < deadline, 'no reference after the joint states came'
+                pub.publish(JointState(name=NAMES, position=q_now, velocity=[0.0, 0.0]))
+                time.sleep(0.05)
+            t, q, qd, _ = arrays(lis.received[0][1])
+            assert np.allclose(q[0], q_now) and np.allclose(qd[0], 0.0)
+            assert t[-1] == pytest.approx(3.5)  # the approach, then the figure eight
+            assert node.published == 1  # the figure eight only: the hold never went out
+        finally:
+            lis.ex.remove_node(node)
+            lis.close()
+            node.destroy_node()
+
+
 def repeating_excitation_node(ctx, namespace: str) -> ReferenceNode:
     """An in-process reference node in ``namespace``: short excitations (0.5 s approach, 2 s),
     each followed by the next seed, starting without waiting for joint states."""

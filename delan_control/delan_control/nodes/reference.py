@@ -2,7 +2,9 @@
 eight at 1x/2x speed) as ``trajectory_msgs/JointTrajectory`` on ``reference_trajectory``.
 
 Each trajectory starts from the arm's current position (from ``joint_states``) with a smooth
-approach; setting ``trajectory``, ``speed`` or ``seed`` at runtime publishes a new one at once.
+approach; setting ``trajectory``, ``speed`` or ``seed`` at runtime publishes a new one at once,
+or, while no joint state has come yet, once one has (at most ``wait_for_joint_states`` later:
+then it starts at its own first point, wherever the arm is).
 With ``repeat`` an excitation is followed by the next seed without stopping, so learning data
 keeps coming: the next one is made during the current one and sent ``HANDOVER_S`` before it ends,
 beginning with the current one's last stretch (``trajectories.splice``).
@@ -86,6 +88,9 @@ class ReferenceNode(Node):
         self._last_arrival = -math.inf  # time.monotonic() when it was taken
         self._parsed: Optional[bytes] = None  # the one q_now and _state_ns were read from
         self.published = 0
+        #: when a new reference from the arm's position was asked for (the start, a parameter
+        #: change) and is not out yet: it waits for the arm's position [ns of the node's clock]
+        self._wanted_ns: Optional[int] = self.get_clock().now().nanoseconds
         self._t0_ns: Optional[int] = None  # stamp of the reference in force
         self._end_ns: Optional[int] = None
         self._last = None  # its waypoints (t, q, qd, qdd)
@@ -98,7 +103,6 @@ class ReferenceNode(Node):
         self._taker = JointStateTaker(
             self, self._on_states, STATE_DEPTH, 'reference_states', period_s=STATE_PERIOD_S
         )
-        self._start_ns = self.get_clock().now().nanoseconds
         steady_timer(self, 0.05, self._tick)
 
     def _on_states(self, batch: List[Taken]) -> None:
@@ -151,7 +155,8 @@ class ReferenceNode(Node):
                 setattr(self, {'trajectory': 'kind'}.get(p.name, p.name), p.value)
                 changed = changed or p.name not in ('repeat',)
         if changed:
-            self.publish_reference()
+            self._wanted_ns = self.get_clock().now().nanoseconds
+            self._publish_wanted()
 
     def close(self) -> None:
         """Stop taking joint states (run_node calls it; idempotent; also after a failed
@@ -165,11 +170,27 @@ class ReferenceNode(Node):
         self.close()
         return super().destroy_node()
 
+    def _publish_wanted(self) -> None:
+        """The reference asked for, once the arm's position is known: one made without it
+        starts at its own first point, a step for the arm wherever that is. After
+        ``wait_for_joint_states`` it goes out anyway (a reference for an arm not yet
+        publishing), with a warning."""
+        if self._wanted_ns is None:
+            return
+        if self._current_position() is None:
+            waited = (self.get_clock().now().nanoseconds - self._wanted_ns) * 1e-9
+            if waited < self.wait_for_state:
+                return
+            self.get_logger().warning(
+                f'no joint state within wait_for_joint_states ({self.wait_for_state:g} s): '
+                f'the {self.kind} starts at its own first point, not from the arm'
+            )
+        self._wanted_ns = None
+        self.publish_reference()
+
     def _tick(self) -> None:
-        if self.published == 0:
-            waited = (self.get_clock().now().nanoseconds - self._start_ns) * 1e-9
-            if self._current_position() is not None or waited >= self.wait_for_state:
-                self.publish_reference()
+        if self._wanted_ns is not None:
+            self._publish_wanted()
         elif self.repeat and self.kind == 'excitation' and self._end_ns is not None:
             if self._next is None:
                 # made a tick after the current one went out: when it is due, only the splice

@@ -41,7 +41,8 @@ TABLE = (
     Param(
         'wait_for_joint_states',
         5.0,
-        'Wait this long for a joint state to start from [s]; then start anyway',
+        'Wait this long for a joint state to start a reference from (at start-up and after '
+        'a change of trajectory, speed or seed) [s]; then start anyway, at its own first point',
         min=0.0,
         max=600.0,
     ),
