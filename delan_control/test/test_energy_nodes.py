@@ -141,7 +141,7 @@ def test_energy_law_swings_up_on_the_urdf_model_and_refuses_models_without_energ
 #: the learned model's data: the reference node's excitation of the arm, 3x its speed (at 1x
 #: the pendulum hardly swings and its own inertia and weight are not identified), this long, at
 #: half the control rate (half the cycles to run; the swing-up runs at RATE)
-EXCITATION_S = 60.0
+EXCITATION_S = 40.0
 LEARN_RATE = 125.0
 #: the learner's training: rounds of 100 steps (rate 3e-3, its default) on minibatches of 256
 #: (its default 512 takes twice as long for the same swing-up)
