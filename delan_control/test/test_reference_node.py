@@ -228,39 +228,48 @@ def test_bad_values_are_refused(reference_process, name, value):
     assert proc.poll() is None
 
 
+def approaching_node(ctx, namespace: str, trajectory: str) -> ReferenceNode:
+    """An in-process reference node in a namespace of its own (the module's reference process
+    may still be publishing): 1.5 s of approach, 2 s of ``trajectory``, waiting up to 30 s for
+    the arm's position."""
+    return ReferenceNode(
+        context=ctx,
+        namespace=namespace,
+        parameter_overrides=[
+            Parameter('urdf_path', value=URDF),
+            Parameter('trajectory', value=trajectory),
+            Parameter('approach_time', value=1.5),
+            Parameter('duration', value=2.0),
+            Parameter('wait_for_joint_states', value=30.0),
+        ],
+    )
+
+
+def send_states_until_a_reference(lis: Listener, namespace: str, names, q) -> JointTrajectory:
+    """Joint states (``names`` in any order, at ``q``, at rest) to ``namespace`` until the
+    listener hears a reference; that reference."""
+    pub = lis.node.create_publisher(JointState, f'/{namespace}/joint_states', 10)
+    deadline = time.monotonic() + 30.0
+    while not lis.received:
+        assert time.monotonic() < deadline, 'no reference after the joint states came'
+        pub.publish(JointState(name=list(names), position=list(q), velocity=[0.0] * len(q)))
+        time.sleep(0.05)
+    return lis.received[0][1]
+
+
 def test_starts_from_the_current_joint_state():
     """In-process: with joint states, the reference approaches from where the arm is, at rest."""
     q_now = [0.2, -0.4]
     with ros_context() as ctx:
-        # a namespace of its own: the module's reference process may still be publishing
-        node = ReferenceNode(
-            context=ctx,
-            namespace='from_state',
-            parameter_overrides=[
-                Parameter('urdf_path', value=URDF),
-                Parameter('trajectory', value='figure_eight'),
-                Parameter('approach_time', value=1.5),
-                Parameter('duration', value=2.0),
-                Parameter('wait_for_joint_states', value=30.0),
-            ],
-        )
+        node = approaching_node(ctx, 'from_state', 'figure_eight')
         lis = Listener(ctx)
         try:
             lis.ex.add_node(node)
             lis.subscribe('/from_state/reference_trajectory')
-            pub = lis.node.create_publisher(JointState, '/from_state/joint_states', 10)
-            deadline = time.monotonic() + 30.0
-            while not lis.received:
-                assert time.monotonic() < deadline
-                pub.publish(
-                    JointState(
-                        name=list(reversed(NAMES)),  # any order, by name
-                        position=list(reversed(q_now)),
-                        velocity=[0.0, 0.0],
-                    )
-                )
-                time.sleep(0.05)
-            msg = lis.received[0][1]
+            # any joint order, by name
+            msg = send_states_until_a_reference(
+                lis, 'from_state', reversed(NAMES), list(reversed(q_now))
+            )
             t, q, qd, qdd = arrays(msg)
             assert np.allclose(q[0], q_now) and np.allclose(qd[0], 0.0)
             assert np.allclose(qdd[0], 0.0)
@@ -282,33 +291,17 @@ def test_a_reference_set_before_any_joint_state_waits_for_the_arm():
     turned into saturated torques on every joint and an arm thrown into its end stops."""
     q_now = [0.2, -0.4]
     with ros_context() as ctx:
-        node = ReferenceNode(
-            context=ctx,
-            namespace='set_early',
-            parameter_overrides=[
-                Parameter('urdf_path', value=URDF),
-                Parameter('trajectory', value='hold'),
-                Parameter('approach_time', value=1.5),
-                Parameter('duration', value=2.0),
-                Parameter('wait_for_joint_states', value=30.0),
-            ],
-        )
+        node = approaching_node(ctx, 'set_early', 'hold')
         lis = Listener(ctx)
         try:
             lis.ex.add_node(node)
             lis.subscribe('/set_early/reference_trajectory')
-            assert node.set_parameters([Parameter('trajectory', value='figure_eight')])[
-                0
-            ].successful
+            (result,) = node.set_parameters([Parameter('trajectory', value='figure_eight')])
+            assert result.successful
             time.sleep(1.0)  # the listener's thread spins the node meanwhile
             assert not lis.received and node.published == 0
-            pub = lis.node.create_publisher(JointState, '/set_early/joint_states', 10)
-            deadline = time.monotonic() + 30.0
-            while not lis.received:
-                assert time.monotonic() < deadline, 'no reference after the joint states came'
-                pub.publish(JointState(name=NAMES, position=q_now, velocity=[0.0, 0.0]))
-                time.sleep(0.05)
-            t, q, qd, _ = arrays(lis.received[0][1])
+            msg = send_states_until_a_reference(lis, 'set_early', NAMES, q_now)
+            t, q, qd, _ = arrays(msg)
             assert np.allclose(q[0], q_now) and np.allclose(qd[0], 0.0)
             assert t[-1] == pytest.approx(3.5)  # the approach, then the figure eight
             assert node.published == 1  # the figure eight only: the hold never went out
