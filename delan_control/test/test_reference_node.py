@@ -9,7 +9,8 @@ import math
 import os
 import subprocess
 import time
-from typing import List
+from contextlib import contextmanager
+from typing import Iterator, List
 
 import numpy as np
 import pytest
@@ -245,6 +246,21 @@ def approaching_node(ctx, namespace: str, trajectory: str) -> ReferenceNode:
     )
 
 
+@contextmanager
+def spun_with_listener(ctx, node: ReferenceNode, namespace: str) -> Iterator[Listener]:
+    """``node`` spun by a listener's thread, the listener subscribed to its references in
+    ``namespace``; both torn down after."""
+    lis = Listener(ctx)
+    try:
+        lis.ex.add_node(node)
+        lis.subscribe(f'/{namespace}/reference_trajectory')
+        yield lis
+    finally:
+        lis.ex.remove_node(node)
+        lis.close()
+        node.destroy_node()
+
+
 def send_states_until_a_reference(lis: Listener, namespace: str, names, q) -> JointTrajectory:
     """Joint states (``names`` in any order, at ``q``, at rest) to ``namespace`` until the
     listener hears a reference; that reference."""
@@ -262,10 +278,7 @@ def test_starts_from_the_current_joint_state():
     q_now = [0.2, -0.4]
     with ros_context() as ctx:
         node = approaching_node(ctx, 'from_state', 'figure_eight')
-        lis = Listener(ctx)
-        try:
-            lis.ex.add_node(node)
-            lis.subscribe('/from_state/reference_trajectory')
+        with spun_with_listener(ctx, node, 'from_state') as lis:
             # any joint order, by name
             msg = send_states_until_a_reference(
                 lis, 'from_state', reversed(NAMES), list(reversed(q_now))
@@ -277,10 +290,6 @@ def test_starts_from_the_current_joint_state():
             # the approach meets the figure eight smoothly: no jump between points
             assert np.abs(np.diff(q, axis=0)).max() < 0.05
             assert node.published == 1
-        finally:
-            lis.ex.remove_node(node)
-            lis.close()
-            node.destroy_node()
 
 
 def test_a_reference_set_before_any_joint_state_waits_for_the_arm():
@@ -292,10 +301,7 @@ def test_a_reference_set_before_any_joint_state_waits_for_the_arm():
     q_now = [0.2, -0.4]
     with ros_context() as ctx:
         node = approaching_node(ctx, 'set_early', 'hold')
-        lis = Listener(ctx)
-        try:
-            lis.ex.add_node(node)
-            lis.subscribe('/set_early/reference_trajectory')
+        with spun_with_listener(ctx, node, 'set_early') as lis:
             (result,) = node.set_parameters([Parameter('trajectory', value='figure_eight')])
             assert result.successful
             time.sleep(1.0)  # the listener's thread spins the node meanwhile
@@ -305,10 +311,6 @@ def test_a_reference_set_before_any_joint_state_waits_for_the_arm():
             assert np.allclose(q[0], q_now) and np.allclose(qd[0], 0.0)
             assert t[-1] == pytest.approx(3.5)  # the approach, then the figure eight
             assert node.published == 1  # the figure eight only: the hold never went out
-        finally:
-            lis.ex.remove_node(node)
-            lis.close()
-            node.destroy_node()
 
 
 def repeating_excitation_node(ctx, namespace: str) -> ReferenceNode:
@@ -333,10 +335,7 @@ def test_a_repeated_excitation_is_handed_over_before_the_last_one_ends():
     that both command the same motion until the current one ends (no stop, no velocity step)."""
     with ros_context() as ctx:
         node = repeating_excitation_node(ctx, 'handover')
-        lis = Listener(ctx)
-        try:
-            lis.ex.add_node(node)
-            lis.subscribe('/handover/reference_trajectory')
+        with spun_with_listener(ctx, node, 'handover') as lis:
             lis.wait_count(3, timeout=60.0)
             for (arrived0, first), (arrived1, second) in zip(lis.received, lis.received[1:]):
                 stamp = [
@@ -352,10 +351,6 @@ def test_a_repeated_excitation_is_handed_over_before_the_last_one_ends():
                 times = np.linspace(stamp[1], end - 1e-6, 20)
                 for x, y in zip(ta.sample(times - stamp[0]), tb.sample(times - stamp[1])):
                     assert np.allclose(x, y, atol=1e-9)
-        finally:
-            lis.ex.remove_node(node)
-            lis.close()
-            node.destroy_node()
 
 
 def test_a_reference_set_while_the_joint_states_are_stale_is_stamped_by_the_clock():
