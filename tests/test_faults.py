@@ -834,7 +834,9 @@ def _offline_nmse(checkpoint: str, states: list) -> float:
 
 def test_learner_recovers_from_garbage_and_absurd_data(rig_factory):
     rig = rig_factory(relay=True)
-    rig.start('sim', 'delan_control', 'sim', SIM)
+    # everything below waits on stamps (buffers filled and turned over), not on the wall: twice
+    # real time, as far as the lockstep loop keeps up
+    rig.start('sim', 'delan_control', 'sim', dict(SIM, real_time_factor=2.0))
     rig.start(
         'controller',
         'delan_control',

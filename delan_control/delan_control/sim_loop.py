@@ -16,7 +16,8 @@ period (a controller cannot keep up then; use it for open-loop or offline runs).
 
 Lockstep (``lockstep``): publish a state, wait for the command that answers it (at most
 ``lockstep_timeout`` wall seconds, counted), step one publish period -- like Gazebo with
-ros2_control in lockstep.
+ros2_control in lockstep. The first state waits (as long) for ``peers_ready()``: a controller
+connected both ways.
 
 The command timeout (``command_timeout``, sim seconds; 0 = never) zeroes the torque when no
 command arrived for that long, like a motor driver's watchdog.
@@ -92,7 +93,8 @@ class SimLoop:
     its time; either raises when it fails, which ``on_publish_error(what, exc, count)`` is told
     (``what``: ``'state'`` or ``'clock'``; ``count``: failures so far) unless the loop is
     ending. ``on_lag(dropped_s, rtf)`` is told of a dropped backlog, ``on_blowup()`` of a new
-    integration blow-up (``plant.blowups``). ``keep_running()`` is asked between steps.
+    integration blow-up (``plant.blowups``). ``keep_running()`` is asked between steps,
+    ``peers_ready()`` (lockstep) before the first state.
     ``clock()`` is the wall clock [s]; ``wait(event, timeout)`` sleeps until ``event`` is set
     or ``timeout`` passed.
     :meth:`command`, :meth:`request_reset` and :meth:`stop` may be called from other threads.
@@ -109,6 +111,7 @@ class SimLoop:
         on_lag: Callable[[float, float], None] = _ignore,
         on_blowup: Callable[[], None] = _ignore,
         keep_running: Callable[[], bool] = lambda: True,
+        peers_ready: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
         wait: Callable[[threading.Event, float], bool] = _wait_event,
     ):
@@ -116,6 +119,7 @@ class SimLoop:
         self._publish_state, self._publish_clock = publish_state, publish_clock
         self._on_publish_error, self._on_lag, self._on_blowup = on_publish_error, on_lag, on_blowup
         self._keep_running, self._clock, self._wait = keep_running, clock, wait
+        self._peers_ready = peers_ready
         self.q0, self.qd0 = plant.q.copy(), plant.qd.copy()  # what a reset goes back to
         self.stats = new_stats()
         self._zero = np.zeros(plant.n)
@@ -216,6 +220,7 @@ class SimLoop:
         controller sees every state and its command acts for exactly one publish period,
         however slow the CPU. ``/clock`` ticks with every state."""
         plant, settings = self.plant, self.settings
+        self._await_peers()
         pacer = self._new_pacer()
         while self._running():
             self._reset_if_requested()
@@ -249,6 +254,17 @@ class SimLoop:
                 self.stats['lockstep_timeouts'] += 1
                 return
             self._wait(self._cmd_event, min(remaining, 0.01))
+
+    def _await_peers(self) -> None:
+        """Before the first state: wait (at most ``lockstep_timeout``) until ``peers_ready()``.
+        A state sent before DDS has matched the controller is lost, and its answer with it:
+        the loop would stand still for a whole ``lockstep_timeout``."""
+        deadline = self._clock() + self.settings.lockstep_timeout
+        while not self._peers_ready() and not self._stop.is_set():
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                return
+            self._wait(self._stop, min(remaining, 0.01))
 
     def _run_paced(self) -> None:
         plant, settings, clock = self.plant, self.settings, self._clock

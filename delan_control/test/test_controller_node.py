@@ -108,18 +108,15 @@ class Rig:
                 self.nodes.append(self.sim)
             # a generous watchdog by default: a scheduling hiccup of this shared machine must
             # not trip it while a test measures tracking (the watchdog has its own tests).
-            # The command order: the sim's, read from it as in the demo; without a sim, given
-            # (test_command_joints.py tests the order)
+            # The command order is given (the sim's): read from the sim, it comes after the
+            # sim's first state, which the lockstep sim then waits lockstep_timeout to see
+            # answered (test_command_joints.py tests reading the order)
             ctl_params = dict(
                 urdf_path=URDF,
                 model='pinocchio',
                 watchdog_timeout=5.0,
+                command_joints=NAMES if self.sim is None else list(self.sim.command_order.joints),
                 **{k: getattr(GAINS, k).tolist() for k in ('ct_kp', 'ct_kd', 'kp', 'kd')},
-                **(
-                    {'effort_controller_name': 'sim'}
-                    if sim is not None
-                    else {'command_joints': NAMES}
-                ),
             )
             ctl_params.update(ctl or {})
             self.ctl = TorqueControllerNode(
@@ -380,7 +377,7 @@ def mismatch_models(tmp_path_factory):
         result = train_model(
             Dataset.from_arrays({k: data[k] for k in keys}),
             'delan',
-            TrainConfig(epochs=10000, time_budget=12.0, patience=0, seed=0, lr_schedule='cosine'),
+            TrainConfig(epochs=10000, time_budget=6.0, patience=0, seed=0, lr_schedule='cosine'),
             {'width': 64, 'depth': 2},
         )
     finally:

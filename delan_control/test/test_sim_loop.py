@@ -219,6 +219,27 @@ def test_lockstep_counts_unanswered_states_and_steps_on():
     assert list(rig.plant.last_torque) == [0.0, 0.0]
 
 
+@pytest.mark.parametrize('joined', [0.12, None])
+def test_lockstep_sends_its_first_state_once_a_controller_is_connected(joined):
+    """A state sent before DDS has matched the controller is lost and its answer with it: the
+    first one waits for ``peers_ready`` (a controller connected at ``joined`` wall s), at most
+    ``lockstep_timeout`` (no controller ever: then as without the wait)."""
+    rig = Rig(until_wall=0.6, lockstep=True, publish_rate=100.0, lockstep_timeout=0.3)
+    rig.loop._peers_ready = lambda: joined is not None and rig.time.now >= joined
+    walls: List[float] = []
+    rig.on_state.append(lambda: walls.append(rig.time.now))
+    if joined is not None:
+        Controller(rig, [0.5, 0.5], latency=0.003)
+    rig.run()
+    if joined is None:
+        assert walls[0] == pytest.approx(0.3, abs=0.011)
+        assert rig.loop.stats['lockstep_timeouts'] >= 1
+        return
+    assert walls[0] == pytest.approx(joined, abs=0.011)
+    assert len(walls) >= 30 and np.all(np.diff(rig.stamps) > 0)
+    assert rig.loop.stats['lockstep_timeouts'] == 0
+
+
 def test_lockstep_holds_the_arm_until_the_first_command():
     rig = Rig(
         until_wall=0.3,

@@ -125,7 +125,7 @@ class SimNode(Node):
         self.clock_pub = (
             create_publisher(self, Clock, '/clock', 10) if self.publish_clock else None
         )
-        create_subscription(
+        commands = create_subscription(
             self, Float64MultiArray, 'effort_controller/commands', self._on_command, 10
         )
         self.create_service(Trigger, '~/reset', self._on_reset)
@@ -142,6 +142,10 @@ class SimNode(Node):
             on_lag=self._on_lag,
             on_blowup=self._on_blowup,
             keep_running=self.context.ok,
+            # matched in DDS, not only known to the graph
+            peers_ready=lambda: (
+                self.js_pub.get_subscription_count() > 0 and commands.get_publisher_count() > 0
+            ),
         )
         self.stats = self.loop.stats
         self._status = SimStatus(self.loop, time.monotonic())

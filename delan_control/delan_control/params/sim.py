@@ -89,7 +89,7 @@ TABLE = (
         'Step only after the command answering '
         'each published state (or lockstep_timeout): control results '
         'independent of CPU load; real_time_factor is then an upper '
-        'bound',
+        'bound. The first state waits as long for a subscriber and a commander to connect',
         read_only=True,
     ),
     Param(
