@@ -22,8 +22,11 @@ from delan_learning.train_config import (
     DEFAULT_FRICTION_MODEL,
     FRICTION_MODELS,
     INTEGRATORS,
+    LOSS_METRICS,
     LOSSES,
     TORQUE_TIMINGS,
+    loss_metric_error,
+    resolve_loss_metric,
 )
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -93,6 +96,16 @@ def train_parser() -> argparse.ArgumentParser:
         "estimated from the data; 'forward': error of positions and velocities "
         'predicted --horizon steps ahead by the forward model under the recorded '
         "torques (no qdd; needs time stamps t and --model delan); 'both': their sum",
+    )
+    p.add_argument(
+        '--loss-metric',
+        choices=('auto',) + LOSS_METRICS,
+        default='auto',
+        help="what a torque error costs in the inverse loss, as the learner's loss_metric: "
+        "'torque' (each joint over its torque spread), 'acceleration' (through the inverse "
+        "of --urdf's mass matrix: the acceleration the error would cause, large where joint "
+        "axes line up or links are light) or 'both'; 'auto' (default): both for delan with "
+        '--urdf and --loss inverse, else torque',
     )
     add_rollout_arguments(p, TrainConfig.horizon, 'forward loss: steps per rollout window')
     p.add_argument(
@@ -195,22 +208,49 @@ def add_rollout_arguments(
     )
 
 
-def _inertia_invariant(urdf: str, joint_names: Sequence[str]) -> List[int]:
-    """The data's columns (indices into ``joint_names``) of the joints the mass matrix does not
-    depend on, from the description ``urdf`` (:attr:`~delan_common.urdf_joints.RobotDescription.
-    inertia_invariant_joints`); UsageError for a description that lacks the data's joints."""
+def _description(urdf: str, joint_names: Sequence[str]):
+    """The :class:`~delan_common.urdf_joints.RobotDescription` of ``--urdf`` (a path or a bare
+    name, as delan-sysid takes it) for the data's joints; UsageError for one that does not load
+    or lacks them."""
+    from delan_common.robot_model import find_urdf
     from delan_common.urdf_joints import RobotDescription
 
-    names = list(joint_names)
     try:
-        if not os.path.isfile(urdf):  # a bare name, as delan-sysid takes it
-            from delan_common.robot_model import find_urdf
-
-            urdf = find_urdf(urdf)
-        robot = RobotDescription.load(urdf, joints=names)
+        path = urdf if os.path.isfile(urdf) else find_urdf(urdf)
+        return RobotDescription.load(path, joints=list(joint_names))
     except (OSError, ValueError) as err:  # UrdfError and JointSelectionError included
         raise UsageError(f'--urdf {urdf}: {err}') from None
+
+
+def _inertia_invariant(robot, joint_names: Sequence[str]) -> List[int]:
+    """The data's columns (indices into ``joint_names``) of the joints the mass matrix of
+    ``robot`` (a RobotDescription) does not depend on (:attr:`~delan_common.urdf_joints.
+    RobotDescription.inertia_invariant_joints`)."""
+    names = list(joint_names)
     return [names.index(robot.joint_names[i]) for i in robot.inertia_invariant_joints]
+
+
+def _acceleration_metric(robot, joint_names: Sequence[str], q: np.ndarray) -> np.ndarray:
+    """``W = H^-1 (N, n, n)`` of ``robot``'s (a RobotDescription) URDF model at the data's
+    positions ``q (N, n)``, rows and columns in the data's joint order (``joint_names``), as
+    the learner's intake computes it per sample; UsageError where the mass matrix is
+    singular."""
+    from delan_common.robot_model import RobotModel
+
+    model = RobotModel.from_description(robot)
+    names = list(joint_names)
+    to_model = [names.index(j) for j in model.joint_names]  # data column of each model joint
+    to_data = [list(model.joint_names).index(j) for j in names]
+    try:
+        w = model.acceleration_metric(np.asarray(q)[:, to_model])
+    except np.linalg.LinAlgError:
+        w = None
+    if w is None or not np.all(np.isfinite(w)):
+        raise UsageError(
+            "--loss-metric: the URDF's mass matrix is singular at some of the data's poses; "
+            'use --loss-metric torque'
+        )
+    return w[:, to_data][:, :, to_data]
 
 
 def train_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -244,7 +284,27 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
         data = _read_data(args, match_torque=args.loss != 'forward')
         if args.loss != 'inverse' and data.t is None:
             raise UsageError(f'--loss {args.loss} needs time stamps: the data have no t array')
-        invariant = _inertia_invariant(args.urdf, data.joint_names) if args.urdf else []
+        loss_metric = resolve_loss_metric(args.loss_metric, args.model, args.loss)
+        if loss_metric != 'torque' and not args.urdf:
+            if args.loss_metric == 'auto':
+                loss_metric = 'torque'  # no nominal model to weigh the errors with
+            else:
+                raise UsageError(
+                    f'--loss-metric {args.loss_metric} weighs errors by the inverse of the '
+                    "URDF's mass matrix: give --urdf"
+                )
+        if loss_metric_error(args.loss, args.loss_metric):
+            raise UsageError(
+                f'--loss-metric {args.loss_metric} weighs the inverse loss, not --loss '
+                f'{args.loss} (a rollout measures the motion itself); use --loss-metric torque '
+                'or auto'
+            )
+        invariant: List[int] = []
+        if args.urdf:
+            robot = _description(args.urdf, data.joint_names)
+            invariant = _inertia_invariant(robot, data.joint_names)
+            if loss_metric != 'torque':
+                data.metric = _acceleration_metric(robot, data.joint_names, data.q)
     except UsageError as err:
         return _fail(prog, str(err))
 
@@ -271,6 +331,7 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
         horizon=args.horizon,
         integrator=args.integrator,
         torque_timing=args.torque_timing,
+        loss_metric=loss_metric,
     )
     try:
         model_config = models.model_config(
@@ -304,6 +365,7 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
         'val_nmse': dict(zip(meta['joint_names'], final['nmse'])),
         'train_seconds': result.history[-1]['elapsed_s'] if result.history else 0.0,
         'loss': args.loss,
+        'loss_metric': loss_metric,
     }
     if 'rollout' in final:
         summary['val_rollout'] = final['rollout']

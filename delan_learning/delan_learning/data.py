@@ -326,6 +326,9 @@ class Dataset:
     joint_types: List[str]
     t: Optional[np.ndarray] = None  # (N,)
     source: str = field(default='', compare=False)
+    #: per-sample ``W = H^-1`` of a nominal model ``(N, n, n)``, for an acceleration-weighted
+    #: loss (``TrainConfig.loss_metric``); None: not computed
+    metric: Optional[np.ndarray] = field(default=None, compare=False)
 
     @classmethod
     def from_arrays(
@@ -380,6 +383,7 @@ class Dataset:
             list(self.joint_types),
             None if self.t is None else self.t[index],
             self.source,
+            None if self.metric is None else self.metric[index],
         )
 
     def arrays(self) -> Dict[str, np.ndarray]:

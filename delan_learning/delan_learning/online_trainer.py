@@ -25,12 +25,12 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Pro
 import numpy as np
 import torch
 
-from delan_common.model_kinds import LEARNED_KINDS
 from delan_common.urdf_joints import RobotDescription
 from delan_learning.models import build_model, model_config
 from delan_learning.online import Log, SplitBuffers, evaluate_total, fit_targets
 from delan_learning.online_lr import OnlineLearningRate
 from delan_learning.publication import PublicationPolicy, TrainerWeights, Verdict
+from delan_learning.train_config import resolve_loss_metric
 from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 from delan_learning.version_store import Loaded, VersionStore, new_model_id
 
@@ -87,13 +87,10 @@ class TrainingParams:
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> 'TrainingParams':
-        """From the parameter values; ``loss_metric`` auto: both for the kinds a controller
-        follows, trained by the inverse loss, else torque (a rollout measures the motion
-        itself; the variants are compared by the loss they are published with)."""
+        """From the parameter values, ``loss_metric`` auto resolved
+        (:func:`~delan_learning.train_config.resolve_loss_metric`)."""
         params = cls(**{f.name: values[f.name] for f in fields(cls)})
-        if params.loss_metric == 'auto':
-            tracked = params.model in LEARNED_KINDS and params.loss == 'inverse'
-            params.loss_metric = 'both' if tracked else 'torque'
+        params.loss_metric = resolve_loss_metric(params.loss_metric, params.model, params.loss)
         return params
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from delan_common.model_kinds import FRICTION_LAW_KINDS
+from delan_common.model_kinds import FRICTION_LAW_KINDS, LEARNED_KINDS
 
 #: values of ``TrainConfig.loss``
 LOSSES = ('inverse', 'forward', 'both')
@@ -18,6 +18,25 @@ TORQUE_TIMINGS = ('start', 'end')
 #: here so that command lines list them without importing torch)
 FRICTION_MODELS = ('coulomb_viscous', 'stribeck')
 DEFAULT_FRICTION_MODEL = 'coulomb_viscous'
+
+
+def resolve_loss_metric(loss_metric: str, model: str, loss: str) -> str:
+    """``loss_metric`` with 'auto' resolved: 'both' for the kinds a controller follows, trained
+    by the inverse loss, else 'torque' (a rollout measures the motion itself; the other kinds
+    are compared by the loss they are published with)."""
+    if loss_metric != 'auto':
+        return loss_metric
+    return 'both' if model in LEARNED_KINDS and loss == 'inverse' else 'torque'
+
+
+def loss_metric_error(loss: str, loss_metric: str) -> Optional[str]:
+    """Why ``loss_metric`` cannot weigh ``loss`` (None: it can): it weighs the inverse loss."""
+    if loss == 'inverse' or loss_metric in ('auto', 'torque'):
+        return None
+    return (
+        f'loss_metric {loss_metric!r} weighs the inverse loss, not loss {loss!r} (a '
+        'rollout measures the motion itself); use loss_metric torque or auto'
+    )
 
 
 def friction_model_error(kind: str, friction_model: str) -> Optional[str]:

@@ -241,7 +241,8 @@ class Trainer:
         if isinstance(data, Batch):
             items = tuple(data)
         elif isinstance(data, Dataset):
-            items = (data.q, data.qd, data.qdd, data.tau)
+            metric = data.metric if self.config.loss_metric != 'torque' else None
+            items = (data.q, data.qd, data.qdd, data.tau, metric)
         else:
             metric = data.get('metric') if self.config.loss_metric != 'torque' else None
             items = tuple(data[k] for k in ('q', 'qd', 'qdd', 'tau')) + (metric,)
@@ -769,7 +770,9 @@ def train_model(
     torch.manual_seed(config.seed)
     train, val = split_by_trajectory(data, config.val_fraction, config.seed)
     model = build_model(kind, data.joint_types, **(model_config or {}))
-    normalizer = TorqueNormalizer.from_torques(train.tau)
+    normalizer = TorqueNormalizer.from_torques(
+        train.tau, train.metric if config.loss_metric != 'torque' else None
+    )
     trainer = Trainer(model, config, normalizer, device=device)
     history = trainer.fit(train, val, callback=callback)
     model = trainer.model.double().eval()

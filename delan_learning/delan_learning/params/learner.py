@@ -15,6 +15,7 @@ from delan_learning.train_config import (
     LOSSES,
     TORQUE_TIMINGS,
     friction_model_error,
+    loss_metric_error,
 )
 
 
@@ -34,12 +35,7 @@ def loss_error(loss: str, model: str, loss_metric: str) -> Optional[str]:
             f'does not have in a differentiable form ({why}); use loss inverse, or model '
             + ', '.join(FORWARD_KINDS)
         )
-    if loss_metric not in ('auto', 'torque'):
-        return (
-            f'loss_metric {loss_metric!r} weighs the inverse loss, not loss {loss!r} (a '
-            'rollout measures the motion itself); use loss_metric torque or auto'
-        )
-    return None
+    return loss_metric_error(loss, loss_metric)
 
 
 def _loss_fits_model(value: Any, ctx: ParamContext) -> Optional[str]:
