@@ -284,6 +284,12 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
         data = _read_data(args, match_torque=args.loss != 'forward')
         if args.loss != 'inverse' and data.t is None:
             raise UsageError(f'--loss {args.loss} needs time stamps: the data have no t array')
+        if loss_metric_error(args.loss, args.loss_metric):
+            raise UsageError(
+                f'--loss-metric {args.loss_metric} weighs the inverse loss, not --loss '
+                f'{args.loss} (a rollout measures the motion itself); use --loss-metric torque '
+                'or auto'
+            )
         loss_metric = resolve_loss_metric(args.loss_metric, args.model, args.loss)
         if loss_metric != 'torque' and not args.urdf:
             if args.loss_metric == 'auto':
@@ -293,12 +299,6 @@ def train_main(argv: Optional[Sequence[str]] = None) -> int:
                     f'--loss-metric {args.loss_metric} weighs errors by the inverse of the '
                     "URDF's mass matrix: give --urdf"
                 )
-        if loss_metric_error(args.loss, args.loss_metric):
-            raise UsageError(
-                f'--loss-metric {args.loss_metric} weighs the inverse loss, not --loss '
-                f'{args.loss} (a rollout measures the motion itself); use --loss-metric torque '
-                'or auto'
-            )
         invariant: List[int] = []
         if args.urdf:
             robot = _description(args.urdf, data.joint_names)
