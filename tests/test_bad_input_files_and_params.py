@@ -154,8 +154,8 @@ def test_fixed_continuous_prismatic_urdf_from_robot_description(tmp_path):
             assert learner.rejected.total == 0 and ctl.rejected.total == 0
             assert learner.train_buf.size + learner.val_buf.size > 0
         finally:
+            ex.shutdown(timeout_sec=10.0)  # before the learner destroys what it spins on
             learner.close()
-            ex.shutdown(timeout_sec=10.0)
 
 
 @pytest.mark.parametrize('node_cls', [LearnerNode, TorqueControllerNode, ReferenceNode])

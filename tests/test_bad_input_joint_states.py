@@ -98,8 +98,10 @@ class Bench:
                 self.diags.append({kv.key: kv.value for kv in st.values})
 
     def close(self):
-        self.learner.close()
+        # the executor first: the learner's close destroys its subscription's event handlers,
+        # which an executor still spinning may be adding to its wait set (InvalidHandle there)
         self.ex.shutdown(timeout_sec=10.0)
+        self.learner.close()
         for n in (self.learner, self.ctl, self.probe):
             n.destroy_node()
 
