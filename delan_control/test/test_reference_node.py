@@ -10,7 +10,7 @@ import os
 import subprocess
 import time
 from contextlib import contextmanager
-from typing import Iterator, List
+from typing import Iterable, Iterator, List, Sequence
 
 import numpy as np
 import pytest
@@ -261,14 +261,17 @@ def spun_with_listener(ctx, node: ReferenceNode, namespace: str) -> Iterator[Lis
         node.destroy_node()
 
 
-def send_states_until_a_reference(lis: Listener, namespace: str, names, q) -> JointTrajectory:
+def send_states_until_a_reference(
+    lis: Listener, namespace: str, names: Iterable[str], q: Sequence[float]
+) -> JointTrajectory:
     """Joint states (``names`` in any order, at ``q``, at rest) to ``namespace`` until the
     listener hears a reference; that reference."""
+    names = list(names)  # every message carries them (an iterator would be spent on the first)
     pub = lis.node.create_publisher(JointState, f'/{namespace}/joint_states', 10)
     deadline = time.monotonic() + 30.0
     while not lis.received:
         assert time.monotonic() < deadline, 'no reference after the joint states came'
-        pub.publish(JointState(name=list(names), position=list(q), velocity=[0.0] * len(q)))
+        pub.publish(JointState(name=names, position=list(q), velocity=[0.0] * len(q)))
         time.sleep(0.05)
     return lis.received[0][1]
 
