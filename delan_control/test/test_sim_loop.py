@@ -40,7 +40,14 @@ class Rig:
     """A loop over a two-link arm, recording ``(sim t, q)`` of every state and the sim time of
     every clock tick; ``on_state`` callables run after each state went out."""
 
-    def __init__(self, until_wall: float, clock: bool = False, fail_states: int = 0, **settings):
+    def __init__(
+        self,
+        until_wall: float,
+        clock: bool = False,
+        fail_states: int = 0,
+        peers_ready: Callable[[], bool] = lambda: True,
+        **settings,
+    ):
         self.time = FakeTime()
         self.plant = Plant('two_link_arm.urdf', q0=Q0)
         self.settings = SimSettings(**settings)
@@ -60,6 +67,7 @@ class Rig:
             on_lag=lambda *a: self.lags.append(a),
             on_blowup=self._blowup,
             keep_running=lambda: self.time.now < until_wall,
+            peers_ready=peers_ready,
             clock=self.time.clock,
             wait=self.time.wait,
         )
@@ -224,8 +232,13 @@ def test_lockstep_sends_its_first_state_once_a_controller_is_connected(joined):
     """A state sent before DDS has matched the controller is lost and its answer with it: the
     first one waits for ``peers_ready`` (a controller connected at ``joined`` wall s), at most
     ``lockstep_timeout`` (no controller ever: then as without the wait)."""
-    rig = Rig(until_wall=0.6, lockstep=True, publish_rate=100.0, lockstep_timeout=0.3)
-    rig.loop._peers_ready = lambda: joined is not None and rig.time.now >= joined
+    rig = Rig(
+        until_wall=0.6,
+        lockstep=True,
+        publish_rate=100.0,
+        lockstep_timeout=0.3,
+        peers_ready=lambda: joined is not None and rig.time.now >= joined,
+    )
     walls: List[float] = []
     rig.on_state.append(lambda: walls.append(rig.time.now))
     if joined is not None:
