@@ -239,10 +239,9 @@ def _acceleration_metric(robot, joint_names: Sequence[str], q: np.ndarray) -> np
 
     model = RobotModel.from_description(robot)
     names = list(joint_names)
-    to_model = [names.index(j) for j in model.joint_names]  # data column of each model joint
-    to_data = [list(model.joint_names).index(j) for j in names]
+    to_data = [list(model.joint_names).index(j) for j in names]  # model index of each column
     try:
-        w = model.acceleration_metric(np.asarray(q)[:, to_model])
+        w = model.acceleration_metric(model.to_model_order(names, q))
     except np.linalg.LinAlgError:
         w = None
     if w is None or not np.all(np.isfinite(w)):
