@@ -904,9 +904,17 @@ def test_learner_recovers_from_garbage_and_absurd_data(rig_factory):
     )
     expected += relay.corrupted
     n_x1000 = relay.corrupted
+    # ... and it takes the good states between them and trains on (a round, with its
+    # validation and a checkpoint, may outlast the garbage on a loaded machine: waited for)
+    rig.wait_for(
+        'training going on',
+        lambda: (
+            rig.latest().samples_seen > before.samples_seen
+            and rig.latest().training_steps > before.training_steps
+        ),
+        info=rig.learner_info,
+    )
     after_garbage = rig.latest()
-    assert after_garbage.samples_seen > before.samples_seen
-    assert after_garbage.training_steps > before.training_steps
     assert after_garbage.state != ModelStatus.STATE_ERROR
 
     # ---- absurd but plausible efforts, accepted (no check on one message can tell): five
