@@ -235,7 +235,7 @@ def test_stamps_backwards_repeated_and_far_future(bench):
     ref.points = [JointTrajectoryPoint(positions=Q), JointTrajectoryPoint(positions=[2.5, -2.5])]
     ref.points[1].time_from_start.sec = 5
     bench.ref_pub.publish(ref)
-    assert _wait(lambda: bench.ctl.tracker.reference is not None)
+    assert _wait(lambda: bench.ctl.tracker.received)
     bench.good(30)
     sent, seen = bench.ctl.commands_sent, bench.learner.samples_seen
     restarts = bench.learner.diff.restarts

@@ -15,18 +15,29 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
+from delan_control.control_laws import position_error
+
 #: velocity assumed for joints without a (usable) limit [rad/s or m/s]
 UNLIMITED_VELOCITY = 10.0
 
 
 class JumpDetector:
     """Flags a position step beyond ``factor`` x the velocity limits x the time step, plus
-    ``margin`` [rad or m] for noise and a late state."""
+    ``margin`` [rad or m] for noise and a late state. ``continuous`` ``(n,)`` bool (None: none):
+    joints whose step is taken modulo 2 pi (a driver that reports them wrapped does not jump
+    when it crosses pi)."""
 
-    def __init__(self, velocity_limits: np.ndarray, factor: float = 2.0, margin: float = 0.1):
+    def __init__(
+        self,
+        velocity_limits: np.ndarray,
+        factor: float = 2.0,
+        margin: float = 0.1,
+        continuous: Optional[np.ndarray] = None,
+    ):
         v = np.asarray(velocity_limits, dtype=np.float64)
         self.velocity = np.where(np.isfinite(v) & (v > 0), v, UNLIMITED_VELOCITY)
         self.factor, self.margin = float(factor), float(margin)
+        self.continuous = continuous
         self._t: Optional[float] = None
         self._q: Optional[np.ndarray] = None
 
@@ -43,7 +54,7 @@ class JumpDetector:
             return None
         assert last_t is not None  # set with _q
         dt = max(float(t) - last_t, 0.0)
-        step = np.abs(q - last_q)
+        step = np.abs(position_error(q, last_q, self.continuous))
         if np.any(step > self.factor * self.velocity * dt + self.margin):
             return float(np.max(step))
         return None
@@ -59,15 +70,17 @@ class Restart(NamedTuple):
 class StateContinuity:
     """Whether joint states go on as one motion of the arm: stale (from the start, and once
     none came for ``timeout`` [s] of a monotonic clock) until the next one, and jumps beyond
-    ``velocity_limits`` ``(n,)`` (:class:`JumpDetector`). Thread-safe: the control loop calls
-    :meth:`take`, a timer :meth:`expire`."""
+    ``velocity_limits`` ``(n,)`` (:class:`JumpDetector`, with its ``continuous``).
+    Thread-safe: the control loop calls :meth:`take`, a timer :meth:`expire`."""
 
-    def __init__(self, timeout: float, velocity_limits: np.ndarray):
+    def __init__(
+        self, timeout: float, velocity_limits: np.ndarray, continuous: Optional[np.ndarray] = None
+    ):
         self.timeout = float(timeout)
         self.stale = True
         self.trips = 0  # how often states went stale
         self._last: Optional[float] = None
-        self._jumps = JumpDetector(velocity_limits)  # control thread only
+        self._jumps = JumpDetector(velocity_limits, continuous=continuous)  # control thread only
         self._lock = threading.Lock()
 
     def take(self, now: float, t: float, q: np.ndarray) -> Optional[Restart]:

@@ -1,5 +1,16 @@
-"""What the torque controller tracks: the latest reference trajectory, a smooth way back onto it
-after joint states stalled or the arm jumped, or the position it holds without a reference.
+"""What the torque controller tracks: the latest reference trajectory, a smooth way onto it
+when it arrives and back onto it after joint states stalled or the arm jumped, or the position
+it holds without a reference.
+
+A new reference is taken up at the next joint state (:meth:`ReferenceTracker.adopt`). One that
+continues the current reference (the same course at that moment: a splice) replaces it and
+nothing else changes. Any other begins where the arm is, as ros2_control's
+JointTrajectoryController starts from the current state: the target starts at the arm's
+position and velocity and joins the reference's course over ``resume_time`` (longer for a
+large offset), so a reference that begins elsewhere, begins later, or arrives late (its course
+already far along) never kicks the arm. One whose first point lies farther than
+``resume_tolerance`` from the arm (meant for another start) is dropped and the arm held where
+it is.
 
 When joint states (re)start, or the arm jumps (a sim reset, a re-homed driver), what the gap
 added to the deviation "arm minus reference" is taken out of the target and brought back in
@@ -7,8 +18,9 @@ over ``resume_time`` (:func:`~delan_control.trajectories.rejoin_offset`): the fe
 from where it was before, with no torque step, and a frozen driver that resumes where it stopped
 changes nothing. A reference farther than ``resume_tolerance`` from the arm is dropped and the
 arm held where it is until a new reference arrives. ROS-free and thread-safe: the control loop
-calls :meth:`ReferenceTracker.resume` and :meth:`ReferenceTracker.target`, the executor
-:meth:`ReferenceTracker.set_reference` and the parameter setters.
+calls :meth:`ReferenceTracker.resume`, :meth:`ReferenceTracker.adopt` and
+:meth:`ReferenceTracker.target`, the executor :meth:`ReferenceTracker.set_reference` and the
+parameter setters.
 """
 
 from __future__ import annotations
@@ -19,11 +31,14 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from delan_control.control_laws import position_error
 from delan_control.trajectories import PiecewiseQuintic, rejoin_offset
 
 #: a growth of the deviation below this (position [rad or m], velocity [/s]) is nothing to
 #: catch up on
 REJOIN_NEGLIGIBLE = np.array([1e-3, 0.05])
+#: the cause :meth:`ReferenceTracker.adopt` reports
+NEW_REFERENCE = 'a new reference'
 
 
 @dataclass(frozen=True)
@@ -31,12 +46,26 @@ class Resumed:
     """What :meth:`ReferenceTracker.resume` did, for the caller to log."""
 
     action: str  # 'holding' (no reference), 'unchanged', 'rejoining' or 'dropped'
-    error: float = 0.0  # how much farther the reference got from the arm [rad or m]
+    # how much farther the reference got from the arm [rad or m]; of a new reference
+    # (NEW_REFERENCE), how far from the arm it is ('dropped': its first point)
+    error: float = 0.0
     until: float = 0.0  # 'rejoining': when the target is back on the reference [s]
 
     def describe(self, cause: str, t: float, tolerance: float) -> Optional[Tuple[str, str]]:
         """``(level, message)`` to log of a resume at ``t`` [s] after ``cause`` (the stall, a
-        jump) under ``resume_tolerance`` ``tolerance``; None when there is nothing to say."""
+        jump, a new reference) under ``resume_tolerance`` ``tolerance``; None when there is
+        nothing to say."""
+        if cause == NEW_REFERENCE and self.action == 'rejoining':
+            return 'info', (
+                f'new reference taken up from the arm, {self.error:.3f} from its course, '
+                f'joined over {self.until - t:.2f} s'
+            )
+        if cause == NEW_REFERENCE and self.action == 'dropped':
+            return 'warning', (
+                f'new reference dropped: its first point is {self.error:.3f} from the arm '
+                f'(resume_tolerance {tolerance}); holding the current position until a nearer '
+                'reference arrives'
+            )
         if self.action == 'rejoining':
             return 'info', (
                 f'rejoining the reference ({cause} left it {self.error:.3f} farther from the '
@@ -56,7 +85,9 @@ class ReferenceTracker:
     speed; ``resume_tolerance`` [rad or m] and ``resume_time`` [s] as the node's parameters
     (assignable at runtime). ``tracked`` ``(n,)`` bool: the joints a reference can be tracked
     on (default all); the others (passive joints, never commanded) swing wherever they do, so
-    how far they are from their reference neither drops nor rejoins it."""
+    how far they are from their reference neither drops nor rejoins it. ``continuous`` ``(n,)``
+    bool (None: none): joints whose position differences count modulo 2 pi, as the
+    controller's position error does."""
 
     def __init__(
         self,
@@ -64,10 +95,12 @@ class ReferenceTracker:
         resume_tolerance: float,
         resume_time: float,
         tracked: Optional[np.ndarray] = None,
+        continuous: Optional[np.ndarray] = None,
     ):
         self.velocity_limits = np.asarray(velocity_limits, dtype=np.float64)
         n = self.velocity_limits.size
         self.tracked = np.ones(n, bool) if tracked is None else np.asarray(tracked, bool)
+        self.continuous = continuous
         self.resume_tolerance = float(resume_tolerance)
         self.resume_time = float(resume_time)
         self.received = self.rejoined = self.dropped = 0
@@ -78,6 +111,7 @@ class ReferenceTracker:
         # before a gap (None: no target on the current reference yet)
         self._deviation: Optional[np.ndarray] = None
         self._hold: Optional[np.ndarray] = None
+        self._pending: Optional[PiecewiseQuintic] = None  # arrived, not taken up yet
 
     @property
     def reference(self) -> Optional[PiecewiseQuintic]:
@@ -90,10 +124,52 @@ class ReferenceTracker:
         return self._rejoin is not None
 
     def set_reference(self, reference: PiecewiseQuintic) -> None:
-        """Track ``reference`` from now on (replacing any other, and any rejoin)."""
+        """Track ``reference`` from the next joint state on (:meth:`adopt`), replacing any
+        other."""
         with self._lock:
-            self._reference, self._rejoin, self._deviation = reference, None, None
+            self._pending = reference
             self.received += 1
+
+    def adopt(self, t: float, q: np.ndarray, qd: np.ndarray) -> Optional[Resumed]:
+        """Take up a reference that arrived since the last call, with the arm at ``q``, ``qd``
+        ``(n,)`` at time ``t`` (module docstring): one that continues the current reference
+        replaces it as it is; any other begins where the arm is and joins its course over
+        ``resume_time``, or is dropped when its first point lies beyond ``resume_tolerance``
+        from the arm. None when none arrived."""
+        with self._lock:
+            new, self._pending = self._pending, None
+            if new is None:
+                return None
+            now = np.stack([a[0] for a in new.sample(t)])
+            if self._reference is not None:
+                old = np.stack([a[0] for a in self._reference.sample(t)])
+                apart = self._tracked(old[:2] - now[:2])
+                if np.all(np.abs(apart) <= REJOIN_NEGLIGIBLE[:, None]):
+                    self._reference = new  # a splice: rejoin and deviation carry on
+                    return Resumed('unchanged', float(np.max(np.abs(apart[0]), initial=0.0)))
+            self._deviation = self._rejoin = None
+            first = self._tracked(np.stack([q - new.q[0], np.zeros_like(q)]))[0]
+            distance = float(np.max(np.abs(first), initial=0.0))
+            if distance > self.resume_tolerance:
+                self._reference, self._hold = None, np.array(q, dtype=np.float64)
+                self.dropped += 1
+                return Resumed('dropped', distance)
+            self._reference = new
+            offset = self._tracked(np.stack([q - now[0], qd - now[1]]))
+            error = float(np.max(np.abs(offset[0]), initial=0.0))
+            if np.all(np.abs(offset) <= REJOIN_NEGLIGIBLE[:, None]):
+                return Resumed('unchanged', error)
+            self._rejoin = rejoin_offset(
+                t, offset[0], offset[1], self.velocity_limits, self.resume_time
+            )
+            return Resumed('rejoining', error, self._rejoin.end_time)
+
+    def _tracked(self, delta: np.ndarray) -> np.ndarray:
+        """Differences ``(2, n)`` (position, velocity) with continuous joints' positions
+        wrapped and untracked joints' zero."""
+        delta = np.array(delta, dtype=np.float64)
+        delta[0] = position_error(delta[0], np.zeros_like(delta[0]), self.continuous)
+        return np.where(self.tracked, delta, 0.0)
 
     def resume(self, t: float, q: np.ndarray, qd: np.ndarray) -> Resumed:
         """Joint states (re)started, or the arm jumped, with the arm at ``q``, ``qd`` ``(n,)``
@@ -112,7 +188,7 @@ class ReferenceTracker:
             grown = np.stack([q - q_ref, qd - qd_ref]) - offset[:2]
             if self._deviation is not None:
                 grown = grown - self._deviation
-            grown = np.where(self.tracked, grown, 0.0)
+            grown = self._tracked(grown)
             error = float(np.max(np.abs(grown[0])))
             if np.all(np.abs(grown) <= REJOIN_NEGLIGIBLE[:, None]):
                 return Resumed('unchanged', error)
@@ -131,23 +207,32 @@ class ReferenceTracker:
             self.rejoined += 1
             return Resumed('rejoining', error, self._rejoin.end_time)
 
+    def _target(self, t: float, q: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The reference plus what is left of a rejoin at ``t``, or the hold position (the
+        arm's ``q`` before there is one) at rest; under the lock."""
+        if self._hold is None:
+            self._hold = np.array(q, dtype=np.float64)
+        if self._reference is None:
+            zero = np.zeros_like(self._hold)
+            return self._hold, zero, zero
+        q_ref, qd_ref, qdd_ref = (a[0] for a in self._reference.sample(t))
+        if self._rejoin is not None:
+            dq, dqd, dqdd = (a[0] for a in self._rejoin.sample(t))
+            q_ref, qd_ref, qdd_ref = q_ref + dq, qd_ref + dqd, qdd_ref + dqdd
+        return q_ref, qd_ref, qdd_ref
+
     def target(
         self, t: float, q: np.ndarray, qd: np.ndarray
     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
         """``(q_ref, qd_ref, qdd_ref, holding)`` at time ``t`` for the arm at ``q``, ``qd``:
-        the reference (plus what is left of a rejoin), or the hold position at rest."""
+        the reference (plus what is left of a rejoin), or the hold position at rest. A
+        reference not taken up yet is (:meth:`adopt`, its outcome unreported)."""
+        self.adopt(t, q, qd)
         with self._lock:
             ref, rejoin = self._reference, self._rejoin
-            if self._hold is None:
-                self._hold = np.array(q, dtype=np.float64)
-            hold = self._hold
+            q_ref, qd_ref, qdd_ref = self._target(t, q)
         if ref is None:
-            zero = np.zeros_like(hold)
-            return hold, zero, zero, True
-        q_ref, qd_ref, qdd_ref = (a[0] for a in ref.sample(t))
-        if rejoin is not None:
-            dq, dqd, dqdd = (a[0] for a in rejoin.sample(t))
-            q_ref, qd_ref, qdd_ref = q_ref + dq, qd_ref + dqd, qdd_ref + dqdd
+            return q_ref, qd_ref, qdd_ref, True
         deviation = np.stack([q - q_ref, qd - qd_ref])
         with self._lock:
             if rejoin is not None and t >= rejoin.end_time and self._rejoin is rejoin:

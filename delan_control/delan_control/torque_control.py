@@ -23,7 +23,7 @@ from delan_control.energy_control import actuated_mask
 from delan_control.model_loader import ModelLoadError
 from delan_control.model_switch import ModelSwitch
 from delan_control.params.torque_controller import energy_config
-from delan_control.reference_tracking import ReferenceTracker
+from delan_control.reference_tracking import NEW_REFERENCE, ReferenceTracker, Resumed
 from delan_control.rt_params import GAIN_NAMES
 
 #: (level, message, values) of a status: level ``info``, ``warning`` or ``error``
@@ -105,11 +105,17 @@ class TorqueControl:
             *energy_law(actuated, cycle.limits, v),
         )
         tracker = ReferenceTracker(
-            robot.velocity_limits, v['resume_tolerance'], v['resume_time'], tracked=actuated
+            robot.velocity_limits,
+            v['resume_tolerance'],
+            v['resume_time'],
+            tracked=actuated,
+            continuous=cycle.continuous,
         )
         # a position the arm cannot have moved to (a sim reset, a re-homed driver) is handled
         # as a restart of the joint states, as their return after a stall
-        continuity = StateContinuity(v['watchdog_timeout'], robot.velocity_limits)
+        continuity = StateContinuity(
+            v['watchdog_timeout'], robot.velocity_limits, continuous=cycle.continuous
+        )
         control = cls(models, cycle, tracker, continuity, Decimator(v['state_publish_rate']), log)
         try:
             models.start(log.warning)
@@ -126,17 +132,15 @@ class TorqueControl:
 
     def command(self, now: float, t: float, js: MappedJointState) -> CycleState:
         """The cycle of joint state ``js`` stamped ``t`` [s], taken at ``now`` (monotonic):
-        after a stall or a jump the reference is rejoined smoothly, or dropped when far."""
+        after a stall or a jump the reference is rejoined smoothly, or dropped when far; a new
+        reference is taken up from the arm smoothly, or dropped when far."""
         restart = self.continuity.take(now, t, js.position)
         if restart is not None:
-            resumed = self.tracker.resume(t, js.position, js.velocity)
-            note = resumed.describe(restart.cause, t, self.tracker.resume_tolerance)
-            # one call site per severity (rclpy refuses another severity at a call site)
-            if note is not None and note[0] == 'warning':
-                self._log.warning(note[1])
-            elif note is not None:
-                self._log.info(note[1])
+            self._report(self.tracker.resume(t, js.position, js.velocity), restart.cause, t)
             self._log.info(restart.message)
+        adopted = self.tracker.adopt(t, js.position, js.velocity)
+        if adopted is not None:
+            self._report(adopted, NEW_REFERENCE, t)
         slot = self.models.slot(t)
         energy = self.models.energy_law
         if slot.law == ENERGY_LAW and energy is not None:
@@ -147,6 +151,15 @@ class TorqueControl:
         else:
             q_ref, qd_ref, qdd_ref, holding = self.tracker.target(t, js.position, js.velocity)
         return self.cycle.run(t, slot, js, (q_ref, qd_ref, qdd_ref), holding)
+
+    def _report(self, what: Resumed, cause: str, t: float) -> None:
+        """Log what a restart, or a new reference, did to the reference."""
+        note = what.describe(cause, t, self.tracker.resume_tolerance)
+        # one call site per severity (rclpy refuses another severity at a call site)
+        if note is not None and note[0] == 'warning':
+            self._log.warning(note[1])
+        elif note is not None:
+            self._log.info(note[1])
 
     def apply(self, changes: Mapping[str, Any]) -> List[str]:
         """Parameter ``changes`` (name: value, accepted) to the parts they belong to, the law

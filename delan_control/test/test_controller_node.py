@@ -619,10 +619,10 @@ def test_states_restart_rejoin_the_reference_smoothly_or_drop_a_far_one(rig_fact
             assert time.monotonic() < deadline, f'{len(cmds)} commands only'
 
     def set_reference(offset) -> None:
-        before = rig.ctl.tracker.reference
+        before = rig.ctl.tracker.received
         rig.ref_pub.publish(hold_msg(np.add(Q0, offset)))
         deadline = time.monotonic() + 30.0
-        while rig.ctl.tracker.reference is before:
+        while rig.ctl.tracker.received == before:
             assert time.monotonic() < deadline, 'the reference never arrived'
             time.sleep(0.01)
 
@@ -660,7 +660,7 @@ def test_states_restart_rejoin_the_reference_smoothly_or_drop_a_far_one(rig_fact
     # a reference 0.5 rad away that arrived during the stall: dropped on the restart
     stale()
     set_reference([0.5, 0.0])
-    cmds = commands(0.3)
+    cmds = commands(0.3, position=np.add(Q0, [0.03, 0.0]))
     assert cmds and all(d == pytest.approx(hold) for d in cmds), cmds[:3]
     assert rig.ctl.tracker.dropped == 2
     time.sleep(1.2)  # one more diagnostics period
@@ -668,11 +668,51 @@ def test_states_restart_rejoin_the_reference_smoothly_or_drop_a_far_one(rig_fact
     assert rig.diags[-1][3]['references_rejoined'] == '1'
 
 
+def test_a_new_reference_is_joined_without_a_step_or_dropped_when_far(rig_factory):
+    """A reference that begins away from the arm (a goal sent as one point, a trajectory
+    planned from another start) while states flow: its target starts at the arm (the holding
+    torque -kd qd goes to 0: no position error, the arm's velocity) and ramps onto the
+    reference over resume_time, instead of stepping by kp x 0.3; one beyond resume_tolerance
+    from the arm is dropped and the arm held. PD 60 / 6, states with velocity (0.1, -0.1):
+    holding commands -kd qd = (-0.6, 0.6)."""
+    rig = rig_factory(ctl={'model': 'pd', 'resume_tolerance': 0.4, 'resume_time': 0.3})
+    pub = rig.probe.create_publisher(JointState, 'joint_states', 100)
+    hold = [-0.6, 0.6]
+    t_sim = _stream(rig, pub, None, 100.0, 0.5)
+    assert rig.commands and rig.commands[-1][1] == pytest.approx(hold)
+
+    def send(offset) -> List[List[float]]:
+        """Publish a reference at ``offset`` from the arm while states flow; the commands from
+        the one before it arrived to 0.6 s after."""
+        nonlocal t_sim
+        received = rig.ctl.tracker.received
+        t_sent = time.monotonic()
+        rig.ref_pub.publish(hold_msg(np.add(Q0, offset)))
+        deadline = t_sent + 30.0
+        while rig.ctl.tracker.received == received:
+            assert time.monotonic() < deadline, 'the reference never arrived'
+            t_sim = _stream(rig, pub, None, t_sim, 0.02)
+        t_sim = _stream(rig, pub, None, t_sim, 0.6)
+        before = [d for w, d in rig.commands if w <= t_sent][-1:]
+        return before + [d for w, d in rig.commands if w > t_sent]
+
+    cmds = np.array(send([0.3, 0.0]))
+    assert len(cmds) > 20
+    assert np.abs(cmds[1] - cmds[0]).max() < 1.0, cmds[:3]  # no step (kp x 0.3 = 18)
+    assert np.abs(np.diff(cmds, axis=0)).max() < 0.2 * 60.0 * 0.3, cmds  # a ramp
+    assert cmds[-1] == pytest.approx([60.0 * 0.3 - 0.6, 0.6])  # then on the reference
+    assert rig.ctl.tracker.dropped == 0
+    # 0.6 rad from the arm (0.3 from the target): dropped, the arm held where it is
+    cmds = np.array(send([0.6, 0.0]))
+    assert rig.ctl.tracker.dropped == 1 and rig.ctl.tracker.reference is None
+    assert cmds[-1] == pytest.approx(hold)
+
+
 def test_a_jump_of_the_arm_is_taken_as_a_restart(rig_factory):
     """A sim reset (or a re-homed driver) while joint states flow: the reference, now 0.5 rad
     from the arm, is dropped and the arm held where it now is, instead of the feedback pulling
     it across the jump at once; a step the arm can make is no jump."""
-    rig = rig_factory(ctl={'model': 'pd', 'resume_tolerance': 0.1})
+    rig = rig_factory(ctl={'model': 'pd', 'resume_tolerance': 0.1, 'resume_time': 0.05})
     pub = rig.probe.create_publisher(JointState, 'joint_states', 100)
     t_sim = _stream(rig, pub, None, 100.0, 0.5)
     rig.ref_pub.publish(hold_msg(np.add(Q0, [0.05, 0.0])))

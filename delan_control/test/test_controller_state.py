@@ -128,9 +128,7 @@ def test_controller_state_qos_warning_and_diagnostics(rig):
     pub = probe.create_publisher(JointState, 'joint_states', qos_profile_sensor_data)
     assert pub.qos_profile.reliability == qos_profile_sensor_data.reliability  # best effort
     assert ctl.state_pub.topic_name == CONTROLLER_STATE
-    _wait(
-        'the reference', lambda: ctl.tracker.reference is not None and pub.get_subscription_count()
-    )
+    _wait('the reference', lambda: ctl.tracker.received and pub.get_subscription_count())
 
     t, sent = 100.0, {}
     next_send = time.monotonic()

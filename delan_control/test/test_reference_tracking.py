@@ -1,22 +1,30 @@
-"""The controller's target (``reference_tracking.ReferenceTracker``): hold, track, rejoin after
-a gap in the joint states, drop a reference the arm is far from."""
+"""The controller's target (``reference_tracking.ReferenceTracker``): hold, track, join a new
+reference and rejoin one after a gap in the joint states without a step, drop a reference the
+arm is far from."""
 
 import numpy as np
 import pytest
 
-from delan_control.reference_tracking import ReferenceTracker
+from delan_control.reference_tracking import NEW_REFERENCE, ReferenceTracker
 from delan_control.trajectories import PiecewiseQuintic
 
 VMAX = np.array([2.0, 2.0])
 
 
-def _ramp(t0: float = 0.0) -> PiecewiseQuintic:
-    """Joint 0 moves from 0 to 1 rad over 10 s (0.1 rad/s in the middle), joint 1 stays."""
+def _ramp(t0: float = 0.0, start=(0.0, 0.0)) -> PiecewiseQuintic:
+    """Joint 0 moves from rest at ``start`` to 1 rad farther over 10 s (0.1 rad/s after the
+    first second), joint 1 stays."""
     t = t0 + np.linspace(0.0, 10.0, 11)
-    q = np.stack([t - t0, np.zeros_like(t)], axis=1) / 10.0
+    q = np.stack([t - t0, np.zeros_like(t)], axis=1) / 10.0 + np.asarray(start)
     qd = np.zeros_like(q)
-    qd[:, 0] = 0.1
+    qd[1:, 0] = 0.1
     return PiecewiseQuintic(t, q, qd)
+
+
+def _start(tracker: ReferenceTracker, ref: PiecewiseQuintic, t: float = 0.0, q=(0.0, 0.0)):
+    """``ref`` arrives and is taken up at ``t`` with the arm at rest at ``q``."""
+    tracker.set_reference(ref)
+    return tracker.adopt(t, np.asarray(q, float), np.zeros(2))
 
 
 def _track(tracker: ReferenceTracker, t0: float, t1: float, dt: float = 0.01):
@@ -44,7 +52,8 @@ def test_a_reference_is_tracked_as_given_and_counted():
     tr = ReferenceTracker(VMAX, 1.0, 1.0)
     tr.resume(0.0, np.zeros(2), np.zeros(2))
     ref = _ramp()
-    tr.set_reference(ref)
+    assert _start(tr, ref).action == 'unchanged'  # it begins where the arm is held
+    assert tr.adopt(0.01, np.zeros(2), np.zeros(2)) is None  # nothing new
     q_ref, qd_ref, qdd_ref, holding = tr.target(5.0, np.zeros(2), np.zeros(2))
     assert not holding and tr.received == 1
     for got, want in zip((q_ref, qd_ref, qdd_ref), ref.sample(5.0)):
@@ -54,7 +63,7 @@ def test_a_reference_is_tracked_as_given_and_counted():
 def test_after_a_stall_the_target_starts_at_the_arm_and_rejoins_the_reference():
     tr = ReferenceTracker(VMAX, resume_tolerance=1.0, resume_time=1.0)
     tr.resume(0.0, np.zeros(2), np.zeros(2))
-    tr.set_reference(_ramp())
+    _start(tr, _ramp())
     _track(tr, 0.0, 3.0)
     # joint states stop at 3 s with the arm on the reference; they come back at 5 s with the
     # arm where it stopped (a frozen driver): the reference moved on ~0.2 rad meanwhile
@@ -74,7 +83,7 @@ def test_after_a_stall_the_target_starts_at_the_arm_and_rejoins_the_reference():
 def test_the_feedback_before_a_stall_is_kept_and_a_driver_that_resumes_in_place_changes_nothing():
     tr = ReferenceTracker(VMAX, 1.0, 1.0)
     tr.resume(0.0, np.zeros(2), np.zeros(2))
-    tr.set_reference(_ramp())
+    _start(tr, _ramp())
     lag = np.array([0.01, 0.0])  # the arm trails the reference by 10 mrad
     for t in np.arange(0.0, 3.0, 0.01):
         q, qd = _exact(tr, t)
@@ -98,7 +107,7 @@ def test_a_stall_during_a_rejoin_continues_it_without_a_step_in_the_target():
     acceleration carry on across the gap (an acceleration step is a torque step of H x it)."""
     tr = ReferenceTracker(VMAX, resume_tolerance=5.0, resume_time=1.0)
     tr.resume(0.0, np.zeros(2), np.zeros(2))
-    tr.set_reference(_ramp())
+    _start(tr, _ramp())
     _track(tr, 0.0, 2.0)
     # the first stall: back at 6 s where the arm stopped at 2 s, 0.4 rad behind
     r1 = tr.resume(6.0, *_exact(tr, 2.0))
@@ -133,7 +142,7 @@ def test_a_stall_during_a_rejoin_continues_it_without_a_step_in_the_target():
 def test_a_reference_far_from_the_arm_is_dropped_and_the_arm_held():
     tr = ReferenceTracker(VMAX, resume_tolerance=0.5, resume_time=1.0)
     tr.resume(0.0, np.zeros(2), np.zeros(2))
-    tr.set_reference(_ramp())
+    _start(tr, _ramp())
     _track(tr, 0.0, 1.0)
     q_moved = np.array([2.0, 0.3])  # the arm was moved by hand
     r = tr.resume(1.5, q_moved, np.zeros(2))
@@ -142,25 +151,120 @@ def test_a_reference_far_from_the_arm_is_dropped_and_the_arm_held():
     q_ref, qd_ref, _, holding = tr.target(1.6, q_moved + 0.01, np.zeros(2))
     assert holding
     np.testing.assert_array_equal(q_ref, q_moved)
-    # a new reference is tracked again; a tolerance raised at runtime applies at once
-    tr.set_reference(_ramp(2.0))
+    # a tolerance raised at runtime applies at once: a new reference 1.9 rad away is joined
     tr.resume_tolerance = 5.0
-    assert tr.resume(3.0, q_moved, np.zeros(2)).action == 'rejoining'
-    assert tr.received == 2 and tr.dropped == 1
+    r = _start(tr, _ramp(2.0), 3.0, q_moved)
+    assert r.action == 'rejoining' and tr.reference is not None
+    assert tr.received == 2 and tr.dropped == 1 and tr.rejoined == 0
 
 
-def test_a_new_reference_cancels_the_rejoin_of_the_old_one():
+def test_a_new_reference_begins_where_the_arm_is_and_joins_its_course():
+    """A reference that begins away from the arm (0.2 rad from where it sags below its hold
+    position, 0.3 rad on joint 1): the target starts at the arm's position and velocity, as a
+    JointTrajectoryController starts from the current state, and reaches the reference after
+    resume_time or longer."""
+    tr = ReferenceTracker(VMAX, resume_tolerance=0.5, resume_time=1.0)
+    tr.resume(0.0, np.zeros(2), np.zeros(2))
+    sag, sagging = np.array([-0.1, 0.0]), np.array([-0.05, 0.0])
+    tr.target(0.5, sag, sagging)
+    ref = _ramp(1.0, start=(0.1, 0.3))
+    tr.set_reference(ref)
+    assert tr.reference is None  # taken up at the next joint state
+    r = tr.adopt(1.0, sag, sagging)
+    # over 1.125 s: catching up 0.3 rad adds at most a quarter of the velocity limit
+    assert r.action == 'rejoining' and r.error == pytest.approx(0.3)
+    assert r.until == pytest.approx(1.0 + 1.875 * 0.3 / (0.25 * 2.0))
+    level, message = r.describe(NEW_REFERENCE, 1.0, tr.resume_tolerance)
+    assert level == 'info'
+    assert (
+        'new reference taken up from the arm, 0.300 from its course, joined over 1.12' in message
+    )
+    assert tr.reference is ref and tr.rejoining and tr.rejoined == 0
+    q_ref, qd_ref, _, holding = tr.target(1.0, sag, sagging)
+    assert not holding
+    np.testing.assert_allclose(q_ref, sag, atol=1e-12)  # no position error: no step
+    np.testing.assert_allclose(qd_ref, sagging, atol=1e-12)
+    targets = np.array([tr.target(t, sag, sagging)[0] for t in np.arange(1.0, 2.5, 0.001)])
+    assert np.abs(np.diff(targets, axis=0)).max() < 0.6e-3  # 0.5 rad/s at most
+    assert not tr.rejoining
+    np.testing.assert_allclose(targets[-1], ref.sample(2.499)[0][0], atol=1e-12)
+
+
+def test_a_reference_that_arrives_late_is_joined_from_the_arm_not_dropped():
+    """A reference sent from where the arm is, taken up 0.8 s into its 1 s approach (a long
+    message on a loaded machine, a sim at twice real time): its course is 1.5 rad on, beyond
+    resume_tolerance, but it began at the arm: joined from there."""
+    tr = ReferenceTracker(VMAX, resume_tolerance=1.0, resume_time=1.0)
+    tr.resume(0.0, np.zeros(2), np.zeros(2))
+    approach = PiecewiseQuintic(np.array([1.0, 2.0, 12.0]), np.array([[0, 0], [2, 0], [3, 0.0]]))
+    r = _start(tr, approach, 1.8)
+    assert r.action == 'rejoining' and r.error > 1.5 and tr.dropped == 0
+    np.testing.assert_allclose(tr.target(1.8, np.zeros(2), np.zeros(2))[0], [0.0, 0.0])
+
+
+def test_a_new_reference_that_begins_later_is_waited_for_at_its_first_point():
+    """A reference whose first point lies in the future (a JointTrajectoryController-style
+    goal, stamped ahead): the target moves from the hold position to that point at rest."""
+    tr = ReferenceTracker(VMAX, resume_tolerance=0.5, resume_time=1.0)
+    tr.resume(0.0, np.zeros(2), np.zeros(2))
+    ref = _ramp(5.0, start=(0.2, 0.0))
+    r = _start(tr, ref, 1.0)
+    assert r.action == 'rejoining' and r.until == 2.0
+    np.testing.assert_allclose(tr.target(1.0, np.zeros(2), np.zeros(2))[0], [0.0, 0.0])
+    for t in (2.0, 4.0, 5.0):
+        q_ref, qd_ref, _, _ = tr.target(t, np.zeros(2), np.zeros(2))
+        np.testing.assert_allclose(q_ref, [0.2, 0.0], atol=1e-12)
+        assert not qd_ref.any()
+    np.testing.assert_allclose(tr.target(8.0, np.zeros(2), np.zeros(2))[0], [0.5, 0.0])
+
+
+def test_a_new_reference_far_from_the_arm_is_dropped_and_the_arm_held():
+    """Beyond resume_tolerance from the arm (a reference meant for another start, an arm moved
+    meanwhile): dropped, whatever was tracked before, and the arm held where it is."""
+    tr = ReferenceTracker(VMAX, resume_tolerance=0.5, resume_time=1.0)
+    tr.resume(0.0, np.zeros(2), np.zeros(2))
+    _start(tr, _ramp())
+    q_arm, _ = _track(tr, 0.0, 2.0)
+    r = _start(tr, _ramp(2.0, start=(0.0, -0.6)), 2.0, q_arm)
+    assert r.action == 'dropped' and r.error == pytest.approx(0.6, abs=1e-9)
+    level, message = r.describe(NEW_REFERENCE, 2.0, tr.resume_tolerance)
+    assert level == 'warning'
+    assert 'new reference dropped: its first point is 0.600 from the arm' in message
+    assert tr.reference is None and tr.dropped == 1 and tr.received == 2
+    q_ref, qd_ref, _, holding = tr.target(2.1, q_arm + 0.01, np.zeros(2))
+    assert holding and not qd_ref.any()
+    np.testing.assert_array_equal(q_ref, q_arm)
+
+
+def test_a_reference_that_continues_the_current_one_changes_nothing():
+    """A splice (the reference node's repeated excitation) or the same reference sent again:
+    the arm's lag is still fed back, nothing is rejoined."""
     tr = ReferenceTracker(VMAX, 1.0, 1.0)
     tr.resume(0.0, np.zeros(2), np.zeros(2))
-    tr.set_reference(_ramp())
+    _start(tr, _ramp())
+    lag = np.array([0.01, 0.0])
+    for t in np.arange(0.0, 3.0, 0.01):
+        q, qd = _exact(tr, t)
+        tr.target(t, q - lag, qd)
+    q, qd = _exact(tr, 3.0)
+    r = _start(tr, _ramp(), 3.0, q - lag)
+    assert r.action == 'unchanged' and not tr.rejoining
+    np.testing.assert_allclose(tr.target(3.0, q - lag, qd)[0], q, atol=1e-12)
+
+
+def test_a_new_reference_during_a_rejoin_begins_where_the_arm_is():
+    tr = ReferenceTracker(VMAX, 1.0, 1.0)
+    tr.resume(0.0, np.zeros(2), np.zeros(2))
+    _start(tr, _ramp())
     _track(tr, 0.0, 2.0)
     tr.resume(4.0, *_exact(tr, 2.0))
     assert tr.rejoining
-    ref = _ramp(4.0)
-    tr.set_reference(ref)
-    assert not tr.rejoining
-    q_ref, _, _, _ = tr.target(4.5, np.zeros(2), np.zeros(2))
-    np.testing.assert_allclose(q_ref, ref.sample(4.5)[0][0])
+    arm = np.array([0.21, 0.01])
+    ref = _ramp(4.2, start=(0.1, 0.0))
+    assert _start(tr, ref, 4.2, arm).action == 'rejoining'
+    np.testing.assert_allclose(tr.target(4.2, arm, np.zeros(2))[0], arm, atol=1e-12)
+    q_ref, _, _, _ = tr.target(7.0, np.zeros(2), np.zeros(2))
+    np.testing.assert_allclose(q_ref, ref.sample(7.0)[0][0])
 
 
 def test_an_untracked_joint_neither_drops_nor_rejoins_the_reference():
@@ -168,8 +272,27 @@ def test_an_untracked_joint_neither_drops_nor_rejoins_the_reference():
     reference after a gap is not the arm's deviation."""
     tr = ReferenceTracker(VMAX, 0.5, 1.0, tracked=np.array([True, False]))
     tr.resume(0.0, np.zeros(2), np.zeros(2))
-    tr.set_reference(_ramp())
+    _start(tr, _ramp())
     _track(tr, 0.0, 1.0)
     q, qd = _exact(tr, 1.5)
     r = tr.resume(1.5, q + np.array([0.0, 3.0]), qd + np.array([0.0, 5.0]))
     assert r.action == 'unchanged' and tr.reference is not None
+    # nor how far a new reference puts it (it begins at rest where joint 0 is)
+    r = _start(tr, _ramp(1.5, start=(q[0], 3.0)), 1.5, q + np.array([0.0, 0.4]))
+    assert r.action == 'unchanged' and tr.reference is not None and tr.dropped == 0
+
+
+def test_a_continuous_joint_counts_its_distance_modulo_two_pi():
+    """A reference a whole turn (+0.2 rad) from a continuous joint is 0.2 rad from it, as the
+    controller's wrapped position error has it: joined over 0.2 rad, not dropped, and not
+    driven a turn round; after a stall, a driver that reports the joint wrapped changes
+    nothing."""
+    tr = ReferenceTracker(VMAX, 0.5, 1.0, continuous=np.array([True, False]))
+    tr.resume(0.0, np.zeros(2), np.zeros(2))
+    r = _start(tr, _ramp(0.0, start=(2 * np.pi + 0.2, 0.0)))
+    assert r.action == 'rejoining' and r.error == pytest.approx(0.2) and tr.dropped == 0
+    q_ref = tr.target(0.0, np.zeros(2), np.zeros(2))[0]
+    np.testing.assert_allclose(q_ref, [2 * np.pi, 0.0], atol=1e-12)  # the hold, a turn on
+    _track(tr, 0.0, 3.0)
+    q, qd = _exact(tr, 3.0)
+    assert tr.resume(3.0, q - [2 * np.pi, 0.0], qd).action == 'unchanged'

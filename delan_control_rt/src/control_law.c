@@ -25,7 +25,7 @@ int control_law_urdf_feedback(control_law_t law)
   return law == LAW_COMPUTED_TORQUE_URDF_FEEDBACK || law == LAW_FEEDFORWARD_URDF_PD;
 }
 
-static double wrap_angle(double x)
+double wrap_angle(double x)
 {
   /* numpy's remainder takes the divisor's sign; fmod the dividend's */
   const double two_pi = 2.0 * M_PI;

@@ -27,6 +27,9 @@ int control_law_parse(const char * name);
 /* 1 for the laws whose feedback goes through the URDF's mass matrix (URDF_FEEDBACK_LAWS) */
 int control_law_urdf_feedback(control_law_t law);
 
+/* x wrapped to (-pi, pi] (control_laws.wrap_angle): a continuous joint's angle difference */
+double wrap_angle(double x);
+
 /* The feed-forward model: the rigid-body model (pinocchio, identified), the DeLaN (delan) or
  * their sum (delan_residual: delan_common.residual_dynamics.NominalPlusResidual); neither is PD
  * alone. */

@@ -8,10 +8,12 @@
  * (command_joints, or the joints parameter of effort_controller_name, asked for once; no
  * commands until known). When joint states (re)start, or the arm jumps between two states (a
  * sim reset), a reference left behind is rejoined smoothly, or dropped when it is farther than
- * resume_tolerance. A watchdog sends zero torque once when joint states stop for
- * watchdog_timeout. The loop times itself as delan_control.loop_stats does (DDS source stamps),
- * each command broken down into DDS + wake-up, take, compute and publish (loop_timing.h), and
- * reports on /diagnostics.
+ * resume_tolerance; a new reference begins where the arm is and joins its course the same
+ * way, or is dropped when its first point lies farther than resume_tolerance from the arm.
+ * A watchdog sends zero
+ * torque once when joint states stop for watchdog_timeout. The loop times itself as
+ * delan_control.loop_stats does (DDS source stamps), each command broken down into DDS +
+ * wake-up, take, compute and publish (loop_timing.h), and reports on /diagnostics.
  *
  * rclc sets up support, node and entities; the loop is a plain rcl wait set, so that it takes
  * every queued state with its message info and answers only the newest. Parameters come from
@@ -310,8 +312,9 @@ typedef struct
   double blend_start;
   double velocity_limits[MAX_JOINTS];
   /* reference: the trajectory, the offset that rejoins it after a stall, and the deviation
-   * "arm minus reference" of the last command on it (none: have_deviation 0) */
-  reference_t * ref, * rejoin;
+   * "arm minus reference" of the last command on it (none: have_deviation 0); pending: one
+   * arrived, taken up at the next joint state (reference_adopt) */
+  reference_t * ref, * rejoin, * pending;
   double deviation[2 * MAX_JOINTS];
   int have_deviation;
   double q_ref[MAX_JOINTS], qd_ref[MAX_JOINTS], qdd_ref[MAX_JOINTS];
@@ -420,6 +423,12 @@ static int map_state(controller_t * c, const sensor_msgs__msg__JointState * m)
   return 1;
 }
 
+/* a position difference of joint i: modulo 2 pi for a continuous joint */
+static double joint_apart(const controller_t * c, int i, double d)
+{
+  return c->continuous[i] ? wrap_angle(d) : d;
+}
+
 /* reference_tracking.ReferenceTracker.resume: what the stall added to the deviation "arm
  * minus reference" is brought back in over resume_time (no torque step), or the reference is
  * dropped when the arm is more than resume_tolerance from it (the arm is elsewhere). */
@@ -440,6 +449,7 @@ static void reference_on_resume(controller_t * c, double t, const char * cause)
       grown[i] -= c->deviation[i];
       grown[n + i] -= c->deviation[n + i];
     }
+    grown[i] = joint_apart(c, i, grown[i]);
     negligible &= fabs(grown[i]) <= REJOIN_NEGLIGIBLE_Q &&
       fabs(grown[n + i]) <= REJOIN_NEGLIGIBLE_QD;
     if (fabs(grown[i]) > error) {error = fabs(grown[i]);}
@@ -500,6 +510,65 @@ static void reference_now(controller_t * c, double t)
   c->have_deviation = 1;
 }
 
+/* reference_tracking.ReferenceTracker.adopt: the reference that arrived since the last state
+ * is taken up. One that continues the current reference (the same course at t: a splice)
+ * replaces it, nothing else changes; any other begins where the arm is and joins its course
+ * over resume_time (no torque step), or is dropped and the arm held where it is when its first
+ * point lies farther than resume_tolerance from the arm. */
+static void reference_adopt(controller_t * c, double t)
+{
+  const int n = c->n;
+  double now[3 * MAX_JOINTS], old[3 * MAX_JOINTS], off[2 * MAX_JOINTS];
+  double distance = 0.0, error = 0.0;
+  reference_t * ref = c->pending;
+  c->pending = NULL;
+  reference_sample(ref, t, now, now + n, now + 2 * n);
+  if (c->ref) {
+    int splice = 1;
+    reference_sample(c->ref, t, old, old + n, old + 2 * n);
+    for (int i = 0; i < n; i++) {
+      splice &= fabs(joint_apart(c, i, old[i] - now[i])) <= REJOIN_NEGLIGIBLE_Q &&
+        fabs(old[n + i] - now[n + i]) <= REJOIN_NEGLIGIBLE_QD;
+    }
+    if (splice) {
+      reference_free(c->ref);
+      c->ref = ref;
+      return;
+    }
+  }
+  int negligible = 1;
+  for (int i = 0; i < n; i++) {
+    const double first = fabs(joint_apart(c, i, c->q[i] - ref->q[i]));
+    if (first > distance) {distance = first;}
+    off[i] = joint_apart(c, i, c->q[i] - now[i]);
+    off[n + i] = c->qd[i] - now[n + i];
+    negligible &= fabs(off[i]) <= REJOIN_NEGLIGIBLE_Q && fabs(off[n + i]) <= REJOIN_NEGLIGIBLE_QD;
+    if (fabs(off[i]) > error) {error = fabs(off[i]);}
+  }
+  reference_free(c->rejoin);
+  reference_free(c->ref);
+  c->rejoin = NULL;
+  c->ref = ref;
+  c->have_deviation = 0;
+  if (distance <= c->rt.resume_tolerance) {
+    if (negligible) {return;}
+    c->rejoin = reference_rejoin(n, t, off, off + n, NULL, c->velocity_limits,
+        c->rt.resume_time, 0.25);
+    if (c->rejoin) {
+      fprintf(stderr, "[torque_controller_rt] new reference taken up from the arm, %.3f from "
+        "its course, joined over %.2f s\n", error, reference_end_time(c->rejoin) - t);
+      return;
+    }
+  }
+  reference_free(c->ref);
+  c->ref = NULL;
+  memcpy(c->hold, c->q, sizeof(double) * n);
+  c->references_dropped++;
+  fprintf(stderr, "[torque_controller_rt] new reference dropped: its first point is %.3f from "
+    "the arm (resume_tolerance %g); holding the current position until a nearer reference "
+    "arrives\n", distance, c->rt.resume_tolerance);
+}
+
 /* continuity.JumpDetector.check: the largest joint step when the state at t is a jump of the
  * arm from the previous one, else -1; remembers this state. */
 static double jump_check(controller_t * c, double t)
@@ -508,7 +577,7 @@ static double jump_check(controller_t * c, double t)
   const double dt = had && t > c->last_q_t ? t - c->last_q_t : 0.0;
   double largest = -1.0, step_max = 0.0;
   for (int i = 0; i < c->n; i++) {
-    double step = fabs(c->q[i] - c->last_q[i]);
+    const double step = fabs(joint_apart(c, i, c->q[i] - c->last_q[i]));
     double v = c->velocity_limits[i];
     if (!(isfinite(v) && v > 0)) {v = UNLIMITED_VELOCITY;}
     if (had && step > JUMP_FACTOR * v * dt + JUMP_MARGIN) {largest = 0.0;}
@@ -559,6 +628,7 @@ static int control(controller_t * c, const sensor_msgs__msg__JointState * m, dou
         "reset, a re-homed driver): taken as a restart\n", jump);
     }
   }
+  if (c->pending) {reference_adopt(c, t);}
   reference_now(c, t);
   const int64_t fallbacks = c->fallbacks;
   if (control_torque(&c->model, c->rt.law, c->feedback, &c->gains, c->q, c->qd, c->q_ref,
@@ -651,8 +721,8 @@ static int adopt_model(controller_t * c, const char * path)
 }
 
 /* torque_controller._on_reference: a JointTrajectory with every controlled joint (any order,
- * others ignored) and positions on every point; stamped 0: from now. A bad one is counted and
- * the current reference kept. */
+ * others ignored) and positions on every point; stamped 0: from now. Taken up at the next
+ * joint state (reference_adopt); a bad one is counted and the current reference kept. */
 static void on_reference(controller_t * c, const trajectory_msgs__msg__JointTrajectory * m)
 {
   const int n = c->n;
@@ -714,11 +784,8 @@ static void on_reference(controller_t * c, const trajectory_msgs__msg__JointTraj
       (long long)c->references_rejected, err);
     return;
   }
-  reference_free(c->ref);
-  reference_free(c->rejoin);
-  c->ref = ref;
-  c->rejoin = NULL;
-  c->have_deviation = 0;
+  reference_free(c->pending);
+  c->pending = ref;
   c->references++;
 }
 
@@ -1514,6 +1581,7 @@ int main(int argc, char ** argv)
   rigid_body_free(c.feedback);
   reference_free(c.ref);
   reference_free(c.rejoin);
+  reference_free(c.pending);
   rcl_yaml_node_struct_fini(early);
   SOFT(rcl_arguments_fini(&args));
   teardown_stage("the context (rcl_shutdown)");

@@ -416,7 +416,9 @@ def test_a_jump_of_the_arm_drops_a_far_reference_and_holds(bench):
     jump (resume_tolerance 0.1) drops the reference and holds the arm where it now is, as
     delan_control's test_a_jump_of_the_arm_is_taken_as_a_restart (PD kp 30, kd 3 on the
     shoulder; states with velocity (0.1, -0.1))."""
-    params = rt_params(watchdog_timeout=10.0, command_joints=NAMES, resume_tolerance=0.1)
+    params = rt_params(
+        watchdog_timeout=10.0, command_joints=NAMES, resume_tolerance=0.1, resume_time=0.0
+    )
     topic = bench.start_rt('rt_jump', params)
     q0, qd = np.array([0.3, -0.2]), [0.1, -0.1]
     holding = list(-KD * qd)
@@ -437,6 +439,8 @@ def test_a_jump_of_the_arm_drops_a_far_reference_and_holds(bench):
         assert time.monotonic() < end, 'the reference never arrived'
         at(q0)
         bench.spin(0.1)
+    for _ in range(20):  # joined from the hold position: 0.05 rad takes 63 ms (20 states: 80)
+        at(q0)
     kp0 = GAINS['kp'][0]
     np.testing.assert_allclose(at(q0), [kp0 * 0.05 - 0.3, 0.1], rtol=0, atol=1e-12)
     np.testing.assert_allclose(at(q0 + [0.01, 0.0]), [kp0 * 0.04 - 0.3, 0.1], rtol=0, atol=1e-12)
@@ -447,6 +451,49 @@ def test_a_jump_of_the_arm_drops_a_far_reference_and_holds(bench):
     )
     assert (v['holding'], v['references_rejoined']) == ('true', '0')
     assert 'the arm jumped 0.490' in bench.log('rt_jump')
+
+
+def test_a_continuous_joint_reported_wrapped_does_not_jump(bench):
+    """A driver that reports a continuous joint in (-pi, pi] (the elbow declared continuous
+    here): crossing pi by 0.02 rad is no jump, the reference is kept and the position error
+    wrapped, as delan_control's JumpDetector and ReferenceTracker have it."""
+    params = rt_params(
+        watchdog_timeout=10.0,
+        command_joints=NAMES,
+        continuous_joints=['elbow'],
+        resume_tolerance=0.1,
+        resume_time=0.0,
+    )
+    topic = bench.start_rt('rt_wrap', params)
+    q0, qd = np.array([0.3, math.pi - 0.01]), [0.1, -0.1]
+    pub = bench.pub
+    got, t = bench.first_answer(pub, topic, NAMES, q0, qd, 100.0, dt=0.004)
+    np.testing.assert_allclose(got, list(-KD * qd), rtol=0, atol=1e-12)
+    hold = JointTrajectory(joint_names=NAMES)
+    hold.points = [JointTrajectoryPoint(positions=[float(x) for x in q0])]
+    bench.node.create_publisher(JointTrajectory, 'reference_trajectory', LATCHED).publish(hold)
+
+    def at(q):
+        nonlocal t
+        t += 0.004
+        return bench.answer1(pub, topic, state(NAMES, q, qd, t))
+
+    end = time.monotonic() + 20.0
+    while bench.values('rt_wrap').get('references_received') != '1':  # states flow meanwhile
+        assert time.monotonic() < end, 'the reference never arrived'
+        at(q0)
+        bench.spin(0.1)
+    wrapped = np.array([0.3, -math.pi + 0.01])  # 0.02 rad on, reported wrapped
+    kp1 = GAINS['kp'][1]
+    for _ in range(3):
+        np.testing.assert_allclose(
+            at(wrapped), [-KD[0] * qd[0], kp1 * -0.02 - KD[1] * qd[1]], rtol=0, atol=1e-9
+        )
+    _, _, v = bench.diag_until(
+        'rt_wrap', lambda lv, msg, v: int(v.get('commands_sent', 0)) >= 4, 'the commands'
+    )
+    assert (v['holding'], v['references_dropped'], v['references_rejoined']) == ('false', '0', '0')
+    assert 'jumped' not in bench.log('rt_wrap')
 
 
 def test_receivers_of_other_joints_are_refused_and_a_late_one_waited_for(bench):

@@ -776,10 +776,11 @@ def stall(bench, names, state_at):
 
 def test_reference_tracked_rejoined_and_dropped_as_by_the_python_node(bench, tmp_path):
     """A JointTrajectory (joints in another order, one extra) sampled at each state's stamp;
-    after a stall or a jump of the arm a near reference is rejoined and a far one dropped, as
-    the Python node does."""
+    after a stall or a jump of the arm a near reference is rejoined and a far one dropped, and
+    a new reference joined without a step or dropped when far from the arm, as the Python node
+    does."""
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-    from trajectory_msgs.msg import JointTrajectory
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
     # a watchdog no answer on a loaded machine trips; the stalls below are longer
     params = rt_params(watchdog_timeout=WATCHDOG)
@@ -823,15 +824,21 @@ def test_reference_tracked_rejoined_and_dropped_as_by_the_python_node(bench, tmp
 
         return state
 
-    # on the reference from the first state: nothing to rejoin at start-up. Both must have the
-    # (latched) reference before anything is compared: one that answers first holds its position
-    # (states go on meanwhile: a pause would be a stall)
+    # on the reference from the first state. Both must have the (latched) reference before
+    # anything is compared: one that answers first holds its position (states go on meanwhile:
+    # a pause would be a stall)
     answer_at(bench, [py, rt], names, on_ref(), timeout=40.0, resend=True)
     end = time.monotonic() + 20.0
     while not all(
         bench.diag.get(n, {}).get('references_received') == '1' for n in ('/py_ref', '/rt_ref')
     ):
         assert time.monotonic() < end, ('the reference never reached both', bench.diag)
+        answer_at(bench, [py, rt], names, on_ref(), resend=True)
+        bench.spin(0.05)
+    # each took it up at the first state it had it for, joining it from the hold position (at
+    # rest: the reference moves) over resume_time, 1 s: on it, and alike, once that is over
+    settle = time.monotonic() + 1.5
+    while time.monotonic() < settle:
         answer_at(bench, [py, rt], names, on_ref(), resend=True)
         bench.spin(0.05)
     answer_at(bench, [py, rt], names, on_ref())
@@ -867,6 +874,40 @@ def test_reference_tracked_rejoined_and_dropped_as_by_the_python_node(bench, tmp
     for name in ('/rt_ref', '/py_ref'):
         d = bench.diag[name]
         assert (d['references_rejoined'], d['rejected_references']) == ('2', '1'), (name, d)
+    assert bench.diag['/rt_ref']['holding'] == 'true'
+    # a new reference 0.3 rad from the arm, held still: both take it up from where the arm is
+    # (no position error on the first command, no kp x 0.3 step) on the same first state
+    q_arm = on_ref((2.0, 0.0))(bench.last_stamp.nanoseconds * 1e-9)[0]
+
+    def still(t):
+        return q_arm, np.zeros(2)
+
+    def send(offset) -> None:
+        away = JointTrajectory(joint_names=names)
+        away.points = [JointTrajectoryPoint(positions=list(q_arm + np.array(offset)))]
+        ref_pub.publish(away)
+        bench.spin(0.5)  # both have it before the state that takes it up (stamped 0.5 s on)
+
+    send([0.3, 0.0])
+    first, a_rt = answer_at(bench, [py, rt], names, still, after=0.5)
+    np.testing.assert_allclose(a_rt, first, rtol=0, atol=1e-9)
+    assert np.abs(first).max() < 0.1  # at rest where it is (the model's torque only)
+    for _ in range(3):  # on the way: the same command from both
+        a_py, a_rt = answer_at(bench, [py, rt], names, still, after=0.2)
+        np.testing.assert_allclose(a_rt, a_py, rtol=0, atol=1e-9)
+    assert np.abs(a_py - first).max() > 1.0
+    # one 1.5 rad from the arm: dropped by both, the arm held where it is
+    send([1.5, 0.0])
+    a_py, a_rt = answer_at(bench, [py, rt], names, still, after=0.5)
+    np.testing.assert_allclose(a_rt, a_py, rtol=0, atol=1e-9)
+    assert np.abs(a_py).max() < 0.1  # at rest where it is, not kp x 1.5 towards the reference
+    bench.until(
+        lambda: all(
+            bench.diag.get(n, {}).get('references_dropped') == '2' for n in ('/rt_ref', '/py_ref')
+        ),
+        10.0,
+        'diagnostics of the dropped new reference',
+    )
     assert bench.diag['/rt_ref']['holding'] == 'true'
 
 

@@ -125,7 +125,8 @@ TABLE = (
         '(a sim reset: a step beyond twice the velocity limits), a reference farther '
         'than this from the measured position [rad or m, any joint] is dropped and the arm '
         'held where it is (the arm is elsewhere: a restarted driver, a moved arm); a nearer '
-        'one is rejoined smoothly over resume_time',
+        'one is rejoined smoothly over resume_time. A new reference whose first point lies '
+        'farther than this from the arm is dropped too',
         min=0.0,
         max=1e3,
     ),
@@ -136,7 +137,8 @@ TABLE = (
         "arm's state back onto the reference over at least this time [s] (longer for a "
         'larger offset: catching up adds at most 25 % of the velocity limits); a stall '
         'let the reference move on while the arm did not, and chasing it at once would '
-        'kick the arm',
+        'kick the arm. A new reference begins where the arm is and joins its course the '
+        'same way (one that continues the current reference replaces it as it is)',
         min=0.0,
         max=60.0,
     ),
