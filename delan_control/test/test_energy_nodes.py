@@ -254,8 +254,10 @@ def test_energy_law_swings_up_on_a_model_the_learner_node_learned(rig_factory, t
         assert t_up is not None and t_up <= WITHIN, t_up
         _passive_never_commanded(rig)
     finally:
-        for made in added:  # off the executor before the rig shuts it down
-            rig.ex.remove_node(made)
+        # the executor stops first: a node closed while it spins may be in the wait set it is
+        # building (InvalidHandle in its thread); the rig's own close shuts it down again
+        rig.ex.shutdown(timeout_sec=10.0)
+        for made in added:
             made.close()
             made.destroy_node()
 
