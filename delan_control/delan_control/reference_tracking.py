@@ -43,7 +43,8 @@ NEW_REFERENCE = 'a new reference'
 
 @dataclass(frozen=True)
 class Resumed:
-    """What :meth:`ReferenceTracker.resume` did, for the caller to log."""
+    """What :meth:`ReferenceTracker.resume` or :meth:`ReferenceTracker.adopt` did, for the
+    caller to log."""
 
     action: str  # 'holding' (no reference), 'unchanged', 'rejoining' or 'dropped'
     # how much farther the reference got from the arm [rad or m]; of a new reference

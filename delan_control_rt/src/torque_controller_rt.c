@@ -9,11 +9,10 @@
  * commands until known). When joint states (re)start, or the arm jumps between two states (a
  * sim reset), a reference left behind is rejoined smoothly, or dropped when it is farther than
  * resume_tolerance; a new reference begins where the arm is and joins its course the same
- * way, or is dropped when its first point lies farther than resume_tolerance from the arm.
- * A watchdog sends zero
- * torque once when joint states stop for watchdog_timeout. The loop times itself as
- * delan_control.loop_stats does (DDS source stamps), each command broken down into DDS +
- * wake-up, take, compute and publish (loop_timing.h), and reports on /diagnostics.
+ * way, or is dropped when its first point lies farther than resume_tolerance from the arm. A
+ * watchdog sends zero torque once when joint states stop for watchdog_timeout. The loop times
+ * itself as delan_control.loop_stats does (DDS source stamps), each command broken down into
+ * DDS + wake-up, take, compute and publish (loop_timing.h), and reports on /diagnostics.
  *
  * rclc sets up support, node and entities; the loop is a plain rcl wait set, so that it takes
  * every queued state with its message info and answers only the newest. Parameters come from

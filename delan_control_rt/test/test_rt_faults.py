@@ -411,6 +411,27 @@ def test_a_frozen_or_killed_state_source_gets_one_zero_then_silence_then_command
     assert restarted.poll() is None
 
 
+def hold_reference(bench, name, topic, q_hold, q0, qd, t):
+    """Publish a one-point reference at ``q_hold`` (latched) and answer states at ``q0`` with
+    velocity ``qd`` (stamps 4 ms apart after ``t``) until node ``name`` counted it; ``at(q)``,
+    which sends the next state at ``q`` and returns the command that answered it."""
+    hold = JointTrajectory(joint_names=NAMES)
+    hold.points = [JointTrajectoryPoint(positions=[float(x) for x in q_hold])]
+    bench.node.create_publisher(JointTrajectory, 'reference_trajectory', LATCHED).publish(hold)
+    stamp = [t]
+
+    def at(q):
+        stamp[0] += 0.004
+        return bench.answer1(bench.pub, topic, state(NAMES, q, qd, stamp[0]))
+
+    end = time.monotonic() + 20.0
+    while bench.values(name).get('references_received') != '1':  # states flow meanwhile
+        assert time.monotonic() < end, 'the reference never arrived'
+        at(q0)
+        bench.spin(0.1)
+    return at
+
+
 def test_a_jump_of_the_arm_drops_a_far_reference_and_holds(bench):
     """Row "the arm jumps while states flow": a step the arm can make is tracked on, a 0.5 rad
     jump (resume_tolerance 0.1) drops the reference and holds the arm where it now is, as
@@ -425,21 +446,8 @@ def test_a_jump_of_the_arm_drops_a_far_reference_and_holds(bench):
     pub = bench.pub
     got, t = bench.first_answer(pub, topic, NAMES, q0, qd, 100.0, dt=0.004)
     np.testing.assert_allclose(got, holding, rtol=0, atol=1e-12)
-    hold = JointTrajectory(joint_names=NAMES)
-    hold.points = [JointTrajectoryPoint(positions=[float(x) for x in q0 + [0.05, 0.0]])]
-    bench.node.create_publisher(JointTrajectory, 'reference_trajectory', LATCHED).publish(hold)
-
-    def at(q):
-        nonlocal t
-        t += 0.004
-        return bench.answer1(pub, topic, state(NAMES, q, qd, t))
-
-    end = time.monotonic() + 20.0
-    while bench.values('rt_jump').get('references_received') != '1':  # states flow meanwhile
-        assert time.monotonic() < end, 'the reference never arrived'
-        at(q0)
-        bench.spin(0.1)
-    for _ in range(20):  # joined from the hold position: 0.05 rad takes 63 ms (20 states: 80)
+    at = hold_reference(bench, 'rt_jump', topic, q0 + [0.05, 0.0], q0, qd, t)
+    for _ in range(20):  # taken up from the arm: 0.05 rad takes 63 ms (20 states: 80)
         at(q0)
     kp0 = GAINS['kp'][0]
     np.testing.assert_allclose(at(q0), [kp0 * 0.05 - 0.3, 0.1], rtol=0, atol=1e-12)
@@ -469,20 +477,7 @@ def test_a_continuous_joint_reported_wrapped_does_not_jump(bench):
     pub = bench.pub
     got, t = bench.first_answer(pub, topic, NAMES, q0, qd, 100.0, dt=0.004)
     np.testing.assert_allclose(got, list(-KD * qd), rtol=0, atol=1e-12)
-    hold = JointTrajectory(joint_names=NAMES)
-    hold.points = [JointTrajectoryPoint(positions=[float(x) for x in q0])]
-    bench.node.create_publisher(JointTrajectory, 'reference_trajectory', LATCHED).publish(hold)
-
-    def at(q):
-        nonlocal t
-        t += 0.004
-        return bench.answer1(pub, topic, state(NAMES, q, qd, t))
-
-    end = time.monotonic() + 20.0
-    while bench.values('rt_wrap').get('references_received') != '1':  # states flow meanwhile
-        assert time.monotonic() < end, 'the reference never arrived'
-        at(q0)
-        bench.spin(0.1)
+    at = hold_reference(bench, 'rt_wrap', topic, q0, q0, qd, t)
     wrapped = np.array([0.3, -math.pi + 0.01])  # 0.02 rad on, reported wrapped
     kp1 = GAINS['kp'][1]
     for _ in range(3):
