@@ -6,21 +6,23 @@ A new reference is taken up at the next joint state (:meth:`ReferenceTracker.ado
 continues the current reference (the same course at that moment: a splice) replaces it and
 nothing else changes. Any other begins where the arm is, as ros2_control's
 JointTrajectoryController starts from the current state: the target starts at the arm's
-position and velocity and joins the reference's course over ``resume_time`` (longer for a
-large offset), so a reference that begins elsewhere, begins later, or arrives late (its course
-already far along) never kicks the arm. One whose first point lies farther than
+position and velocity, with the acceleration of the last target (zero when holding), and joins
+the reference's course over ``resume_time`` (longer for a large offset), so a reference that
+begins elsewhere, begins later, or arrives late (its course already far along and
+accelerating) never kicks the arm. One whose first point lies farther than
 ``resume_tolerance`` from the arm (meant for another start) is dropped and the arm held where
 it is.
 
 When joint states (re)start, or the arm jumps (a sim reset, a re-homed driver), what the gap
 added to the deviation "arm minus reference" is taken out of the target and brought back in
 over ``resume_time`` (:func:`~delan_control.trajectories.rejoin_offset`): the feedback goes on
-from where it was before, with no torque step, and a frozen driver that resumes where it stopped
-changes nothing. A reference farther than ``resume_tolerance`` from the arm is dropped and the
-arm held where it is until a new reference arrives. ROS-free and thread-safe: the control loop
-calls :meth:`ReferenceTracker.resume`, :meth:`ReferenceTracker.adopt` and
-:meth:`ReferenceTracker.target`, the executor :meth:`ReferenceTracker.set_reference` and the
-parameter setters.
+from where it was before and the target's acceleration (the model's feed-forward) from the last
+target's, with no torque step however far the reference's course went on, and a frozen driver
+that resumes where it stopped changes nothing. A reference farther than ``resume_tolerance``
+from the arm is dropped and the arm held where it is until a new reference arrives. ROS-free
+and thread-safe: the control loop calls :meth:`ReferenceTracker.resume`,
+:meth:`ReferenceTracker.adopt` and :meth:`ReferenceTracker.target`, the executor
+:meth:`ReferenceTracker.set_reference` and the parameter setters.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ import numpy as np
 from delan_control.control_laws import position_error
 from delan_control.trajectories import PiecewiseQuintic, rejoin_offset
 
-#: a growth of the deviation below this (position [rad or m], velocity [/s]) is nothing to
-#: catch up on
-REJOIN_NEGLIGIBLE = np.array([1e-3, 0.05])
+#: a growth of the deviation below this (position [rad or m], velocity [/s], acceleration
+#: [/s^2]) is nothing to catch up on
+REJOIN_NEGLIGIBLE = np.array([1e-3, 0.05, 0.2])
 #: the cause :meth:`ReferenceTracker.adopt` reports
 NEW_REFERENCE = 'a new reference'
 
@@ -111,6 +113,9 @@ class ReferenceTracker:
         # arm minus reference (q, qd) at the last target: what the feedback was working on
         # before a gap (None: no target on the current reference yet)
         self._deviation: Optional[np.ndarray] = None
+        # the acceleration of the last target (None: no target yet), where a take-up or a
+        # rejoin starts the target's so that the feed-forward has no step
+        self._acceleration: Optional[np.ndarray] = None
         self._hold: Optional[np.ndarray] = None
         self._pending: Optional[PiecewiseQuintic] = None  # arrived, not taken up yet
 
@@ -145,7 +150,7 @@ class ReferenceTracker:
             if self._reference is not None:
                 old = np.stack([a[0] for a in self._reference.sample(t)])
                 apart = self._tracked(old[:2] - now[:2])
-                if np.all(np.abs(apart) <= REJOIN_NEGLIGIBLE[:, None]):
+                if np.all(np.abs(apart) <= REJOIN_NEGLIGIBLE[:2, None]):
                     self._reference = new  # a splice: rejoin and deviation carry on
                     return Resumed('unchanged', float(np.max(np.abs(apart[0]), initial=0.0)))
             self._deviation = self._rejoin = None
@@ -156,21 +161,27 @@ class ReferenceTracker:
                 self.dropped += 1
                 return Resumed('dropped', distance)
             self._reference = new
-            offset = self._tracked(np.stack([q - now[0], qd - now[1]]))
+            offset = self._tracked(np.stack([q - now[0], qd - now[1], self._last_acc() - now[2]]))
             error = float(np.max(np.abs(offset[0]), initial=0.0))
             if np.all(np.abs(offset) <= REJOIN_NEGLIGIBLE[:, None]):
                 return Resumed('unchanged', error)
             self._rejoin = rejoin_offset(
-                t, offset[0], offset[1], self.velocity_limits, self.resume_time
+                t, offset[0], offset[1], self.velocity_limits, self.resume_time, dqdd=offset[2]
             )
             return Resumed('rejoining', error, self._rejoin.end_time)
 
     def _tracked(self, delta: np.ndarray) -> np.ndarray:
-        """Differences ``(2, n)`` (position, velocity) with continuous joints' positions
-        wrapped and untracked joints' zero."""
+        """Differences ``(k, n)`` (position, velocity[, acceleration]) with continuous joints'
+        positions wrapped and untracked joints' zero."""
         delta = np.array(delta, dtype=np.float64)
         delta[0] = position_error(delta[0], np.zeros_like(delta[0]), self.continuous)
         return np.where(self.tracked, delta, 0.0)
+
+    def _last_acc(self) -> np.ndarray:
+        """The last target's acceleration ``(n,)`` (zero before the first); under the lock."""
+        if self._acceleration is None:
+            return np.zeros_like(self.velocity_limits)
+        return self._acceleration
 
     def resume(self, t: float, q: np.ndarray, qd: np.ndarray) -> Resumed:
         """Joint states (re)started, or the arm jumped, with the arm at ``q``, ``qd`` ``(n,)``
@@ -181,14 +192,15 @@ class ReferenceTracker:
             ref = self._reference
             if ref is None:
                 return Resumed('holding')
-            q_ref, qd_ref, _ = (a[0] for a in ref.sample(t))
-            # a rejoin under way goes on from where it is at t, with what the gap added
+            q_ref, qd_ref, qdd_ref = (a[0] for a in ref.sample(t))
+            # a rejoin under way goes on from where it is at t, with what the gap added; the
+            # target's acceleration from the last target's (the reference's went on meanwhile)
             offset = np.zeros((3, q_ref.size))
             if self._rejoin is not None:
                 offset = np.stack([a[0] for a in self._rejoin.sample(t)])
-            grown = np.stack([q - q_ref, qd - qd_ref]) - offset[:2]
+            grown = np.stack([q - q_ref, qd - qd_ref, self._last_acc() - qdd_ref]) - offset
             if self._deviation is not None:
-                grown = grown - self._deviation
+                grown[:2] -= self._deviation
             grown = self._tracked(grown)
             error = float(np.max(np.abs(grown[0])))
             if np.all(np.abs(grown) <= REJOIN_NEGLIGIBLE[:, None]):
@@ -203,7 +215,7 @@ class ReferenceTracker:
                 offset[1] + grown[1],
                 self.velocity_limits,
                 self.resume_time,
-                dqdd=offset[2],
+                dqdd=offset[2] + grown[2],
             )
             self.rejoined += 1
             return Resumed('rejoining', error, self._rejoin.end_time)
@@ -232,6 +244,7 @@ class ReferenceTracker:
         with self._lock:
             ref, rejoin = self._reference, self._rejoin
             q_ref, qd_ref, qdd_ref = self._target(t, q)
+            self._acceleration = qdd_ref
         if ref is None:
             return q_ref, qd_ref, qdd_ref, True
         deviation = np.stack([q - q_ref, qd - qd_ref])

@@ -190,6 +190,73 @@ def test_a_new_reference_begins_where_the_arm_is_and_joins_its_course():
     np.testing.assert_allclose(targets[-1], ref.sample(2.499)[0][0], atol=1e-12)
 
 
+def _swing(t0: float = 0.0) -> PiecewiseQuintic:
+    """Joint 0 swings 0.3 sin(2 (t - t0)) rad for 10 s (accelerations up to 1.2 rad/s^2),
+    joint 1 stays."""
+    t = t0 + np.arange(0.0, 10.0, 0.05)
+    w = 2.0 * (t - t0)
+    zero = np.zeros_like(t)
+    return PiecewiseQuintic(
+        t,
+        np.stack([0.3 * np.sin(w), zero], axis=1),
+        np.stack([0.6 * np.cos(w), zero], axis=1),
+        np.stack([-1.2 * np.sin(w), zero], axis=1),
+    )
+
+
+def test_a_reference_taken_up_mid_swing_starts_with_the_last_targets_acceleration():
+    """The model's feed-forward is H x the target's acceleration: a reference taken up while its
+    course accelerates (arrived late, a switch to another) would step the command by H x the
+    course's acceleration. The target starts with the acceleration of the last target (zero
+    when holding) and joins the course's over the rejoin."""
+    tr = ReferenceTracker(VMAX, resume_tolerance=1.0, resume_time=1.0)
+    tr.resume(0.0, np.zeros(2), np.zeros(2))
+    tr.target(0.0, np.zeros(2), np.zeros(2))  # holding at rest
+    swing = _swing()
+    t = 0.8  # taken up late: its course at 0.3 sin 1.6, accelerating at -1.2 rad/s^2
+    assert abs(swing.sample(t)[2][0, 0]) > 1.1
+    r = _start(tr, swing, t)
+    assert r.action == 'rejoining'
+    q_ref, qd_ref, qdd_ref, _ = tr.target(t, np.zeros(2), np.zeros(2))
+    np.testing.assert_allclose(q_ref, 0.0, atol=1e-12)
+    np.testing.assert_allclose(qd_ref, 0.0, atol=1e-12)
+    np.testing.assert_allclose(qdd_ref, 0.0, atol=1e-12)  # as held, not the course's
+    _track(tr, t, r.until + 0.05)
+    assert not tr.rejoining
+    # a switch to another swing, half a period apart, while the first accelerates: the target
+    # goes on with the first's acceleration
+    t = r.until + 0.05
+    _, _, qdd_before, _ = tr.target(t, *_exact(tr, t))
+    assert abs(qdd_before[0]) > 0.1
+    other = _swing(t0=t - 0.7)
+    assert _start(tr, other, t + 0.01, q=_exact(tr, t)[0]).action == 'rejoining'
+    q_arm, qd_arm = _exact(tr, t)
+    qdd_after = tr.target(t + 0.01, q_arm, qd_arm)[2]
+    np.testing.assert_allclose(qdd_after, qdd_before, atol=1e-9)
+    assert abs(other.sample(t + 0.01)[2][0, 0] - qdd_before[0]) > 0.5  # the course's is not
+
+
+def test_after_a_stall_the_target_goes_on_with_its_acceleration_before_the_stall():
+    """Joint states stall for 0.7 s while the reference swings on; they come back with the arm
+    where it stopped (a paused sim whose stamps ran on): position, velocity and acceleration of
+    the target carry on from before the stall, however the course's acceleration changed."""
+    tr = ReferenceTracker(VMAX, resume_tolerance=1.0, resume_time=1.0)
+    tr.resume(0.0, np.zeros(2), np.zeros(2))
+    _start(tr, _swing())
+    q_ref, qd_ref = _track(tr, 0.0, 1.0)
+    qdd_ref = tr.target(0.99, q_ref, qd_ref)[2]
+    r = tr.resume(1.7, q_ref, qd_ref)
+    assert r.action == 'rejoining'
+    assert abs(_swing().sample(1.7)[2][0, 0] - qdd_ref[0]) > 1.0  # the course's changed
+    q2, qd2, qdd2, _ = tr.target(1.7, q_ref, qd_ref)
+    np.testing.assert_allclose(q2, q_ref, atol=1e-9)
+    np.testing.assert_allclose(qd2, qd_ref, atol=1e-9)
+    np.testing.assert_allclose(qdd2, qdd_ref, atol=1e-9)
+    q_end, _ = _track(tr, 1.7, r.until + 0.05)
+    assert not tr.rejoining
+    np.testing.assert_allclose(q_end, _exact(tr, r.until + 0.04)[0], atol=2e-3)
+
+
 def test_a_reference_that_arrives_late_is_joined_from_the_arm_not_dropped():
     """A reference sent from where the arm is, taken up 0.8 s into its 1 s approach (a long
     message on a loaded machine, a sim at twice real time): its course is 1.5 rad on, beyond

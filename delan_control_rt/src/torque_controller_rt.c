@@ -57,10 +57,11 @@
 
 #define MAX_JOINTS 64
 #define MAX_STAMP_JUMP_S 1.0
-/* a stall that moved the arm and the reference apart by less than this (position, velocity)
- * needs no rejoin (reference_tracking.REJOIN_NEGLIGIBLE) */
+/* a stall that moved the arm and the reference apart by less than this (position, velocity,
+ * acceleration) needs no rejoin (reference_tracking.REJOIN_NEGLIGIBLE) */
 #define REJOIN_NEGLIGIBLE_Q 1e-3
 #define REJOIN_NEGLIGIBLE_QD 0.05
+#define REJOIN_NEGLIGIBLE_QDD 0.2
 /* a position step beyond JUMP_FACTOR x the velocity limit x the time step + JUMP_MARGIN is a
  * jump of the arm (a sim reset, a re-homed driver), handled as a restart of the joint states;
  * joints without a velocity limit count UNLIMITED_VELOCITY (continuity.JumpDetector) */
@@ -312,10 +313,12 @@ typedef struct
   double velocity_limits[MAX_JOINTS];
   /* reference: the trajectory, the offset that rejoins it after a stall, and the deviation
    * "arm minus reference" of the last command on it (none: have_deviation 0); pending: one
-   * arrived, taken up at the next joint state (reference_adopt) */
+   * arrived, taken up at the next joint state (reference_adopt); target_qdd: the last target's
+   * acceleration, where a take-up or a rejoin starts the target's (no feed-forward step) */
   reference_t * ref, * rejoin, * pending;
   double deviation[2 * MAX_JOINTS];
   int have_deviation;
+  double target_qdd[MAX_JOINTS];
   double q_ref[MAX_JOINTS], qd_ref[MAX_JOINTS], qdd_ref[MAX_JOINTS];
   double off_q[MAX_JOINTS], off_qd[MAX_JOINTS], off_qdd[MAX_JOINTS];
   /* state */
@@ -429,15 +432,16 @@ static double joint_apart(const controller_t * c, int i, double d)
 }
 
 /* reference_tracking.ReferenceTracker.resume: what the stall added to the deviation "arm
- * minus reference" is brought back in over resume_time (no torque step), or the reference is
- * dropped when the arm is more than resume_tolerance from it (the arm is elsewhere). */
+ * minus reference" is brought back in over resume_time and the target's acceleration goes on
+ * from the last target's (no torque step), or the reference is dropped when the arm is more
+ * than resume_tolerance from it (the arm is elsewhere). */
 static void reference_on_resume(controller_t * c, double t, const char * cause)
 {
   if (!c->ref) {return;}
   const int n = c->n;
   double grown[2 * MAX_JOINTS], error = 0.0;
   /* a rejoin under way goes on from where it is at t, with what the gap added */
-  double off[3 * MAX_JOINTS] = {0.0};
+  double off[3 * MAX_JOINTS] = {0.0}, grown_qdd[MAX_JOINTS];
   int negligible = 1;
   reference_sample(c->ref, t, c->q_ref, c->qd_ref, c->qdd_ref);
   if (c->rejoin) {reference_sample(c->rejoin, t, off, off + n, off + 2 * n);}
@@ -449,8 +453,9 @@ static void reference_on_resume(controller_t * c, double t, const char * cause)
       grown[n + i] -= c->deviation[n + i];
     }
     grown[i] = joint_apart(c, i, grown[i]);
+    grown_qdd[i] = c->target_qdd[i] - c->qdd_ref[i] - off[2 * n + i];
     negligible &= fabs(grown[i]) <= REJOIN_NEGLIGIBLE_Q &&
-      fabs(grown[n + i]) <= REJOIN_NEGLIGIBLE_QD;
+      fabs(grown[n + i]) <= REJOIN_NEGLIGIBLE_QD && fabs(grown_qdd[i]) <= REJOIN_NEGLIGIBLE_QDD;
     if (fabs(grown[i]) > error) {error = fabs(grown[i]);}
   }
   if (negligible) {return;}
@@ -460,6 +465,7 @@ static void reference_on_resume(controller_t * c, double t, const char * cause)
     for (int i = 0; i < n; i++) {
       off[i] += grown[i];
       off[n + i] += grown[n + i];
+      off[2 * n + i] += grown_qdd[i];
     }
     c->rejoin = reference_rejoin(n, t, off, off + n, off + 2 * n, c->velocity_limits,
         c->rt.resume_time, 0.25);
@@ -487,6 +493,7 @@ static void reference_now(controller_t * c, double t)
     memcpy(c->q_ref, c->hold, sizeof(double) * n);
     memset(c->qd_ref, 0, sizeof(double) * n);
     memset(c->qdd_ref, 0, sizeof(double) * n);
+    memset(c->target_qdd, 0, sizeof(double) * n);
     return;
   }
   reference_sample(c->ref, t, c->q_ref, c->qd_ref, c->qdd_ref);
@@ -506,18 +513,19 @@ static void reference_now(controller_t * c, double t)
     c->deviation[i] = c->q[i] - c->q_ref[i];
     c->deviation[n + i] = c->qd[i] - c->qd_ref[i];
   }
+  memcpy(c->target_qdd, c->qdd_ref, sizeof(double) * n);
   c->have_deviation = 1;
 }
 
 /* reference_tracking.ReferenceTracker.adopt: the reference that arrived since the last state
  * is taken up. One that continues the current reference (the same course at t: a splice)
- * replaces it, nothing else changes; any other begins where the arm is and joins its course
- * over resume_time (no torque step), or is dropped and the arm held where it is when its first
+ * replaces it, nothing else changes; any other begins where the arm is, with the last
+ * target's acceleration, and joins its course over resume_time (no torque step), or is dropped and the arm held where it is when its first
  * point lies farther than resume_tolerance from the arm. */
 static void reference_adopt(controller_t * c, double t)
 {
   const int n = c->n;
-  double now[3 * MAX_JOINTS], old[3 * MAX_JOINTS], off[2 * MAX_JOINTS];
+  double now[3 * MAX_JOINTS], old[3 * MAX_JOINTS], off[3 * MAX_JOINTS];
   double distance = 0.0, error = 0.0;
   reference_t * ref = c->pending;
   c->pending = NULL;
@@ -541,7 +549,9 @@ static void reference_adopt(controller_t * c, double t)
     if (first > distance) {distance = first;}
     off[i] = joint_apart(c, i, c->q[i] - now[i]);
     off[n + i] = c->qd[i] - now[n + i];
-    negligible &= fabs(off[i]) <= REJOIN_NEGLIGIBLE_Q && fabs(off[n + i]) <= REJOIN_NEGLIGIBLE_QD;
+    off[2 * n + i] = c->target_qdd[i] - now[2 * n + i];
+    negligible &= fabs(off[i]) <= REJOIN_NEGLIGIBLE_Q && fabs(off[n + i]) <= REJOIN_NEGLIGIBLE_QD &&
+      fabs(off[2 * n + i]) <= REJOIN_NEGLIGIBLE_QDD;
     if (fabs(off[i]) > error) {error = fabs(off[i]);}
   }
   reference_free(c->rejoin);
@@ -551,7 +561,7 @@ static void reference_adopt(controller_t * c, double t)
   c->have_deviation = 0;
   if (distance <= c->rt.resume_tolerance) {
     if (negligible) {return;}
-    c->rejoin = reference_rejoin(n, t, off, off + n, NULL, c->velocity_limits,
+    c->rejoin = reference_rejoin(n, t, off, off + n, off + 2 * n, c->velocity_limits,
         c->rt.resume_time, 0.25);
     if (c->rejoin) {
       fprintf(stderr, "[torque_controller_rt] new reference taken up from the arm, %.3f from "

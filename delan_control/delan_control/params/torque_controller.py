@@ -137,8 +137,10 @@ TABLE = (
         "arm's state back onto the reference over at least this time [s] (longer for a "
         'larger offset: catching up adds at most 25 % of the velocity limits); a stall '
         'let the reference move on while the arm did not, and chasing it at once would '
-        'kick the arm. A new reference begins where the arm is and joins its course the '
-        'same way (one that continues the current reference replaces it as it is)',
+        "kick the arm. The target starts at the arm and with the last target's "
+        'acceleration (no feed-forward step). A new reference begins there too and joins '
+        'its course the same way (one that continues the current reference replaces it as '
+        'it is)',
         min=0.0,
         max=60.0,
     ),
