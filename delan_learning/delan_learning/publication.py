@@ -7,8 +7,9 @@ result and answers with a :class:`Verdict`:
   (and above ``divergence_floor``) than the last good weights *on the same data* -- or than
   the published version, whose weights are then restored;
 * **publish** every ``publish_period`` when the last good weights beat the published version
-  (re-measured on the current validation data, whose error floor rises after a lasting
-  change) and pass the quality gate ``publish_max_nmse`` on every joint;
+  on the same data (both re-measured on the current validation data: a loss measured on the
+  validation data of another time says little, as their error floor moves with what the arm
+  did) and pass the quality gate ``publish_max_nmse`` on every joint;
 * **hold** the publication after the data changed under the published version (its loss
   ``shift_factor`` times its loss at publication): a burst of bad but plausible data and a
   lasting change (a payload) look the same while they are in the buffers, so a new version
@@ -119,18 +120,21 @@ class PublicationPolicy:
 
     ``best_val``: validation loss of the last good weights ``good_state`` (per-joint nMSE
     ``good_nmse``); ``published_val``: the loss of the published version when it went out;
-    ``shift_t``: the stamp at which changed data were seen (None: none)."""
+    ``shift_t``: the stamp at which changed data were seen (None: none); ``standing``: what
+    the last comparison for publication decided, answered until the next one (they come every
+    ``publish_period``)."""
 
     def __init__(self, params: Optional[PublicationParams] = None):
         self.params = params or PublicationParams()
         self.rollbacks = 0
         self.last_publish = 0.0
-        self.last_recheck = 0.0
+        self.last_recheck = 0.0  # when the weights were last compared for publication
         self.restart(None)
 
     def restart(self, good_state: Optional[State]) -> None:
         """Forget the losses: a reset (``good_state`` None) or an adopted checkpoint."""
         self.good_state = good_state
+        self.standing = Verdict('training', 'training')
         self.good_nmse: List[float] = []
         self.best_val = self.published_val = math.inf
         self.shift_t: Optional[float] = None
@@ -187,18 +191,29 @@ class PublicationPolicy:
         if loss < self.best_val:
             self.best_val, self.good_state = loss, weights.current()
             self.good_nmse = [float(x) for x in ev['nmse']]
-        if now - self.last_publish < p.publish_period:
+        if now - self.last_publish < p.publish_period or self.good_state is None:
             return Verdict('training', 'training')
-        better = self.best_val < self.published_val
-        gated = max(self.good_nmse, default=math.inf) > p.publish_max_nmse
-        if (
-            (not better or gated)
-            and self.good_state is not None
-            and now - self.last_recheck >= p.publish_period
-        ):
-            self.last_recheck = now
-            better = self._recheck_published(val, weights, published)
-        if not better:
+        if now - self.last_recheck < p.publish_period:
+            return self.standing  # decided at the last comparison
+        self.last_recheck = now
+        verdict = self._decide(val, weights, published, window)
+        self.standing = Verdict(verdict.action, verdict.message)
+        if verdict.action == 'publish':
+            self.standing = Verdict('training', 'training')
+        return verdict
+
+    def _decide(
+        self,
+        val: Data,
+        weights: Weights,
+        published: Optional[Tuple[int, State]],
+        window: DataWindow,
+    ) -> Verdict:
+        """Whether the last good weights go out now (module docstring), compared with the
+        published version on the current validation data ``val``."""
+        p = self.params
+        pub_loss = self._remeasure(val, weights, published)
+        if pub_loss is not None and not self.best_val < pub_loss:
             return Verdict('training', 'training')
         worst = max(self.good_nmse, default=math.inf)
         if worst > p.publish_max_nmse:
@@ -207,7 +222,7 @@ class PublicationPolicy:
                 f'training; not published yet: validation nMSE '
                 f'{worst:.3g} > publish_max_nmse {p.publish_max_nmse:.3g}',
             )
-        held, restart_lr, notes = self._held(val, weights, published, window)
+        held, restart_lr, notes = self._held(weights, published, pub_loss, window)
         if held:
             return Verdict(
                 'waiting',
@@ -225,40 +240,42 @@ class PublicationPolicy:
             restore=self.good_state,
         )
 
-    def _recheck_published(
+    def _remeasure(
         self, val: Data, weights: Weights, published: Optional[Tuple[int, State]]
-    ) -> bool:
-        """Whether the last good weights beat the published ones on the *same* (current)
-        validation data (True while nothing is published: the quality gate decides).
+    ) -> Optional[float]:
+        """The last good weights re-measured on the current validation data ``val``
+        (``best_val``, ``good_nmse``); the published version's loss on the same data (None
+        while nothing is published: the quality gate decides).
 
         ``best_val`` and the published loss were measured on the validation data of their time.
         After a lasting change (a payload, a new region of the workspace) the error floor rises:
         no new weights beat the old ``best_val`` (the last good weights froze) and no version
-        beat the old published loss (publishing stopped for good). So the last good weights are
-        re-measured here (``best_val`` follows the floor). The published loss is *not*
-        overwritten: it stays the reference that tells a burst of bad data. Before the first
-        version the same holds for the quality gate: a best loss measured on the small early
-        validation set froze the last good weights with an nMSE above the gate, and nothing was
-        ever published."""
+        would beat the old published loss (publishing stopped for good); on easier data than the
+        published version's (the motions of its time gone from the buffer, a young model) a
+        version far worse than it would beat it. So both are compared on the same data here.
+        The published loss at publication (``published_val``) is *not* overwritten: it stays the
+        reference that tells a burst of bad data. Before the first version the same holds for
+        the quality gate: a best loss measured on the small early validation set froze the last
+        good weights with an nMSE above the gate, and nothing was ever published."""
         good = weights.evaluate(val, self.good_state)
         self.best_val, self.good_nmse = good['loss'], [float(x) for x in good['nmse']]
         if published is None:
-            return True
-        return good['loss'] < weights.evaluate(val, published[1])['loss']
+            return None
+        return float(weights.evaluate(val, published[1])['loss'])
 
     def _held(
         self,
-        val: Data,
         weights: Weights,
         published: Optional[Tuple[int, State]],
+        pub_loss: Optional[float],
         window: DataWindow,
     ) -> Tuple[Optional[str], bool, Tuple[Tuple[str, str], ...]]:
         """(why better weights must not go out yet after the data changed (None: they may),
-        whether the change was seen just now, what to log)."""
-        if published is None:
+        whether the change was seen just now, what to log); ``pub_loss``: the published
+        version's loss on the current validation data."""
+        if published is None or pub_loss is None:
             return None, False, ()
         version, state = published
-        pub_loss = weights.evaluate(val, state)['loss']
         if pub_loss <= self.params.shift_factor * self.published_val:
             notes: Tuple[Tuple[str, str], ...] = ()
             if self.shift_t is not None:

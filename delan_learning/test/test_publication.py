@@ -78,6 +78,35 @@ def test_the_first_version_goes_out_once_better_gated_and_due():
     assert policy.good_nmse == [0.04, 0.04]
 
 
+def test_a_version_goes_out_only_if_it_beats_the_published_one_on_the_same_data():
+    """The published version's loss at publication was measured on the validation data of its
+    time: a candidate with a lower loss on today's (easier) data can still be far worse than it
+    there. Both are compared on the same data; until the next comparison (a publish_period
+    later) the decision stands."""
+    policy, w = PublicationPolicy(PublicationParams(**PARAMS)), Weights({})
+    _round(policy, w, 'p', 0.05, now=10.0)
+    policy.published(10.0)
+    pub = (1, {'name': 'p'})
+    w.losses[('p', 'val2')] = 0.01  # the published version on today's data
+    v = _round(policy, w, 'a', 0.03, now=20.0, published=pub, data='val2')
+    assert v.action == 'training' and policy.best_val == 0.03 < policy.published_val
+    # 0.008 beats it on the same data; not compared before a publish_period has passed
+    assert _round(policy, w, 'b', 0.008, now=22.0, published=pub, data='val2').action == (
+        'training'
+    )
+    assert _round(policy, w, 'b', 0.008, now=25.0, published=pub, data='val2').action == (
+        'publish'
+    )
+
+
+def test_a_decision_to_wait_stands_until_the_next_comparison():
+    policy, w = PublicationPolicy(PublicationParams(**PARAMS)), Weights({})
+    v = _round(policy, w, 'a', 0.5, now=10.0)
+    assert v.action == 'waiting'
+    assert _round(policy, w, 'a', 0.5, now=12.0) == v  # the same status, not re-evaluated
+    assert _round(policy, w, 'b', 0.1, now=15.0).action == 'publish'
+
+
 def test_a_non_finite_loss_rolls_back_to_the_last_good_weights_or_starts_afresh():
     policy, w = PublicationPolicy(PublicationParams(**PARAMS)), Weights({})
     v = _round(policy, w, 'x', math.nan, now=1.0)
