@@ -170,10 +170,13 @@ def test_republished_when_trajectory_speed_or_seed_change(reference_process):
     assert np.abs(qd2).max(axis=0) == pytest.approx(2.0 * np.abs(qd1).max(axis=0), rel=0.02)
     assert np.abs(qdd2).max(axis=0) == pytest.approx(4.0 * np.abs(qdd1).max(axis=0), rel=0.05)
     assert np.allclose(q2.min(axis=0), q1.min(axis=0), atol=0.01)  # same path
-    # another trajectory kind (not repeated: the next seed would come on its own)
+    # another trajectory kind (not repeated: the next seed would come on its own), and the
+    # speed with it in the same request: one reference, not one per parameter (the first at
+    # the old speed, each taken up anew by the controller)
     assert all(r.successful for r in lis.set(trajectory='excitation', speed=1.0, repeat=False))
     lis.wait_count(n + 2)
     time.sleep(0.5)
+    assert len(lis.received) == n + 2, len(lis.received)
     exc = lis.received[-1][1]
     _, q3, _, _ = arrays(exc)
     assert not np.allclose(q3[: len(q1)], q1[: len(q3)])

@@ -520,8 +520,9 @@ static void reference_now(controller_t * c, double t)
 /* reference_tracking.ReferenceTracker.adopt: the reference that arrived since the last state
  * is taken up. One that continues the current reference (the same course at t: a splice)
  * replaces it, nothing else changes; any other begins where the arm is, with the last
- * target's acceleration, and joins its course over resume_time (no torque step), or is dropped and the arm held where it is when its first
- * point lies farther than resume_tolerance from the arm. */
+ * target's acceleration, and joins its course over resume_time (no torque step), or is
+ * dropped and the arm held where it is when its first point lies farther than
+ * resume_tolerance from the arm. */
 static void reference_adopt(controller_t * c, double t)
 {
   const int n = c->n;

@@ -155,8 +155,11 @@ class ReferenceNode(Node):
                 setattr(self, {'trajectory': 'kind'}.get(p.name, p.name), p.value)
                 changed = changed or p.name not in ('repeat',)
         if changed:
+            # made at the next tick: rclpy applies the parameters of one request one by one,
+            # each with this callback, and a request that sets the kind, speed and duration
+            # of a figure eight wants one reference, not one per parameter (three new
+            # references for the controller to take up, the first at the old speed)
             self._wanted_ns = self.get_clock().now().nanoseconds
-            self._publish_wanted()
 
     def close(self) -> None:
         """Stop taking joint states (run_node calls it; idempotent; also after a failed
