@@ -188,7 +188,8 @@ class PublicationPolicy:
                     f'validation {loss:.3g} vs {good:.3g} of the last good weights'
                 )
             self.best_val = good
-        if loss < self.best_val:
+        fresh = loss < self.best_val  # the last good weights measured on val just now
+        if fresh:
             self.best_val, self.good_state = loss, weights.current()
             self.good_nmse = [float(x) for x in ev['nmse']]
         if now - self.last_publish < p.publish_period or self.good_state is None:
@@ -196,7 +197,7 @@ class PublicationPolicy:
         if now - self.last_recheck < p.publish_period:
             return self.standing  # decided at the last comparison
         self.last_recheck = now
-        verdict = self._decide(val, weights, published, window)
+        verdict = self._decide(val, weights, published, window, fresh)
         self.standing = Verdict(verdict.action, verdict.message)
         if verdict.action == 'publish':
             self.standing = Verdict('training', 'training')
@@ -208,11 +209,13 @@ class PublicationPolicy:
         weights: Weights,
         published: Optional[Tuple[int, State]],
         window: DataWindow,
+        fresh: bool,
     ) -> Verdict:
         """Whether the last good weights go out now (module docstring), compared with the
-        published version on the current validation data ``val``."""
+        published version on the current validation data ``val`` (``fresh``: the last good
+        weights are this round's, already measured on it)."""
         p = self.params
-        pub_loss = self._remeasure(val, weights, published)
+        pub_loss = self._remeasure(val, weights, published, fresh)
         if pub_loss is not None and not self.best_val < pub_loss:
             return Verdict('training', 'training')
         worst = max(self.good_nmse, default=math.inf)
@@ -241,11 +244,17 @@ class PublicationPolicy:
         )
 
     def _remeasure(
-        self, val: Data, weights: Weights, published: Optional[Tuple[int, State]]
+        self,
+        val: Data,
+        weights: Weights,
+        published: Optional[Tuple[int, State]],
+        fresh: bool = False,
     ) -> Optional[float]:
         """The last good weights re-measured on the current validation data ``val``
-        (``best_val``, ``good_nmse``); the published version's loss on the same data (None
-        while nothing is published: the quality gate decides).
+        (``best_val``, ``good_nmse``; not when ``fresh``: measured on it this round); the
+        published version's loss on the same data (None while nothing is published: the
+        quality gate decides). A measurement costs the learner as much as a few dozen optimiser
+        steps: none is repeated.
 
         ``best_val`` and the published loss were measured on the validation data of their time.
         After a lasting change (a payload, a new region of the workspace) the error floor rises:
@@ -257,8 +266,9 @@ class PublicationPolicy:
         reference that tells a burst of bad data. Before the first version the same holds for
         the quality gate: a best loss measured on the small early validation set froze the last
         good weights with an nMSE above the gate, and nothing was ever published."""
-        good = weights.evaluate(val, self.good_state)
-        self.best_val, self.good_nmse = good['loss'], [float(x) for x in good['nmse']]
+        if not fresh:
+            good = weights.evaluate(val, self.good_state)
+            self.best_val, self.good_nmse = good['loss'], [float(x) for x in good['nmse']]
         if published is None:
             return None
         return float(weights.evaluate(val, published[1])['loss'])

@@ -99,6 +99,20 @@ def test_a_version_goes_out_only_if_it_beats_the_published_one_on_the_same_data(
     )
 
 
+def test_weights_measured_this_round_are_not_measured_again():
+    policy, w = PublicationPolicy(PublicationParams(**PARAMS)), Weights({})
+    _round(policy, w, 'p', 0.05, now=10.0)
+    policy.published(10.0)
+    w.losses[('p', 'val2')] = 0.1
+    asked = []
+    evaluate = w.evaluate
+    w.evaluate = lambda data, state=None: (
+        asked.append((state or {}).get('name')) or evaluate(data, state)
+    )
+    v = _round(policy, w, 'a', 0.02, now=20.0, published=(1, {'name': 'p'}), data='val2')
+    assert v.action == 'publish' and asked == ['p']  # 'a' was measured on val2 by its round
+
+
 def test_a_decision_to_wait_stands_until_the_next_comparison():
     policy, w = PublicationPolicy(PublicationParams(**PARAMS)), Weights({})
     v = _round(policy, w, 'a', 0.5, now=10.0)
