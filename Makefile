@@ -9,8 +9,8 @@ DEMO_ARGS ?=
 setup:  ## venv from pinned PyPI wheels + colcon build (idempotent)
 	@bash scripts/setup.sh
 
-test: setup  ## the whole pytest suite of all packages
-	@source env.sh && pytest $(PYTEST_ARGS)
+test: setup  ## the whole pytest suite of all packages (scripts/test.sh: two passes)
+	@bash scripts/test.sh $(PYTEST_ARGS)
 
 lint: setup  ## ruff lint and format check (ruff.toml) over every package, bench/ and tests/; mypy
 	@.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy

@@ -1,5 +1,6 @@
 """Suite-wide pytest set-up: every pytest run talks DDS on its own ROS domain over loopback, so
-parallel runs (developers, CI) never hear each other's nodes."""
+parallel runs (developers, CI, the workers of one ``pytest -n``) never hear each other's
+nodes."""
 
 import os
 import random
@@ -13,6 +14,17 @@ if TESTING not in sys.path:
         p for p in (TESTING, os.environ.get('PYTHONPATH')) if p
     )
 
-if 'ROS_DOMAIN_ID' not in os.environ or os.environ.get('DELAN_TEST_RANDOM_DOMAIN', '1') == '1':
-    os.environ['ROS_DOMAIN_ID'] = str(random.SystemRandom().randint(1, 100))
+#: pytest-xdist workers (``make test`` runs two) take consecutive domains from one drawn base
+MAX_WORKERS = 8
+
+_worker = os.environ.get('PYTEST_XDIST_WORKER', '')  # 'gw0', 'gw1', ... in a worker
+if _worker.startswith('gw') and 'DELAN_TEST_DOMAIN_BASE' in os.environ:
+    # the base was set by the controlling pytest, whose environment the workers inherit
+    _index = int(_worker[2:]) % MAX_WORKERS
+    os.environ['ROS_DOMAIN_ID'] = str(int(os.environ['DELAN_TEST_DOMAIN_BASE']) + _index)
+else:
+    if 'ROS_DOMAIN_ID' not in os.environ or os.environ.get('DELAN_TEST_RANDOM_DOMAIN', '1') == '1':
+        # domains 1..101 are safe on Linux (participant ports); room is left for the workers
+        os.environ['ROS_DOMAIN_ID'] = str(random.SystemRandom().randint(1, 101 - MAX_WORKERS))
+    os.environ['DELAN_TEST_DOMAIN_BASE'] = os.environ['ROS_DOMAIN_ID']
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')

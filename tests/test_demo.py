@@ -55,6 +55,7 @@ def _replay_matches_the_demo(out, r, robot: str, test_duration: float) -> None:
             )
 
 
+@pytest.mark.solo  # learns online for a fixed wall time
 def test_short_demo_on_the_seven_dof_arm(tmp_path):
     """The any-arm chain on a 7-DoF arm (continuous wrist, light distal links), shortened: the
     true plant explains the excitation, a model is published, DeLaN tracks the unseen figure

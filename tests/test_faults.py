@@ -52,6 +52,9 @@ from delan_testing.ros import (
     stop_process,
 )
 
+#: nodes learn and control live against the clock: alone on the machine (make test's solo pass)
+pytestmark = pytest.mark.solo
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 ROBOT = RobotDescription.load(URDF)

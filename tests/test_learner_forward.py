@@ -177,6 +177,7 @@ def _trained_with(update: ModelUpdate) -> str:
     return _TRAINED_WITH[update.checkpoint_path]
 
 
+@pytest.mark.solo  # learns live against the clock
 def test_forward_and_both_losses_learn_from_the_sim_and_pass_the_gate(rig):
     ns, node, loop, status, updates, procs = rig
     _wait('a version trained with loss both', lambda: len(updates) > 0, procs, status)

@@ -41,6 +41,9 @@ from delan_testing.ros import (
     stop_process,
 )
 
+#: the learner node trains live against the clock: alone on the machine (make test's solo pass)
+pytestmark = pytest.mark.solo
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'two_link_arm.urdf')
 URDF7 = os.path.join(ROOT, 'delan_bringup', 'urdf', 'seven_dof_arm.urdf')

@@ -6,11 +6,13 @@ publish on the same topics."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from test_learner_node import Harness, _learner_process, _truth
 
 from delan_testing.ros import ros_context, stop_process
 
 
+@pytest.mark.solo  # learns live against the clock
 def test_residual_learner_gives_a_controller_what_the_urdf_misses(tmp_path):
     """model:=delan_residual: the learner fits what the URDF's model misses on an arm with a
     payload and twice the friction; a controller on model=delan_residual follows its versions,

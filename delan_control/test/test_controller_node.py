@@ -391,6 +391,7 @@ def mismatch_models(tmp_path_factory):
     return {'identified': str(out / 'identified.json'), 'delan': str(out / 'delan.pt')}
 
 
+@pytest.mark.solo  # tracking error of a live loop
 def test_identified_and_delan_beat_nominal_under_mismatch(rig_factory, mismatch_models):
     rig = rig_factory(
         sim={'payload_mass': 0.6, 'friction_scale': 2.0},
@@ -775,6 +776,7 @@ def _process_probe(ctx, name: str, on_command):
     return node, diags, pub, ex
 
 
+@pytest.mark.solo  # times the control loop
 def test_first_switch_to_delan_does_not_stall_the_loop(tmp_path):
     """A fresh controller process (nothing imported yet) on pd, joint states at ~250 Hz of
     wall time; a runtime switch to delan must not hold the control callback up (loading torch
@@ -849,6 +851,7 @@ def _fifo_allowed() -> bool:
     return probe.returncode == 0
 
 
+@pytest.mark.solo  # times the control loop
 def test_loop_times_itself_and_runs_under_realtime_priority(tmp_path):
     """A controller process with ``realtime_priority`` answers a 500 Hz stream; its diagnostics
     count every state and time every command (the histogram holds exactly the commands sent;

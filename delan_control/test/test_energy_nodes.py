@@ -156,6 +156,7 @@ def _wait(what: str, predicate, timeout: float = 120.0) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.solo  # learns live against the clock
 @pytest.mark.slow
 def test_energy_law_swings_up_on_a_model_the_learner_node_learned(rig_factory, tmp_path):  # noqa: F811
     """The chain in one process over DDS: the sim (pendulum passive), the reference node's
