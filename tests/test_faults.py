@@ -121,6 +121,20 @@ def _mean_nmse(st) -> float:
     return float(np.mean(st.validation_nmse)) if len(st.validation_nmse) else math.nan
 
 
+def _settled_below(rig: 'Rig', nmse: float, seconds: float = 1.0) -> bool:
+    """Every status of the last ``seconds`` (two or more rounds of the fault tests' learner)
+    has a validation nMSE below ``nmse`` on every joint: a young model, but not one whose error
+    still swings from round to round."""
+    latest = rig.latest()
+    if latest is None:
+        return False
+    since = rig.status[-1][0] - int(seconds * 1e9)
+    recent = [m for t, m in rig.since('status', since)]
+    return len(recent) >= 5 and all(
+        len(m.validation_nmse) and max(m.validation_nmse) < nmse for m in recent
+    )
+
+
 class Rig:
     """Node processes in one namespace and a probe node in this process that records what they
     publish, each sample with its DDS source timestamp (the publisher's system clock, ns)."""
@@ -885,8 +899,7 @@ def test_learner_recovers_from_garbage_and_absurd_data(rig_factory):
             rig.latest() is not None
             and len(rig.updates) >= 2
             and rig.latest().samples_seen >= 1.5 * CAPACITY
-            and 0 < len(rig.latest().validation_nmse)
-            and max(rig.latest().validation_nmse) < 0.1
+            and _settled_below(rig, 0.1)
         ),
         timeout=2 * WAIT,
         info=rig.learner_info,
@@ -941,7 +954,11 @@ def test_learner_recovers_from_garbage_and_absurd_data(rig_factory):
     # the learner as the absurd data began
     t_start = rig.wall_of_stamp(relay.start)
     pre = [m for t, m in rig.status if t < t_start][-1]
-    nmse_before = _mean_nmse(pre)
+    # its error then: the median over the last 2 s of statuses, not the last one (a young
+    # model's validation nMSE swings from round to round: one status read 1.18 on a joint where
+    # the versions before and after read 0.15 and 0.02)
+    recent = [_mean_nmse(m) for t, m in rig.status if t_start - 2_000_000_000 <= t < t_start]
+    nmse_before = float(np.nanmedian(recent))
     v_before = max(m.model_version for t, m in rig.updates if t < t_start)
 
     # ---- good data again. Once the absurd samples have left both buffers (by the stamps of
@@ -1004,7 +1021,9 @@ def test_learner_recovers_from_garbage_and_absurd_data(rig_factory):
         f'\nrejected {N_GARBAGE} malformed + {n_x1000} x1000 states; {n_absurd} absurd states '
         f'accepted (stamps {relay.start:.2f} .. {relay.end:.2f}, out of the buffers by '
         f'{flushed - 5.0:.0f}); validation nMSE {np.round(pre.validation_nmse, 4).tolist()} '
-        f'before, worst mean {worst:.3g} while the absurd data were in the buffers, '
+        f'before (mean over the last 2 s of statuses: {np.round(recent[::5], 3).tolist()}, '
+        f'median {nmse_before:.3g}), worst mean {worst:.3g} while the absurd data were in the '
+        f'buffers, '
         f'{np.round(after.validation_nmse, 4).tolist()} {rounds} rounds after they were gone; '
         f'{len(logged)} rollbacks logged (first: {logged[:1]}), {len(diverged)} DIVERGED '
         f'statuses seen; versions v{v_before} before, {[m.model_version for m in burst]} '
