@@ -23,7 +23,7 @@ shell: setup  ## an interactive shell with everything sourced
 
 # benches that read a demo's output folder (--demo DIR) run after a demo, by hand (bench/README.md)
 DEMO_BENCHES := bench/bench_learner_replay.py bench/bench_learning_curves.py bench/bench_residual.py \
-	bench/bench_model_terms.py
+	bench/bench_model_terms.py bench/bench_learning_phase.py
 
 bench: setup  ## every self-contained benchmark (print tables); see bench/README.md
 	@source env.sh && for b in $(filter-out $(DEMO_BENCHES),$(wildcard bench/bench_*.py)); do \

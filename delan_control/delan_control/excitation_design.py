@@ -85,6 +85,7 @@ def designed_excitation(
     velocity_fraction: float = 0.6,
     conditioning: Optional[RegressorConditioning] = None,
     effort_fraction: float = EXCITATION_EFFORT_FRACTION,
+    base_freq: float = 0.1,
 ) -> FourierTrajectory:
     """The best-conditioned of ``candidates`` seeded random Fourier excitations (one period
     sampled at ``points`` states) among those that need at most ``effort_fraction`` of the
@@ -98,7 +99,12 @@ def designed_excitation(
     best_key = (np.inf, np.inf)
     for k in range(max(1, candidates)):
         traj = random_fourier_trajectory(
-            lower, upper, max_velocity, seed=seed * 1009 + k, velocity_fraction=velocity_fraction
+            lower,
+            upper,
+            max_velocity,
+            seed=seed * 1009 + k,
+            velocity_fraction=velocity_fraction,
+            base_freq=base_freq,
         )
         if candidates <= 1:
             return traj
@@ -122,10 +128,12 @@ def robot_excitation(
     velocity_fraction: float,
     candidates: int = 8,
     design: Optional[Tuple[RobotModel, RegressorConditioning]] = None,
+    base_freq: float = 0.1,
 ) -> FourierTrajectory:
     """The excitation of ``seed`` for ``robot`` within its limits, as the reference node
     publishes it: :func:`designed_excitation` on the URDF model and its conditioning
-    ``design`` when given and ``candidates > 1``, a plain random one otherwise."""
+    ``design`` when given and ``candidates > 1``, a plain random one otherwise. ``base_freq``
+    [Hz]: the Fourier series' fundamental (the reference node's; a bench may vary it)."""
     if design is not None and candidates > 1:
         model, conditioning = design
         return designed_excitation(
@@ -137,6 +145,7 @@ def robot_excitation(
             candidates=candidates,
             velocity_fraction=velocity_fraction,
             conditioning=conditioning,
+            base_freq=base_freq,
         )
     return random_fourier_trajectory(
         robot.lower,
@@ -144,4 +153,5 @@ def robot_excitation(
         robot.planning_velocity_limits,
         seed=seed,
         velocity_fraction=velocity_fraction,
+        base_freq=base_freq,
     )

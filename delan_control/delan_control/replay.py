@@ -12,7 +12,7 @@ nominal Pinocchio on the demo's own terms (``bench/bench_replay.py``). ROS-free.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import yaml
@@ -155,12 +155,15 @@ def track(
     law: str = 'feedforward_urdf_pd',
     settle: float = 0.0,
     diverge_error: float = 1.0,
+    on_state: Optional[Callable[[float, np.ndarray, np.ndarray, np.ndarray], None]] = None,
 ) -> Tracked:
     """The demo's control loop on ``ref`` from ``home`` at rest, to its end: ``model`` (None =
     PD) under ``law`` with the demo's gains, the mismatched plant at the sim's rates, measured
     from ``settle`` [s] on as the demo measures (the state against the reference at its
     stamp; continuous joints' errors wrapped). A non-finite torque falls back to PD, as in the
     controller. The run stops once an error passes ``diverge_error`` (the demo stops it too).
+    ``on_state(t, q, qd, effort)``: each joint state as the sim publishes it (measured, with the
+    torque the motors applied up to it).
     """
     sim = setup.sim
     physics_rate = float(sim.get('physics_rate', 1000.0))
@@ -185,6 +188,8 @@ def track(
     for k in range(int(round(float(ref.t[-1]) * setup.rate))):
         t = k / setup.rate
         q, qd = plant.measure()
+        if on_state is not None:
+            on_state(t, q, qd, plant.last_torque.copy())
         q_ref, qd_ref, qdd_ref = (x[0] for x in ref.sample(np.array([t])))
         err = joint_errors(q_ref, q, types)
         if not np.all(np.isfinite(err)) or np.abs(err).max() > diverge_error:

@@ -3,8 +3,12 @@
 import numpy as np
 
 from delan_common.excitation import random_fourier_trajectory
-from delan_common.robot_model import RobotModel
-from delan_control.excitation_design import RegressorConditioning, designed_excitation
+from delan_common.robot_model import RobotModel, find_urdf
+from delan_control.excitation_design import (
+    RegressorConditioning,
+    designed_excitation,
+    robot_excitation,
+)
 from delan_control.trajectories import make_reference
 
 
@@ -134,3 +138,19 @@ def test_figure_eight_stays_inside_the_velocities_the_excitation_covers():
         'excitation', s.lower, s.upper, s.velocity_limit, None, seed=3, duration=20.0
     )
     assert np.max(np.abs(qd) / s.velocity_limit) > 0.7 * EXCITATION_VELOCITY_FRACTION
+
+
+def test_the_excitations_fundamental_can_be_chosen():
+    """``base_freq`` sets the Fourier series' period (the reference node keeps 0.1 Hz), for the
+    designed and the plain excitation alike, within the same velocity bound."""
+    from delan_common.urdf_joints import RobotDescription
+
+    desc = RobotDescription.load(find_urdf('seven_dof_arm.urdf'))
+    robot = RobotModel('seven_dof_arm.urdf')
+    design = (robot, RegressorConditioning.of(robot))
+    for candidates in (1, 4):
+        slow = robot_excitation(desc, 2, 0.6, candidates, design)
+        fast = robot_excitation(desc, 2, 0.6, candidates, design, base_freq=0.2)
+        assert slow.period == 10.0 and fast.period == 5.0
+        _, qd, _ = fast.sample(np.linspace(0, fast.period, 500))
+        assert np.all(np.abs(qd) <= 0.6 * desc.planning_velocity_limits + 1e-9)

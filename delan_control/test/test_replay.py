@@ -131,3 +131,19 @@ def test_a_light_arm_is_excited_clear_of_its_end_stops_anywhere_in_its_ranges():
     assert at_home.gains().ct_kp[0] == pytest.approx(CT_OMEGA**2)
     soft = track(at_home, so101.nominal, excitation, diverge_error=np.inf)
     assert np.max(soft.end_stops) > 0.03, soft  # with this payload: the wrist, 30 %
+
+
+def test_the_loop_reports_each_state_with_the_torque_that_led_to_it(two_link):
+    """``track``'s ``on_state`` gives the joint states as the sim publishes them: at its rate,
+    measured, each with the torque the motors applied up to it (none before the first)."""
+    rows = []
+    ref = two_link.figure_eight(1.0, duration=1.0)
+    track(two_link, two_link.nominal, ref, on_state=lambda *row: rows.append(row))
+    t = np.array([r[0] for r in rows])
+    np.testing.assert_allclose(np.diff(t), 1.0 / two_link.rate)
+    assert np.all(rows[0][3] == 0.0) and np.any(rows[-1][3] != 0.0)
+    limit = two_link.nominal.operating_effort_limit()
+    assert np.all(np.abs(np.array([r[3] for r in rows])) <= limit + 1e-9)
+    # the states move with the reference: no state is the same as the one before
+    q = np.array([r[1] for r in rows])
+    assert np.all(np.any(q[1:] != q[:-1], axis=1))
