@@ -166,8 +166,12 @@ class OnlineTrainer:
         self._thread = threading.Thread(target=self.run, name='delan-trainer', daemon=True)
         self._thread.start()
 
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop training (a round stops within an optimiser step) and wait for the thread."""
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop training (a round stops within an optimiser step) and wait for the thread, at
+        most ``timeout`` [s]: the thread runs niced (``training_niceness``), and on a machine
+        busy with other work it was seen to need more than 15 s to reach its next check, past
+        launch's SIGKILL. The process ends anyway (``run_node``'s ``os._exit`` ends the daemon
+        thread), and versions are written atomically, so nothing published is lost."""
         self._stop.set()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout=timeout)
