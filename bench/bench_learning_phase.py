@@ -66,9 +66,8 @@ def learning_phase(setup, sim_time: float, segment: float, base_freq: float) -> 
             velocity=qd.tolist(),
             effort=effort.tolist(),
         )
-        stamp = 1.0 + t
-        m.header.stamp.sec = int(stamp)
-        m.header.stamp.nanosec = int(round((stamp - int(stamp)) * 1e9)) % 1_000_000_000
+        ns = int(round((1.0 + t) * 1e9))
+        m.header.stamp.sec, m.header.stamp.nanosec = divmod(ns, 1_000_000_000)
         msgs.append(m)
 
     run = track(setup, nom, path, diverge_error=np.inf, on_state=record)
