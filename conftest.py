@@ -28,3 +28,14 @@ else:
         os.environ['ROS_DOMAIN_ID'] = str(random.SystemRandom().randint(1, 101 - MAX_WORKERS))
     os.environ['DELAN_TEST_DOMAIN_BASE'] = os.environ['ROS_DOMAIN_ID']
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+
+#: thread pools a process sizes to the machine's cores at start-up (torch's OpenMP, BLAS)
+POOL_VARIABLES = ('OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'OPENBLAS_NUM_THREADS')
+if int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1')) > 1 and not any(
+    v in os.environ for v in POOL_VARIABLES
+):
+    # workers side by side already share the cores: one pool per worker (and per process it
+    # starts, which inherits this) sized to every core would put more threads than cores to
+    # work on each torch op. Set before any test module imports torch; pools a user sized stay.
+    for _variable in POOL_VARIABLES:
+        os.environ[_variable] = '1'

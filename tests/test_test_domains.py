@@ -1,5 +1,6 @@
 """``make test`` runs the suite on pytest-xdist workers side by side: each must talk DDS on a
-ROS domain of its own (conftest.py), or one worker's nodes would hear another's."""
+ROS domain of its own (conftest.py), or one worker's nodes would hear another's, and compute on
+one thread, or the workers' thread pools would put more threads than cores to work."""
 
 from __future__ import annotations
 
@@ -8,16 +9,18 @@ import subprocess
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-PROBE = os.path.join(ROOT, 'testing', 'probes', 'domain_probe.py')
+PROBE = os.path.join(ROOT, 'testing', 'probes', 'worker_probe.py')
 
 
 def _probe(tmp_path, **env) -> dict:
-    """Worker -> set of ROS domains its probe tests saw, for ``pytest -n 2`` with ``env``."""
+    """Worker -> set of (ROS domain, torch threads, OMP_NUM_THREADS) its probe tests saw, for
+    ``pytest -n 2`` with ``env``."""
     out = tmp_path / 'domains.txt'
     clean = {
         k: v
         for k, v in os.environ.items()
         if k not in ('PYTEST_XDIST_WORKER', 'DELAN_TEST_DOMAIN_BASE', 'ROS_DOMAIN_ID')
+        and not k.endswith('_NUM_THREADS')  # thread pools as a user may have set them
     }
     res = subprocess.run(
         [sys.executable, '-m', 'pytest', '-q', '-n', '2', '-p', 'no:cacheprovider', PROBE],
@@ -31,18 +34,24 @@ def _probe(tmp_path, **env) -> dict:
     seen: dict = {}
     for line in out.read_text().split('\n'):
         if line:
-            worker, domain = line.split()
-            seen.setdefault(worker, set()).add(int(domain))
+            worker, domain, threads, omp = line.split()
+            seen.setdefault(worker, set()).add((int(domain), int(threads), omp))
     return seen
 
 
 def test_each_xdist_worker_talks_on_a_domain_of_its_own(tmp_path):
     seen = _probe(tmp_path)
     assert sorted(seen) == ['gw0', 'gw1'], seen
-    (d0,), (d1,) = seen['gw0'], seen['gw1']  # one domain per worker, for all its tests
+    ((d0, t0, _),), ((d1, t1, _),) = seen['gw0'], seen['gw1']  # one domain each, for all tests
     assert d1 == d0 + 1 and 1 <= d0 and d1 <= 101, seen
+    assert t0 == t1 == 1, seen
 
 
 def test_a_domain_the_user_fixed_is_the_first_workers(tmp_path):
     seen = _probe(tmp_path, ROS_DOMAIN_ID='42', DELAN_TEST_RANDOM_DOMAIN='0')
-    assert seen == {'gw0': {42}, 'gw1': {43}}, seen
+    assert {w: {x[0] for x in s} for w, s in seen.items()} == {'gw0': {42}, 'gw1': {43}}, seen
+
+
+def test_thread_pools_a_user_sized_are_left_as_they_are(tmp_path):
+    seen = _probe(tmp_path, OPENBLAS_NUM_THREADS='4')
+    assert {w: {x[2] for x in s} for w, s in seen.items()} == {'gw0': {'-'}, 'gw1': {'-'}}, seen
