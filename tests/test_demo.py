@@ -173,3 +173,43 @@ def test_a_start_posture_the_arm_cannot_hold_fails_before_launching(tmp_path):
     assert results['payload_mass'] == pytest.approx(0.406, abs=1e-3)
     assert 'FAILED' in (out / 'report.md').read_text()
     assert not (out / 'tracking_error.png').exists()
+
+
+def test_limits_given_on_the_command_line_reach_every_node_and_the_checks(tmp_path):
+    """--effort-limits overrides the URDF's limits for the demo's own checks and every node (the
+    parameter file the nodes are launched with); a wrong count is a clear usage error."""
+    import yaml
+
+    from delan_common.robot_model import find_urdf
+    from delan_control.replay import EvaluationSetup
+
+    out = tmp_path / 'demo'
+
+    def demo(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, '-m', 'delan_control.demo', '--out', str(out)]
+            + ['--robot', 'talos_left_arm.urdf', *extra],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
+
+    res = demo('--effort-limits', '25,0,0,0,0,0.5', '--velocity-limits', '0,0,0,0,0,1.5')
+    text = res.stdout + res.stderr
+    # 22 N m -> 25: still more than the start posture may take, now 92 % of the new limit
+    assert res.returncode == 1 and "arm_left_2_joint's effort limit (25;" in text, text[-4000:]
+    assert 'launching' not in text
+    raw = (out / 'params.yaml').read_text()
+    assert '&id' not in raw and '*id' not in raw  # rcl refuses YAML aliases
+    params = yaml.safe_load(raw)
+    for node in ('sim', 'torque_controller', 'learner', 'reference'):
+        section = params[f'/**/{node}']['ros__parameters']
+        assert section['effort_limits'] == [25, 0, 0, 0, 0, 0.5], node
+        assert section['velocity_limits'] == [0, 0, 0, 0, 0, 1.5], node
+    setup = EvaluationSetup.from_params(find_urdf('talos_left_arm.urdf'), str(out / 'params.yaml'))
+    assert setup.robot.effort_limits[0] == 25 and setup.robot.effort_limits[5] == 0.5
+    assert setup.robot.velocity_limits[5] == 1.5
+    bad = demo('--effort-limits', '25,30')
+    assert bad.returncode == 2 and 'effort_limits: 2 values for the 6 joints' in bad.stderr
+    assert 'Traceback' not in bad.stderr

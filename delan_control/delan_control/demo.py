@@ -67,7 +67,7 @@ from delan_common.ros.rejections import RejectionCounter
 from delan_common.ros.spin import BackgroundSpin, make_executor
 from delan_common.ros.stamps import seconds
 from delan_common.ros.state_taker import JointStateTaker, decode_joint_state
-from delan_common.urdf_joints import RobotDescription
+from delan_common.urdf_joints import RobotDescription, UrdfError
 from delan_control.control_laws import LAWS, Gains, robot_gains
 from delan_control.evaluation import (
     MAX_END_STOP_SHARE,
@@ -190,6 +190,13 @@ def _answer(future: Future, timeout: float, what: str) -> Any:
 #: what a run of the demo writes under ``--out`` besides its report files; its bags are read
 #: back as a whole (identification, the bag summary), so an earlier run's must not be there
 RUN_FOLDERS = ('bags', 'checkpoints', 'logs')
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes a value shared by two nodes' sections twice: rcl refuses YAML aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def clear_previous_run(out: str) -> List[str]:
@@ -399,7 +406,17 @@ class Demo:
         self.out = os.path.abspath(args.out)
         self.urdf = os.path.abspath(args.robot)
         self.joints = [j for j in (args.joints or '').replace(',', ' ').split() if j]
-        self.robot = RobotDescription.load(self.urdf, joints=self.joints or None)
+        #: limit overrides (--effort-limits, --velocity-limits), for every node and the demo
+        self.limits = {
+            f'{kind}_limits': list(getattr(args, f'{kind}_limits', None) or [])
+            for kind in ('effort', 'velocity')
+        }
+        self.robot = RobotDescription.load(
+            self.urdf,
+            joints=self.joints or None,
+            effort_limits=self.limits['effort_limits'] or None,
+            velocity_limits=self.limits['velocity_limits'] or None,
+        )
         self.model = RobotModel(self.urdf, **self.robot.selection_kwargs())
         self.params_file = os.path.abspath(args.params)
         with open(self.params_file) as f:
@@ -451,14 +468,16 @@ class Demo:
         }
         doc = dict(self.params_yaml)
         for node, values in overrides.items():
-            if self.joints and node != 'data_logger':
-                values['joints'] = list(self.joints)
+            if node != 'data_logger':
+                if self.joints:
+                    values['joints'] = list(self.joints)
+                values.update({k: v for k, v in self.limits.items() if v})
             section = dict(doc.get(f'/**/{node}', {}).get('ros__parameters', {}))
             section.update(values)
             doc[f'/**/{node}'] = {'ros__parameters': section}
         path = os.path.join(self.out, 'params.yaml')
         with open(path, 'w') as f:
-            yaml.safe_dump(doc, f, sort_keys=False)
+            yaml.dump(doc, f, Dumper=_NoAliasDumper, sort_keys=False)
         # what the nodes run with is what the report and the replays read
         self.params_yaml, self.params_file = doc, path
         return path
@@ -629,7 +648,7 @@ class Demo:
                 f"({self.effort_limit[j]:.3g}; the URDF's gravity and the "
                 f'{self.results["payload_mass"]:.3g} kg payload): references centred there '
                 'cannot be tracked, whatever the model. Select the joints to learn (--joints) '
-                'or give the arm stronger limits (effort_limits)'
+                'or give the arm stronger limits (--effort-limits)'
             )
         self.suite = LaunchedSuite(launch_file, self.launch_arguments(params_file), self.logs_dir)
         log(f'launching {launch_file} (node logs in {self.logs_dir})')
@@ -1147,6 +1166,19 @@ class Demo:
         }
 
 
+def _limit_list(text: str) -> List[float]:
+    """``'30,0,12.5'`` as floats (argparse type); a clear error for anything else."""
+    try:
+        values = [float(v) for v in text.replace(',', ' ').split()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f'{text!r} is not a comma separated list of numbers'
+        ) from None
+    if not all(math.isfinite(v) and v >= 0 for v in values):
+        raise argparse.ArgumentTypeError(f'{text!r}: limits are finite and >= 0 (0: the URDF)')
+    return values
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The demo's command line."""
     ap = argparse.ArgumentParser(
@@ -1165,6 +1197,15 @@ def build_parser() -> argparse.ArgumentParser:
         help='joints to learn and control, comma separated (default: the arm chain '
         'of the URDF; every other movable joint is locked)',
     )
+    for kind, unit in (('effort', 'N m or N'), ('velocity', 'rad/s or m/s')):
+        ap.add_argument(
+            f'--{kind}-limits',
+            type=_limit_list,
+            default=[],
+            help=f'{kind} limit [{unit}] per learned joint, comma separated, in their order '
+            f"(0: the URDF's); every node and the demo's own checks use them (default: the "
+            "URDF's)",
+        )
     ap.add_argument('--out', default='out/demo', help='output folder for report, bag, logs')
     ap.add_argument(
         '--mismatch-preset',
@@ -1322,10 +1363,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args.robot = find_urdf(args.robot)
         args.params = args.params or bringup_path('config', 'sim_params.yaml')
-    except FileNotFoundError as err:
+        demo = Demo(args)
+    except (FileNotFoundError, UrdfError) as err:
         print(f'demo: {err}', file=sys.stderr)
         return 2
-    return Demo(args).run()
+    return demo.run()
 
 
 if __name__ == '__main__':

@@ -48,11 +48,17 @@ class EvaluationSetup:
     def from_params(
         cls, urdf: str, params_file: str, joints: Optional[list] = None
     ) -> 'EvaluationSetup':
-        """The setup of the robot ``urdf`` (its ``joints``) and the ``sim`` and ``reference``
-        nodes' parameters in ``params_file``."""
-        robot = RobotDescription.load(urdf, joints=joints or None)
-        nominal = RobotModel(urdf, **robot.selection_kwargs())
+        """The setup of the robot ``urdf`` (its ``joints``, with the sim's ``effort_limits``
+        and ``velocity_limits``) and the ``sim`` and ``reference`` nodes' parameters in
+        ``params_file``."""
         sim = node_parameters(params_file, 'sim')
+        robot = RobotDescription.load(
+            urdf,
+            joints=joints or None,
+            effort_limits=sim.get('effort_limits') or None,
+            velocity_limits=sim.get('velocity_limits') or None,
+        )
+        nominal = RobotModel(urdf, **robot.selection_kwargs())
         return cls(
             robot,
             nominal,
