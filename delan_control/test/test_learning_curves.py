@@ -10,7 +10,7 @@ from sensor_msgs.msg import JointState
 
 from delan_control.datagen import generate_dataset
 from delan_control.learning_curves import BOUND, Curve, table
-from delan_learning.learner_replay import replay_learner
+from delan_learning.learner_replay import learner_overrides, replay_learner
 
 URDF = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -65,6 +65,26 @@ def test_a_replayed_learner_reports_each_version_with_the_data_it_had_seen(tmp_p
     assert 0 < seconds[0] < seconds[-1] <= 12.1
     assert [p[2] for p in published] == sorted({p[2] for p in published})
     assert last == published[-1][3] and os.path.isfile(last)
+
+
+def test_a_replay_learns_the_joints_the_demo_learned(tmp_path):
+    """A demo run with --joints (or limits) writes them in the learner's section: a replay that
+    took the node's default chain instead rejected every joint state of a mobile manipulator
+    (PR2: 'message lacks joints [torso_lift_joint]')."""
+    params = tmp_path / 'params.yaml'
+    params.write_text(
+        '/**/learner:\n  ros__parameters:\n'
+        '    joints: [r_shoulder_pan_joint, r_shoulder_lift_joint]\n'
+        "    locked_joint_positions: ['torso_lift_joint=0.1']\n"
+        '    effort_limits: [0.0, 60.0]\n    velocity_limits: []\n'
+        '    width: 32\n    checkpoint_dir: /elsewhere\n'
+    )
+    assert learner_overrides(str(params)) == {
+        'joints': ['r_shoulder_pan_joint', 'r_shoulder_lift_joint'],
+        'locked_joint_positions': ['torso_lift_joint=0.1'],
+        'effort_limits': [0.0, 60.0],
+        'width': 32,
+    }
 
 
 def test_the_table_names_the_first_version_within_the_bound_at_every_speed():

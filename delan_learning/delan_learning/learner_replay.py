@@ -41,6 +41,13 @@ CARRIED = (
     'diff_window_s',
     'validation_every',
     'publish_max_nmse',
+    'acceleration_source',
+    'inertia_invariance',
+    # which joints are learned, the others' positions, the limits: the robot's selection
+    'joints',
+    'locked_joint_positions',
+    'effort_limits',
+    'velocity_limits',
 )
 
 
@@ -65,7 +72,8 @@ def learner_overrides(params_file: str) -> Dict[str, Any]:
     with open(params_file) as f:
         doc = yaml.safe_load(f) or {}
     section = (doc.get('/**/learner') or {}).get('ros__parameters', {})
-    return {k: v for k, v in section.items() if k in CARRIED}
+    # an empty list has no parameter type to override with: it is the node's default anyway
+    return {k: v for k, v in section.items() if k in CARRIED and v != []}
 
 
 def replay_learner(
