@@ -1202,9 +1202,9 @@ def build_parser() -> argparse.ArgumentParser:
             f'--{kind}-limits',
             type=_limit_list,
             default=[],
-            help=f'{kind} limit [{unit}] per learned joint, comma separated, in their order '
-            f"(0: the URDF's); every node and the demo's own checks use them (default: the "
-            "URDF's)",
+            help=f'{kind} limit [{unit}] per learned joint, comma separated, in model order '
+            "(depth first, as the demo logs the joints; 0: the URDF's); every node and the "
+            "demo's own checks use them (default: the URDF's)",
         )
     ap.add_argument('--out', default='out/demo', help='output folder for report, bag, logs')
     ap.add_argument(
