@@ -39,7 +39,7 @@ def _probe(tmp_path, **env) -> dict:
     return seen
 
 
-def test_each_xdist_worker_talks_on_a_domain_of_its_own(tmp_path):
+def test_each_xdist_worker_has_a_domain_of_its_own_and_one_thread(tmp_path):
     seen = _probe(tmp_path)
     assert sorted(seen) == ['gw0', 'gw1'], seen
     ((d0, t0, _),), ((d1, t1, _),) = seen['gw0'], seen['gw1']  # one domain each, for all tests
