@@ -19,9 +19,10 @@ import os
 import sys
 
 import numpy as np
-from learner_runs import add_learner_args, demo_learner, nominal_rms, run_seeds
+from learner_runs import add_learner_args, demo_learner, run_seeds
 from node_set import log, provenance
 
+from delan_control.replay import mean_rms
 from delan_learning.learner_replay import joint_states
 
 
@@ -38,7 +39,7 @@ def main() -> int:
         f'{provenance()}; {setup.robot.source}: {len(msgs)} joint states, {rate:.0f} steps/s, '
         f'model {overrides["model"]}'
     )
-    nominal = nominal_rms(setup)
+    nominal = mean_rms(setup, setup.nominal)
     print(
         f'demo online: {res["learner"]["training_steps"]} steps, '
         + ', '.join(

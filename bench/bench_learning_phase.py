@@ -18,7 +18,7 @@ import argparse
 import sys
 
 import numpy as np
-from learner_runs import add_learner_args, demo_learner, nominal_rms, run_seeds
+from learner_runs import add_learner_args, demo_learner, run_seeds
 from node_set import log, provenance
 
 
@@ -79,6 +79,8 @@ def learning_phase(setup, sim_time: float, segment: float, base_freq: float) -> 
 
 
 def main() -> int:
+    from delan_control.replay import mean_rms
+
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     add_learner_args(ap, seeds='0', threads=1)
     ap.add_argument(
@@ -95,7 +97,7 @@ def main() -> int:
         f'{args.base_freq:g} Hz, {rate:.0f} steps/s, learner {overrides}'
     )
     msgs = learning_phase(setup, args.sim_time, args.segment, args.base_freq)
-    ratios = run_seeds(msgs, urdf, setup, overrides, rate, args, nominal_rms(setup))
+    ratios = run_seeds(msgs, urdf, setup, overrides, rate, args, mean_rms(setup, setup.nominal))
     return 0 if ratios else 1
 
 

@@ -30,7 +30,7 @@ from node_set import log, provenance
 
 from delan_common.residual_dynamics import NominalPlusResidual
 from delan_common.robot_model import RobotModel, find_urdf
-from delan_control.replay import EvaluationSetup, replay_tracking
+from delan_control.replay import SPEEDS, EvaluationSetup, mean_rms
 from delan_learning.bags import read_bag_arrays
 from delan_learning.fastpath import dynamics_model
 from delan_learning.models import build_model, model_config
@@ -44,7 +44,6 @@ VARIANTS = (
     ('delan_residual', 'acceleration'),
     ('delan_residual', 'both'),
 )
-SPEEDS = (1.0, 2.0)
 
 
 def buffer_columns(nominal: RobotModel, data: dict) -> dict:
@@ -133,10 +132,7 @@ def main() -> int:
     # held out as the learner does: one in five one-second chunks of the stamps
     is_val = np.array([held_out(x, 5) for x in t])
     log(f'{provenance()}; {robot.source}: {len(t)} samples ({int(is_val.sum())} held out)')
-    nominal_rms = {
-        sp: float(np.mean(replay_tracking(setup, nominal, sp, 'feedforward_urdf_pd')))
-        for sp in SPEEDS
-    }
+    nominal_rms = mean_rms(setup, nominal)
     print(
         'nominal Pinocchio mean RMS: '
         + ', '.join(f'{nominal_rms[sp]:.4f} rad at {sp:g}x' for sp in SPEEDS)
@@ -165,11 +161,8 @@ def main() -> int:
             learned = dynamics_model(trainer.model.double().eval(), robot.joint_names)
             if kind == 'delan_residual':
                 learned = NominalPlusResidual(nominal, learned)
-            ratios = [
-                float(np.mean(replay_tracking(setup, learned, sp, 'feedforward_urdf_pd')))
-                / nominal_rms[sp]
-                for sp in SPEEDS
-            ]
+            rms = mean_rms(setup, learned)
+            ratios = [rms[sp] / nominal_rms[sp] for sp in SPEEDS]
             print(
                 f'| {kind} | {metric} | {", ".join(invariant_names) if invariant else "-"} | '
                 f'{len(tr["q"])} | {args.steps} | {nmse:.4f} | '

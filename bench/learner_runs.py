@@ -16,8 +16,6 @@ import numpy as np
 import yaml
 from node_set import log
 
-SPEEDS = (1.0, 2.0)
-
 
 def add_learner_args(ap: argparse.ArgumentParser, seeds: str, threads: int) -> None:
     """``--demo``, ``--seeds``, ``--rate``, ``--model``, ``--set``, ``--threads``."""
@@ -68,13 +66,6 @@ def demo_learner(args: argparse.Namespace) -> Tuple[dict, str, Any, Dict[str, An
     return res, urdf, setup, overrides, args.rate or float(res['learner']['steps_per_s'])
 
 
-def nominal_rms(setup: Any) -> Dict[float, float]:
-    """Nominal Pinocchio's mean RMS tracking error per speed on the replayed loop."""
-    from delan_control.replay import replay_tracking
-
-    return {sp: float(np.mean(replay_tracking(setup, setup.nominal, sp))) for sp in SPEEDS}
-
-
 def run_seeds(
     msgs: list,
     urdf: str,
@@ -89,7 +80,7 @@ def run_seeds(
     version, its mean RMS over nominal's at each speed), and the ratios of the seeds that
     published, with their mean (min-max) row when any did."""
     from delan_control.model_loader import load_dynamics_model
-    from delan_control.replay import replay_tracking
+    from delan_control.replay import SPEEDS, mean_rms
     from delan_learning.learner_replay import replay_learner
 
     print('| seed | steps | version | 1x / nominal | 2x / nominal | replay wall [s] |')
@@ -105,7 +96,8 @@ def run_seeds(
                 print(f'| {seed} | {steps} | none published | - | - | {wall:.0f} |', flush=True)
                 continue
             model = load_dynamics_model(overrides['model'], setup.robot, checkpoint=ckpt)
-            r = [float(np.mean(replay_tracking(setup, model, sp))) / nominal[sp] for sp in SPEEDS]
+            rms = mean_rms(setup, model)
+            r = [rms[sp] / nominal[sp] for sp in SPEEDS]
             ratios.append(r)
             print(
                 f'| {seed} | {steps} | {os.path.basename(ckpt)} | {r[0]:.3f} | {r[1]:.3f} | '

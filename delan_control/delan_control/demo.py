@@ -78,7 +78,7 @@ from delan_control.evaluation import (
     joint_errors,
 )
 from delan_control.launched import LaunchedSuite
-from delan_control.replay import EvaluationSetup, replay_tracking, true_model
+from delan_control.replay import SPEEDS, EvaluationSetup, replay_tracking, true_model
 from delan_control.training_stop import TrainingStop
 from delan_control.trajectories import PiecewiseQuintic, effort_share, largest_fitting
 from delan_learning.params.learner import loss_error
@@ -93,7 +93,6 @@ HOME_EFFORT_SHARE = 0.8
 TRUE_EFFORT_SHARE = 1.0
 #: the controllers compared; the learned one (delan or delan_residual) is added per run
 CONTROLLERS = ('pd', 'pinocchio', 'identified')
-SPEEDS = (1.0, 2.0)
 
 
 class DemoError(RuntimeError):

@@ -19,11 +19,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from delan_control.replay import EvaluationSetup, replay_tracking
-
-#: the speeds the demo evaluates at
-SPEEDS = (1.0, 2.0)
-
+from delan_control.replay import SPEEDS, EvaluationSetup, mean_rms
 
 #: the demo's verdict: DeLaN within this fraction of nominal's error at every speed
 BOUND = 1.0 / 3.0
@@ -101,13 +97,8 @@ def learn_curve(
                 curve.ratio.append([np.nan] * len(SPEEDS))
                 continue
             model = load_dynamics_model(kind, setup.robot, checkpoint=path)
-            curve.ratio.append(
-                [
-                    float(np.mean(replay_tracking(setup, model, sp, 'feedforward_urdf_pd')))
-                    / nominal[sp]
-                    for sp in SPEEDS
-                ]
-            )
+            rms = mean_rms(setup, model)
+            curve.ratio.append([rms[sp] / nominal[sp] for sp in SPEEDS])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return curve
@@ -182,10 +173,7 @@ def compare(
     overrides = {**learner_overrides(params), 'keep_versions': 1000}
     overrides.pop('loss_metric', None)
     msgs = joint_states(os.path.join(demo_dir, 'bags'))
-    nominal = {
-        sp: float(np.mean(replay_tracking(setup, setup.nominal, sp, 'feedforward_urdf_pd')))
-        for sp in SPEEDS
-    }
+    nominal = mean_rms(setup, setup.nominal)
     say(f'learning curves: {len(msgs)} joint states, {rate:.0f} steps/s, kinds {list(kinds)}')
     return [
         learn_curve(

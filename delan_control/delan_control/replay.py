@@ -12,7 +12,7 @@ nominal Pinocchio on the demo's own terms (``bench/bench_replay.py``). ROS-free.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Optional
+from typing import Callable, Dict, Optional
 
 import numpy as np
 import yaml
@@ -31,6 +31,10 @@ def node_parameters(params_file: str, node: str) -> dict:
     with open(params_file) as f:
         tree = yaml.safe_load(f) or {}
     return dict(tree.get(f'/**/{node}', {}).get('ros__parameters', {}))
+
+
+#: the speeds of the demo's evaluation: its figure eight at 1x and 2x
+SPEEDS = (1.0, 2.0)
 
 
 @dataclass
@@ -242,6 +246,14 @@ def replay_tracking(
     approach = setup.approach_time
     ref = setup.figure_eight(speed, duration)
     return track(setup, model, ref, law, approach, diverge_error).rms
+
+
+def mean_rms(
+    setup: EvaluationSetup, model: Optional[DynamicsModel], speeds=SPEEDS
+) -> Dict[float, float]:
+    """Mean over joints of :func:`replay_tracking`'s RMS error of ``model``, per speed: the
+    figure the demo's verdict compares with nominal Pinocchio's."""
+    return {sp: float(np.mean(replay_tracking(setup, model, sp))) for sp in speeds}
 
 
 def true_model(setup: EvaluationSetup) -> RobotModel:
