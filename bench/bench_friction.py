@@ -36,6 +36,7 @@ from node_set import log, provenance
 from delan_common.dynamics import COULOMB_SMOOTHING
 from delan_common.robot_model import Mismatch, RobotModel
 from delan_control.datagen import generate_dataset
+from delan_control.replay import SPEEDS
 from delan_control.sysid import identify_dataset
 from delan_learning.data import Dataset
 from delan_learning.friction import raw_of
@@ -46,7 +47,6 @@ from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 URDF = os.path.join(ROOT, 'delan_bringup', 'urdf', 'seven_dof_arm.urdf')
 PARAMS_FILE = os.path.join(ROOT, 'delan_bringup', 'config', 'sim_params.yaml')
-SPEEDS = (1.0, 2.0)
 KEYS = ('q', 'qd', 'qdd', 'tau')
 LS_START = '(least-squares start)'
 #: the DeLaN variants: each law as the library starts it, and the default law with the

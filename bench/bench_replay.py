@@ -24,9 +24,7 @@ from node_set import PARAMS_FILE, log, provenance
 
 from delan_common.robot_model import find_urdf
 from delan_control.model_loader import load_dynamics_model
-from delan_control.replay import EvaluationSetup, replay_tracking, true_model
-
-SPEEDS = (1.0, 2.0)
+from delan_control.replay import SPEEDS, EvaluationSetup, replay_tracking, true_model
 
 
 def models(setup: EvaluationSetup, args) -> dict:

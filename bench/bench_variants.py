@@ -45,6 +45,7 @@ from reference_models import TruePlant
 
 from delan_common.robot_model import RobotModel
 from delan_control.datagen import generate_dataset
+from delan_control.replay import SPEEDS
 from delan_learning import rollout as ro
 from delan_learning.data import Dataset
 from delan_learning.models import build_model
@@ -53,7 +54,6 @@ from delan_learning.training import TorqueNormalizer, TrainConfig, Trainer
 URDF_DIR = os.path.join(os.path.dirname(__file__), '..', 'delan_bringup', 'urdf')
 ROBOTS = {'two_link': 'two_link_arm.urdf', 'seven_dof': 'seven_dof_arm.urdf'}
 KINDS = ('delan', 'blackbox_lagrangian', 'hamiltonian', 'mlp')
-SPEEDS = (1.0, 2.0)
 
 
 class Frictionless(torch.nn.Module):

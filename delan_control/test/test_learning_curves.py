@@ -8,9 +8,11 @@ import os
 import numpy as np
 from sensor_msgs.msg import JointState
 
+from delan_common.param_table import robot_table
 from delan_control.datagen import generate_dataset
 from delan_control.learning_curves import BOUND, Curve, table
-from delan_learning.learner_replay import learner_overrides, replay_learner
+from delan_learning.learner_replay import RUN_OWN, carried, learner_overrides, replay_learner
+from delan_learning.params.learner import TABLE
 
 URDF = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -78,13 +80,26 @@ def test_a_replay_learns_the_joints_the_demo_learned(tmp_path):
         "    locked_joint_positions: ['torso_lift_joint=0.1']\n"
         '    effort_limits: [0.0, 60.0]\n    velocity_limits: []\n'
         '    width: 32\n    checkpoint_dir: /elsewhere\n'
+        '    end_stop_margin: 0.05\n    shift_factor: 4.0\n    torch_threads: 2\n'
+        '    not_a_learner_parameter: 1\n'
     )
     assert learner_overrides(str(params)) == {
         'joints': ['r_shoulder_pan_joint', 'r_shoulder_lift_joint'],
         'locked_joint_positions': ['torso_lift_joint=0.1'],
         'effort_limits': [0.0, 60.0],
         'width': 32,
+        # what shapes the samples and the rounds is carried whether or not a list names it
+        'end_stop_margin': 0.05,
+        'shift_factor': 4.0,
     }
+
+
+def test_what_a_replay_leaves_to_itself_are_learner_parameters():
+    """A renamed parameter of the run's own (where it writes, its threads) would otherwise be
+    carried under its new name."""
+    declared = {p.name for p in robot_table() + TABLE}
+    assert RUN_OWN <= declared, sorted(RUN_OWN - declared)
+    assert set(carried()) == declared - RUN_OWN
 
 
 def test_the_table_names_the_first_version_within_the_bound_at_every_speed():

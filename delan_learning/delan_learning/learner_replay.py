@@ -18,37 +18,35 @@ import torch
 import yaml
 from rclpy.context import Context
 
-#: learner parameters taken over from the demo's parameter file (the others: the node's defaults)
-CARRIED = (
-    'buffer_capacity',
-    'min_samples',
-    'steps_per_round',
-    'batch_size',
-    'learning_rate',
-    'learning_rate_final',
-    'learning_rate_halflife',
-    'publish_period',
-    'model',
-    'loss_metric',
-    'loss',
-    'horizon',
-    'integrator',
-    'torque_timing',
-    'width',
-    'depth',
-    'friction',
-    'friction_model',
-    'diff_window_s',
-    'validation_every',
-    'publish_max_nmse',
-    'acceleration_source',
-    'inertia_invariance',
-    # which joints are learned, the others' positions, the limits: the robot's selection
-    'joints',
-    'locked_joint_positions',
-    'effort_limits',
-    'velocity_limits',
+#: learner parameters that belong to the run, not to what it learned: where it writes, its seed
+#: and threads, what it publishes for people; the replay sets or leaves these itself. Every other
+#: parameter the learner declares is carried over from the demo's file, so one added later that
+#: shapes learning is replayed as the run had it
+RUN_OWN = frozenset(
+    (
+        'urdf_path',
+        'robot_description',
+        'robot_description_timeout',
+        'seed',
+        'training_enabled',
+        'checkpoint_dir',
+        'keep_versions',
+        'resume',
+        'status_rate',
+        'estimate_publish_rate',
+        'estimate_rate',
+        'torch_threads',
+        'training_niceness',
+    )
 )
+
+
+def carried() -> Tuple[str, ...]:
+    """The learner parameters a replay takes over from a demo's parameter file."""
+    from delan_common.param_table import robot_table
+    from delan_learning.params.learner import TABLE
+
+    return tuple(p.name for p in robot_table() + TABLE if p.name not in RUN_OWN)
 
 
 def joint_states(bag_dir: str) -> List[Any]:
@@ -72,8 +70,9 @@ def learner_overrides(params_file: str) -> Dict[str, Any]:
     with open(params_file) as f:
         doc = yaml.safe_load(f) or {}
     section = (doc.get('/**/learner') or {}).get('ros__parameters', {})
+    keep = carried()
     # an empty list has no parameter type to override with: it is the node's default anyway
-    return {k: v for k, v in section.items() if k in CARRIED and v != []}
+    return {k: v for k, v in section.items() if k in keep and v != []}
 
 
 def replay_learner(
