@@ -476,9 +476,10 @@ class RobotModel:
     the workspace's ``urdf/`` folder, or the XML text of a ``robot_description``. ``joints`` /
     ``locked`` / ``effort_limits`` / ``velocity_limits`` select the joints and override limits
     as :func:`delan_common.urdf_joints.select_joints` says; the other movable joints are locked
-    (``pin.buildReducedModel``). Raises :class:`~delan_common.urdf_joints.JointSelectionError`
+    (``pin.buildReducedModel``), floating and planar joints at their neutral pose (the base
+    fixed). Raises :class:`~delan_common.urdf_joints.JointSelectionError`
     for joints that cannot be selected or locked, :class:`RobotDescriptionError` (a
-    ``ValueError``) naming the source when the URDF does not parse, has floating/planar joints,
+    ``ValueError``) naming the source when the URDF does not parse, has no joint to learn,
     or a moving link chain without mass (a singular mass matrix: every moving link needs an
     ``<inertial>``); ``FileNotFoundError`` for a missing file.
     """
@@ -563,16 +564,6 @@ class RobotModel:
     def _fail(self, msg: str) -> RobotDescriptionError:
         return RobotDescriptionError(f'{self.source}: {msg}')
 
-    def _check_joint_types(self, root: ET.Element) -> None:
-        """Only fixed-base robots: a floating or planar joint is refused by name."""
-        for j in root.findall('joint'):
-            if j.get('type') in ('floating', 'planar'):
-                raise self._fail(
-                    f'joint {j.get("name")!r} is {j.get("type")} (only fixed-base '
-                    f'robots with revolute/continuous/prismatic joints are '
-                    f'supported)'
-                )
-
     def _full_model(self, root: ET.Element) -> 'pin.Model':
         """Pinocchio's model of the whole URDF (every movable joint free)."""
         try:
@@ -592,12 +583,15 @@ class RobotModel:
         except UrdfError as exc:
             raise self._fail(str(exc)) from None
 
-    def _reduced(self, full: 'pin.Model', locked: Dict[str, float]) -> 'pin.Model':
-        """``full`` with the ``locked`` joints fixed at their positions."""
-        if not locked:
+    def _reduced(
+        self, full: 'pin.Model', locked: Dict[str, float], free_base: Sequence[str] = ()
+    ) -> 'pin.Model':
+        """``full`` with the ``locked`` joints fixed at their positions and the ``free_base``
+        joints at their neutral pose."""
+        if not locked and not free_base:
             return full
         q_ref = pin.neutral(full)
-        ids = []
+        ids = [full.getJointId(name) for name in free_base]
         for name, value in locked.items():
             jid = full.getJointId(name)
             if jid >= full.njoints:
@@ -620,10 +614,9 @@ class RobotModel:
             raise self._fail(f'root element is <{root.tag}>, not <robot>')
         # the URDF reader before Pinocchio's: its errors name the description's structure (no
         # link, a loop, no movable joint) where Pinocchio's parser says only that it cannot parse
-        self._check_joint_types(root)
         selection = self._select(root)
         full = self._full_model(root)
-        model = self._reduced(full, selection.locked)
+        model = self._reduced(full, selection.locked, selection.free_base)
         self.locked: Dict[str, float] = dict(selection.locked)
         self.warnings: List[str] = list(selection.warnings)
         xml_links = {j.get('name'): j.find('child') for j in root.findall('joint')}

@@ -52,6 +52,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 ACTUATED_TYPES = ('revolute', 'continuous', 'prismatic')
+#: joints of a moving base (a humanoid's pelvis, a mobile base): held at their neutral pose, the
+#: base fixed, as a user running an arm on them means it
+FREE_BASE_TYPES = ('floating', 'planar')
 #: Half range [m] of a prismatic joint whose description gives lower == upper.
 PRISMATIC_RANGE = 0.1
 #: A velocity limit [rad/s, m/s] this large is an exporter's "unlimited" (1000, 10000), not a
@@ -114,6 +117,7 @@ class JointSelection:
     locked: Dict[str, float]
     warnings: List[str]
     movable: Tuple[str, ...]  # every movable joint, depth first
+    free_base: Tuple[str, ...] = ()  # floating / planar joints, held at their neutral pose
 
 
 def middle_of_limits(lower, upper):
@@ -331,8 +335,12 @@ def select_joints(
     """
     order, children, root_link = _depth_first(root)
     movable = [_read_joint(j) for j in order if j.get('type') in ACTUATED_TYPES]
+    free_base = [
+        (_attr(j, 'name'), j.get('type')) for j in order if j.get('type') in FREE_BASE_TYPES
+    ]
     if not movable:
-        raise UrdfError('URDF has no actuated (revolute/continuous/prismatic) joints')
+        base = f' (only a {free_base[0][1]} base joint, {free_base[0][0]!r})' if free_base else ''
+        raise UrdfError(f'URDF has no actuated (revolute/continuous/prismatic) joints{base}')
     names = [j.name for j in movable]
     dangling = [j for j in movable if j.mimic is not None and j.mimic.joint not in names]
     movable = [replace(j, mimic=None) if j in dangling else j for j in movable]
@@ -379,7 +387,13 @@ def select_joints(
     ]
     if outside:
         warnings.append(f'locked joints outside their limits (kept there): {outside}')
-    return JointSelection(selected, positions, warnings, tuple(names))
+    warnings += [
+        f'joint {name!r} is {kind}: held at its neutral pose (the base fixed)'
+        for name, kind in free_base
+    ]
+    return JointSelection(
+        selected, positions, warnings, tuple(names), tuple(name for name, _ in free_base)
+    )
 
 
 def _branch_warning(

@@ -321,3 +321,38 @@ def test_continuous_joints_of_a_vendor_arm_in_the_plant():
     plant = Plant(model, q0=_random_q(model, 1)[0])
     plant.step(np.zeros(5), 5)
     assert plant.joint_names == model.joint_names and np.all(np.isfinite(plant.q))
+
+
+def test_a_floating_base_joint_is_held_at_its_neutral_pose(tmp_path):
+    """A humanoid's URDF written for a simulator declares its pelvis on a ``floating`` joint
+    (the G1's, commented out as shipped): an arm on it is learned on a fixed torso, as with the
+    joint left out, and both readers say so."""
+    shipped = os.path.join(ROBOTS, 'g1_description', 'urdf', 'g1_29dof_rev_1_0.urdf')
+    with open(shipped) as f:
+        xml = f.read()
+    floating = xml.replace(
+        '<!-- <link name="world"></link>', '<link name="world"></link>'
+    ).replace('<child link="pelvis"/>\n  </joint> -->', '<child link="pelvis"/>\n  </joint>')
+    assert floating.count('type="floating"') == 1 and '<!-- <link name="world">' not in floating
+    path = tmp_path / 'g1_floating.urdf'
+    path.write_text(floating)
+    arm = [
+        f'left_{j}_joint'
+        for j in ('shoulder_pitch', 'shoulder_roll', 'shoulder_yaw', 'elbow')
+        + ('wrist_roll', 'wrist_pitch', 'wrist_yaw')
+    ]
+    robot, model = _agree(str(path), joints=arm[::-1])
+    assert robot.joint_names == arm
+    assert [robot.joint_names[i] for i in robot.inertia_invariant_joints] == [arm[0]]
+    said = "joint 'floating_base_joint' is floating: held at its neutral pose (the base fixed)"
+    assert said in model.warnings
+    fixed = RobotModel(shipped, joints=arm)
+    q = _random_q(model, 6, seed=2)
+    qd = np.random.default_rng(3).normal(size=q.shape)
+    np.testing.assert_allclose(model.mass_matrix(q), fixed.mass_matrix(q), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(
+        model.inverse(q, qd, qd), fixed.inverse(q, qd, qd), rtol=1e-12, atol=1e-12
+    )
+    # the default selection (no joints given) reads it too
+    robot, model = _agree(str(path))
+    assert said in model.warnings and model.n > 0
