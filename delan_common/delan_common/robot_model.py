@@ -583,6 +583,14 @@ class RobotModel:
         except UrdfError as exc:
             raise self._fail(str(exc)) from None
 
+    def _joint_id(self, full: 'pin.Model', name: str) -> int:
+        """Pinocchio's id of joint ``name`` (a link of the same name renamed, as locking needs)."""
+        jid = full.getJointId(name)
+        if jid >= full.njoints:
+            raise self._fail(f'Pinocchio has no joint {name!r}')
+        _rename_namesakes(full, name)
+        return jid
+
     def _reduced(
         self, full: 'pin.Model', locked: Dict[str, float], free_base: Sequence[str] = ()
     ) -> 'pin.Model':
@@ -591,18 +599,15 @@ class RobotModel:
         if not locked and not free_base:
             return full
         q_ref = pin.neutral(full)
-        ids = [full.getJointId(name) for name in free_base]
+        ids = [self._joint_id(full, name) for name in free_base]
         for name, value in locked.items():
-            jid = full.getJointId(name)
-            if jid >= full.njoints:
-                raise self._fail(f'Pinocchio has no joint {name!r}')
+            jid = self._joint_id(full, name)
             jm = full.joints[jid]
             if jm.nq == 2:  # continuous: (cos, sin)
                 q_ref[jm.idx_q : jm.idx_q + 2] = math.cos(value), math.sin(value)
             else:
                 q_ref[jm.idx_q] = value
             ids.append(jid)
-            _rename_namesakes(full, name)
         return pin.buildReducedModel(full, sorted(ids), q_ref)
 
     def _build(self) -> None:
