@@ -23,7 +23,7 @@ from bench_any_arm import MORE_ROBOTS, ROBOTS
 from node_set import PARAMS_FILE, log, provenance
 
 from delan_common.robot_model import find_urdf
-from delan_control.replay import EvaluationSetup, replay_tracking, track, true_model
+from delan_control.replay import EvaluationSetup, mean_rms, replay_tracking, track, true_model
 
 #: share of the excitation any joint may spend at an end stop (the demo's bound)
 MAX_END_STOP_SHARE = 0.02
@@ -46,7 +46,7 @@ def main() -> int:
         setup = EvaluationSetup.from_params(find_urdf(name), args.params).carrying_what_it_can()
         excitation = setup.excitation(seed=0, duration=10.0)
         run = track(setup, setup.nominal, excitation, diverge_error=np.inf)
-        fig = [np.mean(replay_tracking(setup, setup.nominal, sp, duration=4.0)) for sp in (1, 2)]
+        fig = list(mean_rms(setup, setup.nominal, duration=4.0).values())
         floor = np.mean(replay_tracking(setup, true_model(setup), 2.0, duration=4.0))
         bad = np.max(run.end_stops) > MAX_END_STOP_SHARE or not np.all(np.isfinite(fig))
         if bad:

@@ -12,7 +12,7 @@ nominal Pinocchio on the demo's own terms (``bench/bench_replay.py``). ROS-free.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 import yaml
@@ -249,11 +249,12 @@ def replay_tracking(
 
 
 def mean_rms(
-    setup: EvaluationSetup, model: Optional[DynamicsModel], speeds=SPEEDS
+    setup: EvaluationSetup, model: Optional[DynamicsModel], speeds=SPEEDS, **replay: Any
 ) -> Dict[float, float]:
     """Mean over joints of :func:`replay_tracking`'s RMS error of ``model``, per speed: the
-    figure the demo's verdict compares with nominal Pinocchio's."""
-    return {sp: float(np.mean(replay_tracking(setup, model, sp))) for sp in speeds}
+    figure the demo's verdict compares with nominal Pinocchio's. ``replay``: the other
+    arguments of :func:`replay_tracking` (``law``, ``duration``, ``diverge_error``)."""
+    return {sp: float(np.mean(replay_tracking(setup, model, sp, **replay))) for sp in speeds}
 
 
 def true_model(setup: EvaluationSetup) -> RobotModel:
