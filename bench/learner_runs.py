@@ -46,12 +46,10 @@ def add_learner_args(ap: argparse.ArgumentParser, seeds: str, threads: int) -> N
 def demo_learner(args: argparse.Namespace) -> Tuple[dict, str, Any, Dict[str, Any], float]:
     """``(results.json, urdf path, EvaluationSetup, learner overrides, steps/s)`` of the demo
     folder ``args.demo`` with ``args.model``, ``args.set`` and ``args.rate`` applied."""
-    from delan_common.param_table import robot_table
     from delan_common.robot_model import find_urdf
     from delan_control.replay import EvaluationSetup
     from delan_learning.checkpoint import read_checkpoint
-    from delan_learning.learner_replay import learner_overrides
-    from delan_learning.params.learner import TABLE
+    from delan_learning.learner_replay import learner_overrides, learner_params
 
     with open(os.path.join(args.demo, 'results.json')) as f:
         res = json.load(f)
@@ -62,7 +60,7 @@ def demo_learner(args: argparse.Namespace) -> Tuple[dict, str, Any, Dict[str, An
     overrides['model'] = (
         args.model or read_checkpoint(res['learner']['checkpoint'])[0]['model_kind']
     )
-    defaults = {p.name: p.default for p in robot_table() + TABLE}
+    defaults = {p.name: p.default for p in learner_params()}
     for item in filter(None, args.set.split(',')):
         name, _, value = item.partition('=')
         name, value = name.strip(), yaml.safe_load(value)

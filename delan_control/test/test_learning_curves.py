@@ -97,7 +97,7 @@ def test_a_replay_learns_the_joints_the_demo_learned(tmp_path):
 def test_what_a_replay_leaves_to_itself_are_learner_parameters():
     """A renamed parameter of the run's own (where it writes, its threads) would otherwise be
     carried under its new name."""
-    declared = {p.name for p in robot_table() + TABLE}
+    declared = {p.name for p in robot_table() + TABLE}  # as the node declares them
     assert RUN_OWN <= declared, sorted(RUN_OWN - declared)
     assert set(carried()) == declared - RUN_OWN
 

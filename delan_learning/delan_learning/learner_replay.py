@@ -41,12 +41,17 @@ RUN_OWN = frozenset(
 )
 
 
-def carried() -> Tuple[str, ...]:
-    """The learner parameters a replay takes over from a demo's parameter file."""
+def learner_params() -> Tuple[Any, ...]:
+    """Every parameter the learner node declares (``Param``): the robot's, then its own."""
     from delan_common.param_table import robot_table
     from delan_learning.params.learner import TABLE
 
-    return tuple(p.name for p in robot_table() + TABLE if p.name not in RUN_OWN)
+    return robot_table() + TABLE
+
+
+def carried() -> Tuple[str, ...]:
+    """The learner parameters a replay takes over from a demo's parameter file."""
+    return tuple(p.name for p in learner_params() if p.name not in RUN_OWN)
 
 
 def joint_states(bag_dir: str) -> List[Any]:
