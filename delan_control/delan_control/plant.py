@@ -5,8 +5,11 @@ Integrator (default ``'rk4'``), per physics step ``dt``: classical RK4 of
 is stiff on a light joint (time constant ``eps H / fc``: ~20 us on the 7-DoF arm's wrist, far
 below the step); there the armature ``A = dt (b + fc/eps) - H_min`` keeps the explicit stages
 stable (``dt S / (H + A) <= 1``) and the step settles on the quasi-static velocity the friction
-balances, at the cost of an unmodelled inertia ``A qdd`` while the joint creeps. ``A`` is zero on
-every joint friction does not dominate, which RK4 then integrates to 4th order. (A split step,
+balances, at the cost of an unmodelled inertia ``A qdd`` while the joint creeps. Light links
+coupled to each other (a humanoid's forearm and hand) have directions of motion lighter than
+any diagonal entry of ``H``; there the friction joints get more armature, until
+``H + A >= dt S / 2`` as matrices. ``A`` is zero on every joint friction does not dominate, which
+RK4 then integrates to 4th order. (A split step,
 implicit friction first and RK4 without it, is stable too but wrong where friction is stiff: its
 friction sub-step zeroes a light joint's velocity each step and the rigid-body step then reports
 ``tau dt / H``, a motion the torques do not explain.) Without friction, energy is conserved to
@@ -51,6 +54,11 @@ from delan_common.dynamics import COULOMB_SMOOTHING
 from delan_common.robot_model import ArrayLike, Mismatch, RobotModel, _per_joint
 
 INTEGRATORS = ('rk4', 'semi_implicit_euler')
+#: largest friction rate ``dt S / (H + A)`` of any direction of motion that the armature lets
+#: through (RK4 is stable to 2.78 on a decaying mode); each joint's own is held to 1
+STIFF_RATE_BOUND = 2.0
+#: rounds of that check, each raising the armature by its shortfall
+STIFF_ARMATURE_ROUNDS = 20
 
 
 def _revolute_twin(model: RobotModel) -> RobotModel:
@@ -193,14 +201,29 @@ class Plant:
         largest slope ``S0`` (``b + fc / eps``, at rest, for the URDF's law; see
         :meth:`JointEffects.max_slope`) against the joint's smallest inertia ``H_min`` over
         sampled configurations, ``A = max(0, dt S0 - H_min)``, so ``dt S0 / (H + A) <= 1`` (RK4
-        is stable to 2.78). Zero on every joint that friction does not dominate."""
+        is stable to 2.78), then raised on the friction joints until ``H + A - dt S0 /
+        STIFF_RATE_BOUND`` is positive semi-definite on every sample (the coupled light
+        directions). Zero on every joint that friction does not dominate."""
         if not self._has_friction:
             return np.zeros(self.n)
         lo, hi = model.sample_bounds()
         rng = np.random.default_rng(0)
         q = np.vstack([0.5 * (lo + hi), np.zeros(self.n), rng.uniform(lo, hi, (32, self.n))])
-        h_min = np.diagonal(model.mass_matrix(q), axis1=1, axis2=2).min(axis=0)
-        return np.maximum(0.0, self.dt * self._effects.max_slope() - h_min)
+        H = model.mass_matrix(q)
+        stiffness = self.dt * self._effects.max_slope()
+        armature = np.maximum(0.0, stiffness - np.diagonal(H, axis1=1, axis2=2).min(axis=0))
+        # Light links coupled to each other (a humanoid's wrist and hand) move in directions
+        # lighter than any diagonal entry, where the stages' friction rate dt S / (H + A) can
+        # pass RK4's bound although no joint's own ratio does: the friction joints get more
+        # armature until H + A >= dt S / STIFF_RATE_BOUND as matrices on every sample.
+        rubbing = stiffness > 0.0
+        for _ in range(STIFF_ARMATURE_ROUNDS):
+            slack = H + np.diag(armature - stiffness / STIFF_RATE_BOUND)
+            margin = float(np.linalg.eigvalsh(slack).min())
+            if margin >= 0.0 or not rubbing.any():
+                break
+            armature[rubbing] += 1.05 * -margin
+        return armature
 
     @property
     def torque_noise(self) -> np.ndarray:

@@ -266,3 +266,49 @@ def test_all_actuated_is_bitwise_the_plant_without_the_option():
     np.testing.assert_array_equal(a.q, b.q)
     np.testing.assert_array_equal(a.qd, b.qd)
     assert not b._under
+
+
+ICUB_LEFT_ARM = [
+    'l_shoulder_pitch',
+    'l_shoulder_roll',
+    'l_shoulder_yaw',
+    'l_elbow',
+    'l_wrist_prosup',
+    'l_wrist_pitch',
+    'l_wrist_yaw',
+]
+
+
+def test_coupled_light_links_with_stiff_damping_fall_stably():
+    """The iCub's left arm: URDF damping of 1 N m s/rad on every joint, a forearm and hand of
+    1e-4 to 1e-3 kg m^2 whose coupling makes directions of motion lighter than any diagonal
+    entry of H. Sized per joint, the armature left the RK4 stages a friction rate above their
+    bound in such a direction: the arm, let go under gravity, spun up to hundreds of rad/s
+    and the state went non-finite. With H + A >= dt S / STIFF_RATE_BOUND as matrices it falls
+    as the implicit Euler step and a four times finer RK4 say."""
+    from delan_control.plant import STIFF_RATE_BOUND
+
+    nominal = RobotModel('icub.urdf', joints=ICUB_LEFT_ARM)
+    home = 0.5 * (nominal.spec.lower + nominal.spec.upper)
+    H = nominal.mass_matrix(home)
+    assert np.linalg.eigvalsh(H)[0] < 0.5 * np.diag(H).min()  # the coupled light direction
+    ends = {}
+    for integrator, rate in (('rk4', 1000.0), ('rk4', 4000.0), ('semi_implicit_euler', 1000.0)):
+        plant = Plant(nominal, integrator=integrator, physics_rate=rate)
+        plant.reset(home, np.zeros(7))
+        fastest = 0.0
+        for _ in range(200):  # 2 s, no torque
+            plant.step(np.zeros(7), int(rate / 100))
+            fastest = max(fastest, float(np.abs(plant.qd).max()))
+        assert plant.blowups == 0 and fastest < 5.0, (integrator, rate, fastest)
+        ends[integrator, rate] = plant.q
+    np.testing.assert_allclose(ends['rk4', 1000.0], ends['rk4', 4000.0], atol=0.02)
+    np.testing.assert_allclose(ends['rk4', 1000.0], ends['semi_implicit_euler', 1000.0], atol=0.05)
+    # the matrix bound holds on the configurations it was sized on
+    plant = Plant(nominal)
+    lo, hi = nominal.sample_bounds()
+    q = np.random.default_rng(1).uniform(lo, hi, (20, 7))
+    slack = nominal.mass_matrix(q) + np.diag(
+        plant._stiff_armature - plant.dt * plant._effects.max_slope() / STIFF_RATE_BOUND
+    )
+    assert np.linalg.eigvalsh(slack).min() > -1e-6 * np.diag(H).min()
