@@ -45,6 +45,12 @@ class FourierTrajectory:
         """The same path played at another ``speed`` (a time scaling)."""
         return FourierTrajectory(self.q0, self.a, self.b, self.base_freq, speed)
 
+    def scaled(self, factor: np.ndarray) -> 'FourierTrajectory':
+        """Each joint's motion about ``q0`` times ``factor (n,)``: its positions' swing, its
+        velocities and accelerations all scale by it; 1 leaves a joint as it is."""
+        f = np.asarray(factor, dtype=np.float64)[:, None]
+        return FourierTrajectory(self.q0, self.a * f, self.b * f, self.base_freq, self.speed)
+
 
 def random_fourier_trajectory(
     lower: np.ndarray,

@@ -119,6 +119,50 @@ def designed_excitation(
         if best is None or key < best_key:
             best, best_key = traj, key
     assert best is not None  # the loop ran at least once
+    if best_key[0] > 0.0:
+        best = slowed_to_effort(best, robot.inverse, lim, effort_fraction, points)
+    return best
+
+
+def slowed_to_effort(
+    traj: FourierTrajectory,
+    inverse,
+    effort_limit: np.ndarray,
+    fraction: float = EXCITATION_EFFORT_FRACTION,
+    points: int = 100,
+    rounds: int = 12,
+) -> FourierTrajectory:
+    """``traj`` with the motion of each joint that needs more than ``fraction`` of its effort
+    limit by the model ``inverse(q, qd, qdd)`` scaled down (its swing, velocity and
+    acceleration), round by round, until every joint fits or ``rounds`` are spent; the least
+    demanding version seen is returned.
+
+    A joint whose own friction or inertia asks more than its motor gives (a light wrist with a
+    large URDF ``damping`` and an effort limit under 1 N m: every random series of the others'
+    speed needs twice its limit) then moves less instead of saturating its motor for most of
+    the excitation, which loses the arm to its end stops and leaves no data to learn from. The
+    other joints keep their motion. A share the posture alone causes (gravity) does not shrink;
+    the demo's checks report such an arm."""
+    lim = np.asarray(effort_limit, dtype=np.float64)
+    finite = np.isfinite(lim) & (lim > 0)
+    t = np.linspace(0.0, traj.period, points, endpoint=False)
+    factor = np.ones(traj.q0.size)
+    best, best_need = traj, np.inf
+    for _ in range(rounds):
+        current = traj.scaled(factor)
+        tau = np.abs(np.asarray(inverse(*current.sample(t))))
+        share = np.zeros(factor.size)
+        share[finite] = tau[:, finite].max(axis=0) / lim[finite]
+        if not np.all(np.isfinite(share)):
+            return best
+        need = float(share.max())
+        if need < best_need:
+            best, best_need = current, need
+        if need <= fraction:
+            break
+        over = share > fraction
+        # a little under the bound, so the coupling of the joints scaled together settles
+        factor[over] *= np.clip(0.95 * fraction / share[over], 0.2, 1.0)
     return best
 
 

@@ -154,3 +154,34 @@ def test_the_excitations_fundamental_can_be_chosen():
         assert slow.period == 10.0 and fast.period == 5.0
         _, qd, _ = fast.sample(np.linspace(0, fast.period, 500))
         assert np.all(np.abs(qd) <= 0.6 * desc.planning_velocity_limits + 1e-9)
+
+
+def test_a_joint_its_motor_cannot_move_that_fast_is_slowed_and_the_others_are_not():
+    """The iCub's wrist: 0.45-0.65 N m motors against 1 N m s/rad of URDF damping, so every
+    random series at the other joints' speed needs up to twice a wrist limit. The excitation
+    used to go out anyway (the least demanding candidate) and the motors saturated for most of
+    it; now the joints that need too much move less, within the 60 % of the limits, and the
+    shoulder and elbow keep their motion."""
+    from delan_control.excitation_design import EXCITATION_EFFORT_FRACTION, slowed_to_effort
+    from delan_control.trajectories import effort_share
+
+    joints = ['l_shoulder_pitch', 'l_shoulder_roll', 'l_shoulder_yaw', 'l_elbow']
+    joints += ['l_wrist_prosup', 'l_wrist_pitch', 'l_wrist_yaw']
+    robot = RobotModel('icub.urdf', joints=joints)
+    s, lim = robot.spec, robot.operating_effort_limit()
+    vmax = np.full(7, 2.0)  # no velocity limit given: the planning default
+
+    def need(traj):
+        t = np.linspace(0.0, traj.period, 100, endpoint=False)
+        return effort_share(robot.inverse, lim, *traj.sample(t))
+
+    raw = random_fourier_trajectory(s.lower, s.upper, vmax, seed=0)
+    assert need(raw) > 1.0
+    slowed = slowed_to_effort(raw, robot.inverse, lim)
+    assert need(slowed) <= EXCITATION_EFFORT_FRACTION
+    factor = np.linalg.norm(slowed.a, axis=1) / np.linalg.norm(raw.a, axis=1)
+    np.testing.assert_allclose(factor[:4], 1.0)  # shoulder and elbow untouched
+    assert np.all(factor[4:] <= 1.0) and factor[4] < 0.5  # the wrist's roll slowed most
+    np.testing.assert_array_equal(slowed.q0, raw.q0)
+    designed = designed_excitation(robot, s.lower, s.upper, vmax, seed=0, candidates=4)
+    assert need(designed) <= EXCITATION_EFFORT_FRACTION
