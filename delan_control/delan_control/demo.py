@@ -76,6 +76,7 @@ from delan_control.evaluation import (
     delan_verdict,
     end_stop_share,
     joint_errors,
+    learning_target,
 )
 from delan_control.launched import LaunchedSuite
 from delan_control.replay import SPEEDS, EvaluationSetup, replay_tracking, true_model
@@ -863,7 +864,7 @@ class Demo:
         trained model, so the demo waits for one instead of judging whatever a slow machine
         produced."""
         floor, residual = self.noise_floor(t0)
-        target = np.maximum(self.args.target_nmse, self.args.floor_factor * floor)
+        target = learning_target(self.args.target_nmse, self.args.floor_factor, floor)
         self.results['target_nmse'] = target.tolist()
         self.results['noise_floor_nmse'] = floor.tolist()
         self.results['noise_floor_residual_rms'] = residual.tolist()
@@ -891,7 +892,7 @@ class Demo:
                 f'{np.nanmax(floor[bad]):.3g} > {self.args.max_true_nmse:g}): the arm hit its '
                 'end stops or saturated; the models learn from broken data'
             )
-        stop = TrainingStop(target, patience=self.args.plateau)
+        stop = TrainingStop(target.tolist(), patience=self.args.plateau)
         seen = 0
 
         def done() -> bool:

@@ -117,6 +117,18 @@ def end_stop_share(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.nd
     return at_position_limit(q, lower, upper).mean(axis=0)
 
 
+def learning_target(
+    target_nmse: float, floor_factor: float, floor: Union[Sequence[float], np.ndarray]
+) -> np.ndarray:
+    """Per joint, the validation nMSE the demo waits for: ``target_nmse``, or ``floor_factor``
+    times the true plant's own nMSE ``floor`` where the data allow no better. A floor that is
+    not finite (data the true plant cannot explain at all, which :func:`broken_joints`
+    reports) leaves ``target_nmse``."""
+    scaled = float(floor_factor) * np.asarray(floor, dtype=np.float64)
+    fixed = float(target_nmse)
+    return np.where(np.isfinite(scaled), np.maximum(fixed, scaled), fixed)
+
+
 def broken_joints(
     nmse: Union[Sequence[float], np.ndarray],
     max_nmse: float,

@@ -2,7 +2,12 @@
 
 import numpy as np
 
-from delan_control.evaluation import DivergenceCheck, delan_verdict, joint_errors
+from delan_control.evaluation import (
+    DivergenceCheck,
+    delan_verdict,
+    joint_errors,
+    learning_target,
+)
 
 
 def test_continuous_errors_are_wrapped_and_others_are_not():
@@ -131,3 +136,13 @@ def test_a_joint_at_its_end_stops_fails_the_verdict():
     stuck = delan_verdict(rms, {}, [1.0], 1 / 3, end_stops=dict(zip(names, share)))
     assert not stuck.passed and 'gripper 30.0%' in stuck.failures[0]
     assert 'a 0.3%' not in stuck.failures[0]
+
+
+def test_learning_target_is_the_fixed_one_where_the_floor_is_not_finite():
+    """A floor the true plant could not compute (an excitation that broke: end stops, a sim
+    gone non-finite) must not become a NaN target, which no version can reach and which
+    stopped the demo with a traceback; the fixed target stands there."""
+    floor = np.array([0.0001, 0.01, np.nan, np.inf])
+    target = learning_target(0.003, 3.0, floor)
+    np.testing.assert_allclose(target[:2], [0.003, 0.03])
+    assert target[2] == target[3] == 0.003
