@@ -19,13 +19,23 @@ from delan_control.control_laws import position_error
 
 #: velocity assumed for joints without a (usable) limit [rad/s or m/s]
 UNLIMITED_VELOCITY = 10.0
+#: the measured velocities witness the step between two states at most this far apart [s]
+WITNESS_DT = 0.05
+#: a step off what the measured velocities explain by more than this [rad or m] ...
+WITNESS_MARGIN = 0.05
+#: ... plus this share of what they explain (filtered, lagging velocities) is a jump
+WITNESS_SLACK = 0.5
 
 
 class JumpDetector:
     """Flags a position step beyond ``factor`` x the velocity limits x the time step, plus
-    ``margin`` [rad or m] for noise and a late state. ``continuous`` ``(n,)`` bool (None: none):
-    joints whose step is taken modulo 2 pi (a driver that reports them wrapped does not jump
-    when it crosses pi)."""
+    ``margin`` [rad or m] for noise and a late state; and, where the states carry velocities
+    and follow each other within :data:`WITNESS_DT`, a step that the measured velocities do not
+    explain (the trapezoid of the two, off by more than :data:`WITNESS_MARGIN` plus
+    :data:`WITNESS_SLACK` of it): a sim reset puts the arm elsewhere at rest, a step the limits
+    alone let through on an arm whose URDF gives none (10 rad/s for 2.5 times the joint-state
+    period). ``continuous`` ``(n,)`` bool (None: none): joints whose step is taken modulo
+    2 pi (a driver that reports them wrapped does not jump when it crosses pi)."""
 
     def __init__(
         self,
@@ -40,22 +50,31 @@ class JumpDetector:
         self.continuous = continuous
         self._t: Optional[float] = None
         self._q: Optional[np.ndarray] = None
+        self._qd: Optional[np.ndarray] = None
 
     def reset(self) -> None:
         """Forget the last state (after a stall: the next one is judged as a restart)."""
-        self._t = self._q = None
+        self._t = self._q = self._qd = None
 
-    def check(self, t: float, q: np.ndarray) -> Optional[float]:
-        """The largest joint step [rad or m] when ``q`` at time ``t`` is a jump, else None."""
+    def check(self, t: float, q: np.ndarray, qd: Optional[np.ndarray] = None) -> Optional[float]:
+        """The largest joint step [rad or m] when ``q`` (with the measured velocities ``qd``,
+        if any) at time ``t`` is a jump, else None."""
         q = np.asarray(q, dtype=np.float64)
-        last_t, last_q = self._t, self._q
+        qd = None if qd is None else np.asarray(qd, dtype=np.float64)
+        last_t, last_q, last_qd = self._t, self._q, self._qd
         self._t, self._q = float(t), q.copy()
+        self._qd = None if qd is None or qd.shape != q.shape else qd.copy()
         if last_q is None or last_q.shape != q.shape:
             return None
         assert last_t is not None  # set with _q
         dt = max(float(t) - last_t, 0.0)
-        step = np.abs(position_error(q, last_q, self.continuous))
-        if np.any(step > self.factor * self.velocity * dt + self.margin):
+        moved = position_error(q, last_q, self.continuous)
+        step = np.abs(moved)
+        jump = step > self.factor * self.velocity * dt + self.margin
+        if self._qd is not None and last_qd is not None and dt <= WITNESS_DT:
+            measured = 0.5 * (self._qd + last_qd) * dt
+            jump |= np.abs(moved - measured) > WITNESS_MARGIN + WITNESS_SLACK * np.abs(measured)
+        if np.any(jump):
             return float(np.max(step))
         return None
 
@@ -83,16 +102,18 @@ class StateContinuity:
         self._jumps = JumpDetector(velocity_limits, continuous=continuous)  # control thread only
         self._lock = threading.Lock()
 
-    def take(self, now: float, t: float, q: np.ndarray) -> Optional[Restart]:
-        """A joint state came at ``now`` (monotonic), stamped ``t`` [s], at ``q`` ``(n,)``:
-        a restart when it ends a stale spell (the first state too) or the arm jumped, else
-        None."""
+    def take(
+        self, now: float, t: float, q: np.ndarray, qd: Optional[np.ndarray] = None
+    ) -> Optional[Restart]:
+        """A joint state came at ``now`` (monotonic), stamped ``t`` [s], at ``q`` ``(n,)``
+        moving at ``qd`` (when measured): a restart when it ends a stale spell (the first
+        state too) or the arm jumped, else None."""
         with self._lock:
             self._last = now
             resumed, self.stale = self.stale, False
         if resumed:
             self._jumps.reset()
-        jump = self._jumps.check(t, q)
+        jump = self._jumps.check(t, q, qd)
         if resumed:
             return Restart('the stall', 'joint states fresh: commanding')
         if jump is not None:

@@ -134,7 +134,7 @@ class TorqueControl:
         """The cycle of joint state ``js`` stamped ``t`` [s], taken at ``now`` (monotonic):
         after a stall or a jump the reference is rejoined smoothly, or dropped when far; a new
         reference is taken up from the arm smoothly, or dropped when far."""
-        restart = self.continuity.take(now, t, js.position)
+        restart = self.continuity.take(now, t, js.position, js.velocity)
         if restart is not None:
             self._report(self.tracker.resume(t, js.position, js.velocity), restart.cause, t)
             self._log.info(restart.message)

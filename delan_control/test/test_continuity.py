@@ -26,3 +26,32 @@ def test_a_continuous_joint_reported_wrapped_does_not_jump_when_it_crosses_pi():
     assert d.check(0.0, np.array([np.pi - 0.01, 0.0])) is None
     assert d.check(0.004, np.array([-np.pi + 0.01, 0.0])) is None
     assert d.check(0.008, np.array([-np.pi + 0.01, 2 * np.pi - 0.01])) is not None
+
+
+def test_a_reset_the_velocity_limits_let_through_is_a_jump_by_the_measured_velocities():
+    """The iCub's arm gives no velocity limits (10 rad/s assumed: 0.18 rad per 4 ms state
+    passes): a sim reset 0.15 rad away, at rest, went through as motion, and the computed-torque
+    feedback on the old reference flung the light arm into its end stops. The measured
+    velocities say the arm did not move there; steps they explain are no jump."""
+    from delan_control.continuity import WITNESS_DT
+
+    d = JumpDetector(np.full(2, np.inf))
+    t, q, qd = 0.0, np.zeros(2), np.zeros(2)
+    assert d.check(t, q, qd) is None
+    for _ in range(50):  # 3 rad/s with the velocity measured 20 % off, and accelerating
+        qd_next = qd + np.array([0.2, -0.1])
+        t, q = t + 0.004, q + 0.5 * (qd + qd_next) * 0.004
+        qd = qd_next
+        assert d.check(t, q, qd * 1.2) is None
+    assert d.check(t + 0.004, q + [0.0, 0.15], np.zeros(2)) is not None  # stopped, moved
+    d2 = JumpDetector(np.full(2, np.inf))
+    assert d2.check(0.0, np.zeros(2), np.zeros(2)) is None
+    assert d2.check(0.004, np.array([0.0, 0.15]), np.zeros(2)) == 0.15  # a reset at rest
+    assert d2.check(0.008, np.array([0.0, 0.15]), np.zeros(2)) is None
+    # without velocities, or further apart than the velocities witness: the limits alone
+    d3 = JumpDetector(np.full(2, np.inf))
+    assert d3.check(0.0, np.zeros(2)) is None
+    assert d3.check(0.004, np.array([0.0, 0.15])) is None
+    d4 = JumpDetector(np.full(2, np.inf))
+    assert d4.check(0.0, np.zeros(2), np.zeros(2)) is None
+    assert d4.check(2 * WITNESS_DT, np.array([0.0, 0.15]), np.zeros(2)) is None

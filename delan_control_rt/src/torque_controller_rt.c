@@ -68,6 +68,11 @@
 #define JUMP_FACTOR 2.0
 #define JUMP_MARGIN 0.1
 #define UNLIMITED_VELOCITY 10.0
+/* and, for states at most WITNESS_DT apart, a step off the trapezoid of the two measured
+ * velocities by more than WITNESS_MARGIN + WITNESS_SLACK x that trapezoid (continuity.WITNESS_*) */
+#define WITNESS_DT 0.05
+#define WITNESS_MARGIN 0.05
+#define WITNESS_SLACK 0.5
 /* command order (command_order.ReceiverOrderQuery): asked of the receiving controller's
  * joints parameter when command_joints is not given; no commands until it is known */
 #define ORDER_POLL_S 0.1
@@ -327,8 +332,9 @@ typedef struct
   int msg_index[MAX_JOINTS];
   int stale, have_stamp, have_candidate;
   double last_stamp, candidate, last_state_time;
-  /* the previous state's position and stamp, for jump detection (have_last_q 0: none) */
-  double last_q[MAX_JOINTS], last_q_t;
+  /* the previous state's position, velocity and stamp, for jump detection (have_last_q 0:
+   * none) */
+  double last_q[MAX_JOINTS], last_qd[MAX_JOINTS], last_q_t;
   int have_last_q;
   /* counters (diagnostics) */
   int64_t commands_sent, fallbacks, watchdog_trips, rejected, model_loads;
@@ -586,13 +592,22 @@ static double jump_check(controller_t * c, double t)
   const int had = c->have_last_q;
   const double dt = had && t > c->last_q_t ? t - c->last_q_t : 0.0;
   double largest = -1.0, step_max = 0.0;
+  const int witness = had && dt <= WITNESS_DT;
   for (int i = 0; i < c->n; i++) {
-    const double step = fabs(joint_apart(c, i, c->q[i] - c->last_q[i]));
+    const double moved = joint_apart(c, i, c->q[i] - c->last_q[i]);
+    const double step = fabs(moved);
     double v = c->velocity_limits[i];
     if (!(isfinite(v) && v > 0)) {v = UNLIMITED_VELOCITY;}
     if (had && step > JUMP_FACTOR * v * dt + JUMP_MARGIN) {largest = 0.0;}
+    if (witness) {
+      const double measured = 0.5 * (c->qd[i] + c->last_qd[i]) * dt;
+      if (fabs(moved - measured) > WITNESS_MARGIN + WITNESS_SLACK * fabs(measured)) {
+        largest = 0.0;
+      }
+    }
     if (step > step_max) {step_max = step;}
     c->last_q[i] = c->q[i];
+    c->last_qd[i] = c->qd[i];
   }
   c->last_q_t = t;
   c->have_last_q = 1;

@@ -461,6 +461,26 @@ def test_a_jump_of_the_arm_drops_a_far_reference_and_holds(bench):
     assert 'the arm jumped 0.490' in bench.log('rt_jump')
 
 
+def test_a_step_the_measured_velocities_do_not_explain_is_a_jump(bench):
+    """A sim reset 0.09 rad away, at rest: under the velocity limits' bound (0.1 rad plus twice
+    the limits times 4 ms), but the measured velocities (zero) say the arm did not move there:
+    taken as a restart, as delan_control's JumpDetector does (its WITNESS_* constants); a step
+    the velocities do explain is none."""
+    params = rt_params(
+        watchdog_timeout=10.0, command_joints=NAMES, resume_tolerance=0.5, resume_time=0.0
+    )
+    topic = bench.start_rt('rt_witness', params)
+    q0 = np.array([0.3, -0.2])
+    _, t = bench.first_answer(bench.pub, topic, NAMES, q0, [0.0, 0.0], 100.0, dt=0.004)
+    at = hold_reference(bench, 'rt_witness', topic, q0, q0, [0.0, 0.0], t)
+    at(q0)
+    at(q0 + [0.0, 0.09])
+    bench.diag_until(
+        'rt_witness', lambda lv, msg, v: v.get('references_rejoined') == '1', 'the restart'
+    )
+    assert 'the arm jumped 0.090' in bench.log('rt_witness')
+
+
 def test_a_continuous_joint_reported_wrapped_does_not_jump(bench):
     """A driver that reports a continuous joint in (-pi, pi] (the elbow declared continuous
     here): crossing pi by 0.02 rad is no jump, the reference is kept and the position error
