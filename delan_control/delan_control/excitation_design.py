@@ -12,7 +12,7 @@ the best by condition number wins.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 
@@ -126,7 +126,7 @@ def designed_excitation(
 
 def slowed_to_effort(
     traj: FourierTrajectory,
-    inverse,
+    inverse: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
     effort_limit: np.ndarray,
     fraction: float = EXCITATION_EFFORT_FRACTION,
     points: int = 100,

@@ -8,8 +8,8 @@ stable (``dt S / (H + A) <= 1``) and the step settles on the quasi-static veloci
 balances, at the cost of an unmodelled inertia ``A qdd`` while the joint creeps. Light links
 coupled to each other (a humanoid's forearm and hand) have directions of motion lighter than
 any diagonal entry of ``H``; there the friction joints get more armature, until
-``H + A >= dt S / 2`` as matrices. ``A`` is zero on every joint friction does not dominate, which
-RK4 then integrates to 4th order. (A split step,
+``H + A >= dt S / 2`` as matrices. ``A`` is zero where friction dominates no direction of
+motion, which RK4 then integrates to 4th order. (A split step,
 implicit friction first and RK4 without it, is stable too but wrong where friction is stiff: its
 friction sub-step zeroes a light joint's velocity each step and the rigid-body step then reports
 ``tau dt / H``, a motion the torques do not explain.) Without friction, energy is conserved to
@@ -203,7 +203,7 @@ class Plant:
         sampled configurations, ``A = max(0, dt S0 - H_min)``, so ``dt S0 / (H + A) <= 1`` (RK4
         is stable to 2.78), then raised on the friction joints until ``H + A - dt S0 /
         STIFF_RATE_BOUND`` is positive semi-definite on every sample (the coupled light
-        directions). Zero on every joint that friction does not dominate."""
+        directions). Zero where friction dominates no direction of motion."""
         if not self._has_friction:
             return np.zeros(self.n)
         lo, hi = model.sample_bounds()
