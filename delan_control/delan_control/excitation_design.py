@@ -21,7 +21,7 @@ from delan_common.robot_model import RobotModel
 from delan_common.urdf_joints import RobotDescription
 
 from .sysid import parameter_scales, regressor
-from .trajectories import effort_share
+from .trajectories import effort_share, joint_effort_shares
 
 
 @dataclass(frozen=True)
@@ -143,16 +143,12 @@ def slowed_to_effort(
     the excitation, which loses the arm to its end stops and leaves no data to learn from. The
     other joints keep their motion. A share the posture alone causes (gravity) does not shrink;
     the demo's checks report such an arm."""
-    lim = np.asarray(effort_limit, dtype=np.float64)
-    finite = np.isfinite(lim) & (lim > 0)
     t = np.linspace(0.0, traj.period, points, endpoint=False)
     factor = np.ones(traj.q0.size)
     best, best_need = traj, np.inf
     for _ in range(rounds):
         current = traj.scaled(factor)
-        tau = np.abs(np.asarray(inverse(*current.sample(t))))
-        share = np.zeros(factor.size)
-        share[finite] = tau[:, finite].max(axis=0) / lim[finite]
+        share = joint_effort_shares(inverse, effort_limit, *current.sample(t))
         if not np.all(np.isfinite(share)):
             return best
         need = float(share.max())

@@ -99,17 +99,28 @@ def figure_eight(
     return FigureEight(center=c, amplitude=amp, period=period)
 
 
+def joint_effort_shares(
+    inverse: Callable, effort_limit: np.ndarray, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray
+) -> np.ndarray:
+    """Per joint ``(n,)``, the largest share ``|tau| / limit`` of its effort limit that the
+    motion ``q, qd, qdd (k, n)`` needs by the model ``inverse(q, qd, qdd)``; 0 on the joints
+    without a finite limit (the model is not evaluated when no joint has one)."""
+    lim = np.asarray(effort_limit, dtype=np.float64)
+    finite = np.isfinite(lim) & (lim > 0)
+    share = np.zeros(lim.size)
+    if finite.any():
+        tau = np.asarray(inverse(q, qd, qdd))
+        share[finite] = np.max(np.abs(tau[:, finite]) / lim[finite], axis=0)
+    return share
+
+
 def effort_share(
     inverse: Callable, effort_limit: np.ndarray, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray
 ) -> float:
     """Largest share ``|tau| / limit`` of the finite effort limits ``(n,)`` that the motion
-    ``q, qd, qdd (k, n)`` needs by the model ``inverse(q, qd, qdd)``; 0 where none is finite."""
-    lim = np.asarray(effort_limit, dtype=np.float64)
-    finite = np.isfinite(lim) & (lim > 0)
-    if not finite.any():
-        return 0.0
-    tau = np.asarray(inverse(q, qd, qdd))
-    return float(np.max(np.abs(tau[:, finite]) / lim[finite]))
+    ``q, qd, qdd (k, n)`` needs by the model ``inverse(q, qd, qdd)``; 0 where none is finite
+    (:func:`joint_effort_shares`, over the joints)."""
+    return float(np.max(joint_effort_shares(inverse, effort_limit, q, qd, qdd), initial=0.0))
 
 
 def fit_figure_eight(
